@@ -1,0 +1,200 @@
+//! What the crate gets for one kernel: a plan from every committed table whose
+//! fingerprint matches, the variants those plans name plus the default, compiled
+//! as fatbins, and the generated dispatch source.
+
+use std::path::{Path, PathBuf};
+
+use super::codegen::{ChoiceData, Generated, ImageData, OriginData, PlanData};
+use super::error::BuildError;
+use super::fingerprint;
+use super::nvcc::{CompileJob, Nvcc, Target};
+use super::table::{FALLBACK, Fingerprint, TuningTable, Unreadable};
+use super::tune::slug;
+use crate::KernelSpec;
+
+#[derive(Debug)]
+pub struct BakeInput<'a> {
+    pub spec: &'static KernelSpec,
+    pub root: &'a Path,
+    pub tables: &'a [(PathBuf, Result<TuningTable, Unreadable>)],
+    pub fingerprint: &'a Fingerprint,
+    pub nvcc: Result<&'a Nvcc, &'a str>,
+    /// Architectures to compile for besides the tables' own.
+    pub archs: &'a [String],
+    pub out_dir: &'a Path,
+    pub cache_dir: &'a Path,
+}
+
+/// What was baked, for the build's one warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BakeSummary {
+    /// `rms_norm: tuned for NVIDIA H200 (kernels/tuning/nvidia-h200.json)`.
+    pub line: String,
+    pub tuned_plans: usize,
+}
+
+/// Path of `path` relative to `root`, for messages and generated code.
+pub fn relative(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
+    let spec = input.spec;
+    let mut notes: Vec<String> = Vec::new();
+    let mut images: Vec<ImageData> = vec![ImageData {
+        name: spec.point_name(spec.default),
+        values: spec.default.to_vec(),
+        binary: None,
+    }];
+    let mut plans: Vec<PlanData> = Vec::new();
+    let mut archs: Vec<String> = input.archs.to_vec();
+    for (path, table) in input.tables {
+        let shown = relative(path, input.root);
+        let table = match table {
+            Ok(table) => table,
+            Err(unreadable) => {
+                notes.push(format!("{shown} is unreadable ({})", unreadable.reason));
+                continue;
+            }
+        };
+        let Some(entry) = table.kernels.get(spec.name) else {
+            continue;
+        };
+        let differences = fingerprint::differences(&entry.fingerprint, input.fingerprint);
+        if !differences.is_empty() {
+            notes.push(format!(
+                "{shown} is stale for {} ({})",
+                table.gpu.name,
+                differences.join("; ")
+            ));
+            continue;
+        }
+        let mut ranges = Vec::new();
+        let mut valid = true;
+        for range in &entry.ranges {
+            let choice = if range.variant == FALLBACK {
+                if spec.fallback.is_none() {
+                    valid = false;
+                }
+                ChoiceData::Fallback
+            } else {
+                let Some(record) = entry.variant(&range.variant) else {
+                    valid = false;
+                    break;
+                };
+                if !spec.points.contains(&record.values.as_slice()) {
+                    valid = false;
+                    break;
+                }
+                let index = match images.iter().position(|i| i.values == record.values) {
+                    Some(index) => index,
+                    None => {
+                        images.push(ImageData {
+                            name: spec.point_name(&record.values),
+                            values: record.values.clone(),
+                            binary: None,
+                        });
+                        images.len() - 1
+                    }
+                };
+                ChoiceData::Variant(index)
+            };
+            ranges.push((range.first, range.last, choice));
+        }
+        if !valid {
+            notes.push(format!("{shown} names variants this kernel does not have"));
+            continue;
+        }
+        archs.push(table.gpu.arch());
+        notes.push(format!(
+            "tuned for {} on {} ({shown})",
+            table.gpu.name, entry.tuned_on
+        ));
+        plans.push(PlanData {
+            origin: OriginData {
+                path: shown,
+                gpu: table.gpu.name.clone(),
+                compute_capability: (
+                    table.gpu.compute_capability[0],
+                    table.gpu.compute_capability[1],
+                ),
+                sm_count: table.gpu.sm_count,
+            },
+            ranges,
+        });
+    }
+    if plans.is_empty() {
+        notes.push(format!("defaults ({})", spec.point_name(spec.default)));
+    }
+    archs.sort_by_key(|a| arch_number(a));
+    archs.dedup();
+    if archs.is_empty() {
+        archs.push("sm_90".to_string());
+    }
+    let not_compiled = match input.nvcc {
+        Err(reason) => Some(reason.to_string()),
+        Ok(nvcc) => {
+            let jobs: Vec<CompileJob> = images
+                .iter()
+                .map(|image| CompileJob {
+                    kernel: spec.name.to_string(),
+                    label: slug(spec, &image.values),
+                    source: input.root.join(spec.source),
+                    entry: spec.entry.to_string(),
+                    defines: spec.defines(&image.values),
+                    flags: spec.flags.iter().map(|f| f.to_string()).collect(),
+                    target: Target::Fatbin(archs.clone()),
+                })
+                .collect();
+            let (results, _) = nvcc.compile_all(&jobs, input.cache_dir);
+            let mut failure = None;
+            for (image, result) in images.iter_mut().zip(results) {
+                match result {
+                    Ok(compiled) => image.binary = Some(compiled.binary),
+                    Err(message) => {
+                        failure = Some(format!("{} failed to compile: {message}", image.name))
+                    }
+                }
+            }
+            if let Some(failure) = &failure {
+                return Err(BuildError::Kernel {
+                    kernel: spec.name.to_string(),
+                    message: failure.clone(),
+                });
+            }
+            None
+        }
+    };
+    let note = format!("{}: {}", spec.name, notes.join("; "));
+    let generated = Generated {
+        kernel: spec.name.to_string(),
+        images,
+        plans,
+        default: 0,
+        note: note.clone(),
+        not_compiled,
+    };
+    let text = generated.render()?;
+    let path = input
+        .out_dir
+        .join("autotune")
+        .join(format!("{}.rs", spec.name));
+    // Rewrite only on change, so that an unchanged plan does not recompile the crate.
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        super::table::write_text_atomic(&path, &text)?;
+    }
+    Ok(BakeSummary {
+        line: note,
+        tuned_plans: generated.plans.len(),
+    })
+}
+
+fn arch_number(arch: &str) -> u32 {
+    arch.trim_start_matches("sm_")
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .unwrap_or(0)
+}

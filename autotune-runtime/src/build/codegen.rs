@@ -1,0 +1,267 @@
+//! The Rust the crate includes for each kernel: its compiled variants and one
+//! `match` per plan, rustfmt-style (prettyplease), under a "do not edit" header.
+
+use std::path::PathBuf;
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use super::error::BuildError;
+
+/// A variant to embed; `binary` is `None` when nvcc was unavailable.
+#[derive(Debug, Clone)]
+pub struct ImageData {
+    pub name: String,
+    pub values: Vec<u32>,
+    pub binary: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChoiceData {
+    Variant(usize),
+    Fallback,
+}
+
+#[derive(Debug, Clone)]
+pub struct OriginData {
+    pub path: String,
+    pub gpu: String,
+    pub compute_capability: (u32, u32),
+    pub sm_count: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlanData {
+    pub origin: OriginData,
+    /// `(first, last, choice)`, ascending, covering `0..=u64::MAX`.
+    pub ranges: Vec<(u64, u64, ChoiceData)>,
+}
+
+/// Everything generated for one kernel.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub kernel: String,
+    pub images: Vec<ImageData>,
+    pub plans: Vec<PlanData>,
+    /// Index of the declared default in `images`.
+    pub default: usize,
+    pub note: String,
+    pub not_compiled: Option<String>,
+}
+
+/// An unsuffixed literal, with `_` every three digits, or `u64::MAX`.
+fn number(value: u64) -> TokenStream {
+    if value == u64::MAX {
+        return quote!(u64::MAX);
+    }
+    let digits = value.to_string();
+    let mut grouped = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) && digits.len() > 4 {
+            grouped.push('_');
+        }
+        grouped.push(digit);
+    }
+    grouped
+        .parse::<proc_macro2::Literal>()
+        .map_or_else(|_| quote!(#value), |lit| quote!(#lit))
+}
+
+fn choice(choice: ChoiceData) -> TokenStream {
+    match choice {
+        ChoiceData::Variant(index) => {
+            let index = proc_macro2::Literal::usize_unsuffixed(index);
+            quote!(::autotune_runtime::Choice::Variant(#index))
+        }
+        ChoiceData::Fallback => quote!(::autotune_runtime::Choice::Fallback),
+    }
+}
+
+fn select_fn(name: &proc_macro2::Ident, ranges: &[(u64, u64, ChoiceData)]) -> TokenStream {
+    if let [(_, _, only)] = ranges {
+        let only = choice(*only);
+        return quote! {
+            fn #name(_key: u64) -> ::autotune_runtime::Choice {
+                #only
+            }
+        };
+    }
+    let arms = ranges.iter().map(|&(first, last, c)| {
+        let c = choice(c);
+        if last == u64::MAX {
+            quote!(_ => #c,)
+        } else if first == last {
+            let first = number(first);
+            quote!(#first => #c,)
+        } else {
+            let (first, last) = (number(first), number(last));
+            quote!(#first..=#last => #c,)
+        }
+    });
+    quote! {
+        fn #name(key: u64) -> ::autotune_runtime::Choice {
+            match key {
+                #(#arms)*
+            }
+        }
+    }
+}
+
+fn ranges_static(name: &proc_macro2::Ident, ranges: &[(u64, u64, ChoiceData)]) -> TokenStream {
+    let count = proc_macro2::Literal::usize_unsuffixed(ranges.len());
+    let items = ranges.iter().map(|&(first, last, c)| {
+        let c = choice(c);
+        let (first, last) = (number(first), number(last));
+        quote!(::autotune_runtime::dispatch::Range { first: #first, last: #last, choice: #c })
+    });
+    quote!(static #name: [::autotune_runtime::dispatch::Range; #count] = [#(#items),*];)
+}
+
+impl Generated {
+    /// The formatted source of `OUT_DIR/autotune/<kernel>.rs`.
+    pub fn render(&self) -> Result<String, BuildError> {
+        let kernel = &self.kernel;
+        let image_count = proc_macro2::Literal::usize_unsuffixed(self.images.len());
+        let images = self.images.iter().map(|image| {
+            let name = &image.name;
+            let values = image.values.iter().map(|v| number(u64::from(*v)));
+            let binary = match &image.binary {
+                Some(path) => {
+                    let path = path.to_string_lossy().into_owned();
+                    quote!(include_bytes!(#path))
+                }
+                None => quote!(&[]),
+            };
+            quote!(::autotune_runtime::dispatch::Image { name: #name, values: &[#(#values),*], binary: #binary })
+        });
+        let mut plan_items = Vec::new();
+        let mut plans = Vec::new();
+        for (index, plan) in self.plans.iter().enumerate() {
+            let select = format_ident!("select_{}", index);
+            let ranges = format_ident!("RANGES_{}", index);
+            plan_items.push(select_fn(&select, &plan.ranges));
+            plan_items.push(ranges_static(&ranges, &plan.ranges));
+            let OriginData {
+                path,
+                gpu,
+                compute_capability: (major, minor),
+                sm_count,
+            } = &plan.origin;
+            let (major, minor, sm_count) = (
+                number(u64::from(*major)),
+                number(u64::from(*minor)),
+                number(u64::from(*sm_count)),
+            );
+            plans.push(quote! {
+                ::autotune_runtime::dispatch::Plan {
+                    origin: ::core::option::Option::Some(::autotune_runtime::dispatch::TableOrigin {
+                        path: #path,
+                        gpu: #gpu,
+                        compute_capability: (#major, #minor),
+                        sm_count: #sm_count,
+                    }),
+                    ranges: &#ranges,
+                    select: #select,
+                }
+            });
+        }
+        let plan_count = proc_macro2::Literal::usize_unsuffixed(plans.len());
+        let defaults = vec![(0, u64::MAX, ChoiceData::Variant(self.default))];
+        let select_defaults = select_fn(&format_ident!("select_defaults"), &defaults);
+        let ranges_defaults = ranges_static(&format_ident!("RANGES_DEFAULTS"), &defaults);
+        let note = &self.note;
+        let not_compiled = match &self.not_compiled {
+            Some(reason) => quote!(::core::option::Option::Some(#reason)),
+            None => quote!(::core::option::Option::None),
+        };
+        let tokens = quote! {
+            static IMAGES: [::autotune_runtime::dispatch::Image; #image_count] = [#(#images),*];
+            #(#plan_items)*
+            static PLANS: [::autotune_runtime::dispatch::Plan; #plan_count] = [#(#plans),*];
+            #select_defaults
+            #ranges_defaults
+            pub(super) static BAKED: ::autotune_runtime::dispatch::Baked = ::autotune_runtime::dispatch::Baked {
+                kernel: #kernel,
+                images: &IMAGES,
+                plans: &PLANS,
+                defaults: ::autotune_runtime::dispatch::Plan {
+                    origin: ::core::option::Option::None,
+                    ranges: &RANGES_DEFAULTS,
+                    select: select_defaults,
+                },
+                note: #note,
+                not_compiled: #not_compiled,
+            };
+        };
+        let file: syn::File = syn::parse2(tokens).map_err(|e| BuildError::Codegen {
+            kernel: kernel.clone(),
+            message: e.to_string(),
+        })?;
+        let mut header = format!(
+            "// @generated by autotune-runtime {} from build.rs. Do not edit: it is rewritten on every build.\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        for line in self.note.lines() {
+            header.push_str(&format!("// {line}\n"));
+        }
+        Ok(header + "\n" + &prettyplease::unparse(&file))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_a_match_per_plan() {
+        let generated = Generated {
+            kernel: "rms_norm".into(),
+            images: vec![
+                ImageData {
+                    name: "block=256".into(),
+                    values: vec![256],
+                    binary: None,
+                },
+                ImageData {
+                    name: "block=64".into(),
+                    values: vec![64],
+                    binary: Some(PathBuf::from("/tmp/x.fatbin")),
+                },
+            ],
+            plans: vec![PlanData {
+                origin: OriginData {
+                    path: "tuning/nvidia-h200.json".into(),
+                    gpu: "NVIDIA H200".into(),
+                    compute_capability: (9, 0),
+                    sm_count: 132,
+                },
+                ranges: vec![
+                    (0, 4095, ChoiceData::Variant(1)),
+                    (4096, 4096, ChoiceData::Variant(0)),
+                    (4097, u64::MAX, ChoiceData::Fallback),
+                ],
+            }],
+            default: 0,
+            note: "rms_norm: tuned".into(),
+            not_compiled: None,
+        };
+        let text = generated.render().unwrap();
+        assert!(text.starts_with("// @generated by autotune-runtime"));
+        assert!(
+            text.contains("0..=4095 => ::autotune_runtime::Choice::Variant(1),"),
+            "{text}"
+        );
+        assert!(
+            text.contains("4096 => ::autotune_runtime::Choice::Variant(0),"),
+            "{text}"
+        );
+        assert!(text.contains("last: u64::MAX"), "{text}");
+        assert_eq!(number(65536).to_string(), "65_536");
+        assert_eq!(number(4096).to_string(), "4096");
+        assert!(
+            text.contains("_ => ::autotune_runtime::Choice::Fallback,"),
+            "{text}"
+        );
+        assert!(text.contains("include_bytes!(\"/tmp/x.fatbin\")"), "{text}");
+    }
+}

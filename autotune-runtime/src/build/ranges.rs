@@ -1,0 +1,240 @@
+//! From measurements to dispatch: the winner at each timed key value (a challenger
+//! must beat the incumbent by more than the noise), the points worth timing to place
+//! a boundary, and the ranges.
+
+/// One variant's times at one key value, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timed {
+    pub variant: usize,
+    pub median: f64,
+    pub p25: f64,
+    pub p75: f64,
+}
+
+impl Timed {
+    fn spread(&self) -> f64 {
+        if self.median > 0.0 {
+            (self.p75 - self.p25) / (2.0 * self.median)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Everything timed at one key value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeTimings {
+    pub key: u64,
+    pub timed: Vec<Timed>,
+    /// The incumbent's median timed a second time, after the others.
+    pub incumbent_again: Option<f64>,
+    pub refinement: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub key: u64,
+    pub winner: usize,
+    pub winner_us: f64,
+    pub incumbent: usize,
+    pub incumbent_us: f64,
+    pub margin: f64,
+    pub noise: f64,
+    pub runner_up: Option<usize>,
+    pub refinement: bool,
+}
+
+/// The winner at one key value. The incumbent (the default, or the fallback when
+/// declared) keeps the key unless the fastest challenger's median is lower by more
+/// than `max(min_margin, noise)`, where noise is the larger relative half-IQR of the
+/// two and the relative difference between the incumbent's two timings. `None` when
+/// nothing valid was timed.
+pub fn decide(timings: &SizeTimings, incumbent: usize, min_margin: f64) -> Option<Decision> {
+    let mut sorted = timings.timed.clone();
+    sorted.sort_by(|a, b| a.median.total_cmp(&b.median));
+    let best = *sorted.first()?;
+    let holder = timings
+        .timed
+        .iter()
+        .find(|t| t.variant == incumbent)
+        .copied()
+        .unwrap_or(best);
+    let repeat_noise = match timings.incumbent_again {
+        Some(again) if holder.variant == incumbent && holder.median > 0.0 => {
+            (again - holder.median).abs() / holder.median
+        }
+        _ => 0.0,
+    };
+    let noise = best.spread().max(holder.spread()).max(repeat_noise);
+    let margin = if best.median > 0.0 {
+        holder.median / best.median - 1.0
+    } else {
+        0.0
+    };
+    let winner = if margin > noise.max(min_margin) {
+        best
+    } else {
+        holder
+    };
+    let runner_up = sorted
+        .iter()
+        .find(|t| t.variant != winner.variant)
+        .map(|t| t.variant);
+    Some(Decision {
+        key: timings.key,
+        winner: winner.variant,
+        winner_us: winner.median,
+        incumbent: holder.variant,
+        incumbent_us: holder.median,
+        margin,
+        noise,
+        runner_up,
+        refinement: timings.refinement,
+    })
+}
+
+/// Key values between adjacent decisions with different winners, worth timing
+/// both winners at to place the boundary (geometric midpoints of gaps wider than
+/// 25%), with the two variants to time.
+pub fn refinement_points(decisions: &[Decision]) -> Vec<(u64, usize, usize)> {
+    decisions
+        .windows(2)
+        .filter(|pair| pair[0].winner != pair[1].winner)
+        .filter_map(|pair| {
+            let (low, high) = (pair[0].key, pair[1].key);
+            let mid = midpoint(low, high);
+            (high as f64 > low as f64 * 1.25 && mid > low && mid < high).then_some((
+                mid,
+                pair[0].winner,
+                pair[1].winner,
+            ))
+        })
+        .collect()
+}
+
+fn midpoint(low: u64, high: u64) -> u64 {
+    ((low as f64) * (high as f64)).sqrt().round() as u64
+}
+
+/// `(first, last, owner)` ranges covering every key: each decision's winner owns the
+/// keys up to the geometric midpoint to the next decision with another winner;
+/// the first owner extends down to 0; keys above the largest timed value go to
+/// `beyond` (the fallback, or the default), since nothing was timed there.
+pub fn ranges(decisions: &[Decision], beyond: usize) -> Vec<(u64, u64, usize)> {
+    let mut out: Vec<(u64, u64, usize)> = Vec::new();
+    let mut push = |first: u64, last: u64, owner: usize| match out.last_mut() {
+        Some(previous) if previous.2 == owner => previous.1 = last,
+        _ => out.push((first, last, owner)),
+    };
+    let mut first = Some(0u64);
+    for (index, decision) in decisions.iter().enumerate() {
+        let Some(start) = first else { break };
+        let last = match decisions.get(index + 1) {
+            Some(next) if next.winner != decision.winner => {
+                midpoint(decision.key, next.key).clamp(decision.key, next.key - 1)
+            }
+            Some(next) => next.key - 1,
+            None => decision.key,
+        };
+        push(start, last, decision.winner);
+        first = last.checked_add(1);
+    }
+    if let Some(start) = first {
+        push(start, u64::MAX, beyond);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timed(variant: usize, median: f64) -> Timed {
+        Timed {
+            variant,
+            median,
+            p25: median * 0.995,
+            p75: median * 1.005,
+        }
+    }
+
+    fn at(key: u64, times: &[(usize, f64)]) -> SizeTimings {
+        SizeTimings {
+            key,
+            timed: times.iter().map(|&(v, m)| timed(v, m)).collect(),
+            incumbent_again: None,
+            refinement: false,
+        }
+    }
+
+    #[test]
+    fn keeps_the_incumbent_unless_beaten_by_more_than_noise() {
+        let d = decide(&at(8, &[(0, 100.0), (1, 99.5)]), 0, 0.01).unwrap();
+        assert_eq!(d.winner, 0, "0.5% is inside the 1% floor");
+        let d = decide(&at(8, &[(0, 100.0), (1, 90.0), (2, 95.0)]), 0, 0.01).unwrap();
+        assert_eq!((d.winner, d.runner_up), (1, Some(2)));
+        assert!((d.margin - (100.0 / 90.0 - 1.0)).abs() < 1e-12);
+        let mut noisy = at(8, &[(0, 100.0), (1, 95.0)]);
+        noisy.incumbent_again = Some(108.0);
+        let d = decide(&noisy, 0, 0.01).unwrap();
+        assert_eq!(d.winner, 0, "8% repeat noise hides a 5% win");
+        assert!((d.noise - 0.08).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_rejected_incumbent_leaves_the_best() {
+        let d = decide(&at(8, &[(1, 50.0), (2, 40.0)]), 0, 0.01).unwrap();
+        assert_eq!(d.winner, 2);
+        assert!(decide(&at(8, &[]), 0, 0.01).is_none());
+    }
+
+    fn decision(key: u64, winner: usize) -> Decision {
+        Decision {
+            key,
+            winner,
+            winner_us: 1.0,
+            incumbent: 0,
+            incumbent_us: 1.0,
+            margin: 0.0,
+            noise: 0.0,
+            runner_up: None,
+            refinement: false,
+        }
+    }
+
+    #[test]
+    fn ranges_split_at_geometric_midpoints_and_hand_the_top_to_beyond() {
+        let ds = [
+            decision(100, 1),
+            decision(400, 1),
+            decision(1600, 2),
+            decision(6400, 0),
+        ];
+        assert_eq!(
+            ranges(&ds, 9),
+            vec![
+                (0, 800, 1),
+                (801, 3200, 2),
+                (3201, 6400, 0),
+                (6401, u64::MAX, 9)
+            ]
+        );
+        assert_eq!(ranges(&[decision(10, 3)], 3), vec![(0, u64::MAX, 3)]);
+        assert_eq!(ranges(&[], 4), vec![(0, u64::MAX, 4)]);
+        assert_eq!(
+            ranges(&[decision(1, 1), decision(2, 2)], 0),
+            vec![(0, 1, 1), (2, 2, 2), (3, u64::MAX, 0)]
+        );
+    }
+
+    #[test]
+    fn refinement_only_where_winners_change_and_gaps_are_wide() {
+        let ds = [
+            decision(100, 1),
+            decision(400, 1),
+            decision(1600, 2),
+            decision(1700, 0),
+        ];
+        assert_eq!(refinement_points(&ds), vec![(800, 1, 2)]);
+    }
+}

@@ -1,0 +1,95 @@
+//! The knobs of the build step, read from `AUTOTUNE_*` environment variables.
+
+use std::time::Duration;
+
+use super::timing::TimingConfig;
+
+/// Every variable read here, for `cargo::rerun-if-env-changed`.
+pub const ENV: [&str; 9] = [
+    "AUTOTUNE_DEVICE",
+    "AUTOTUNE_ARCH",
+    "AUTOTUNE_FORCE",
+    "AUTOTUNE_ALLOW_SPILLS",
+    "AUTOTUNE_MIN_MARGIN",
+    "AUTOTUNE_REFINE",
+    "AUTOTUNE_TASK_TIMEOUT_S",
+    "AUTOTUNE_SEED",
+    "AUTOTUNE_TARGET_MS",
+];
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `AUTOTUNE_DEVICE`: the CUDA device to tune on (default 0).
+    pub device: usize,
+    /// `AUTOTUNE_ARCH`: extra architectures to bake machine code for (`sm_90,sm_100`).
+    pub archs: Vec<String>,
+    /// `AUTOTUNE_FORCE`: retune these kernels (`all`, or names) even when fresh.
+    pub force: Vec<String>,
+    /// `AUTOTUNE_ALLOW_SPILLS=1`: keep variants whose registers spill.
+    pub allow_spills: bool,
+    /// `AUTOTUNE_MIN_MARGIN`: the least relative win that replaces the incumbent.
+    pub min_margin: f64,
+    /// `AUTOTUNE_REFINE`: rounds of boundary refinement (default 2).
+    pub refine_rounds: u32,
+    /// `AUTOTUNE_TASK_TIMEOUT_S`: a variant with no result for this long is out.
+    pub task_timeout: Duration,
+    /// `AUTOTUNE_SEED`: fixes the random inputs (default: from the clock).
+    pub seed: u64,
+    pub timing: TimingConfig,
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Self, String> {
+        let seed = match var("AUTOTUNE_SEED") {
+            Some(text) => parse(&text, "AUTOTUNE_SEED")?,
+            None => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        };
+        let mut timing = TimingConfig::default();
+        if let Some(text) = var("AUTOTUNE_TARGET_MS") {
+            timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
+        }
+        Ok(Self {
+            device: var("AUTOTUNE_DEVICE").map_or(Ok(0), |t| parse(&t, "AUTOTUNE_DEVICE"))?,
+            archs: list(var("AUTOTUNE_ARCH")),
+            force: list(var("AUTOTUNE_FORCE")),
+            allow_spills: var("AUTOTUNE_ALLOW_SPILLS").is_some_and(|v| v == "1" || v == "true"),
+            min_margin: var("AUTOTUNE_MIN_MARGIN")
+                .map_or(Ok(0.01), |t| parse(&t, "AUTOTUNE_MIN_MARGIN"))?,
+            refine_rounds: var("AUTOTUNE_REFINE")
+                .map_or(Ok(2), |t| parse(&t, "AUTOTUNE_REFINE"))?,
+            task_timeout: Duration::from_secs(
+                var("AUTOTUNE_TASK_TIMEOUT_S")
+                    .map_or(Ok(120), |t| parse(&t, "AUTOTUNE_TASK_TIMEOUT_S"))?,
+            ),
+            seed,
+            timing,
+        })
+    }
+
+    pub fn forced(&self, kernel: &str) -> bool {
+        self.force.iter().any(|f| f == "all" || f == kernel)
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn list(value: Option<String>) -> Vec<String> {
+    value
+        .map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn parse<T: std::str::FromStr>(text: &str, name: &str) -> Result<T, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{name}={text:?} is not a valid value"))
+}

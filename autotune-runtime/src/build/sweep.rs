@@ -1,0 +1,497 @@
+//! The sweep's supervising half: hands tasks to worker processes, records what
+//! they report (in a journal, so a killed build resumes where it stopped), replaces
+//! a worker that crashes or hangs (rejecting the variant it was running), and
+//! refines boundaries between sizes whose winners differ.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::BuildError;
+use super::ranges::{self, Decision, SizeTimings, Timed};
+use super::table::{Measurement, Rejection, Stage};
+use super::timing::TimingConfig;
+use super::worker::{Event, Job, JobVariant, Task, WORKER_ENV};
+use crate::KernelSpec;
+
+/// What to sweep and how.
+#[derive(Debug)]
+pub struct SweepPlan {
+    pub spec: &'static KernelSpec,
+    /// The executable that acts as a worker under `AUTOTUNE_WORKER`.
+    pub exe: PathBuf,
+    pub work_dir: PathBuf,
+    pub variants: Vec<JobVariant>,
+    /// Variants already out before the sweep (compile errors, resources).
+    pub rejected: Vec<Option<Rejection>>,
+    /// What a challenger must beat: the fallback when declared, else the default.
+    pub incumbent: usize,
+    pub device: usize,
+    pub seed: u64,
+    pub timing: TimingConfig,
+    pub min_margin: f64,
+    pub refine_rounds: u32,
+    pub task_timeout: Duration,
+    /// Identifies the sweep for resumption: a journal with another header is stale.
+    pub journal_header: String,
+}
+
+/// Everything the sweep learned.
+#[derive(Debug)]
+pub struct SweepResult {
+    /// Per variant: its measurements, ascending key (second timings excluded).
+    pub measurements: Vec<Vec<Measurement>>,
+    pub rejected: Vec<Option<Rejection>>,
+    pub decisions: Vec<Decision>,
+    /// Keys where the case itself could not be built, with the reason.
+    pub failed_keys: BTreeMap<u64, String>,
+    pub resumed: usize,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+struct TaskId {
+    key: u64,
+    variant: usize,
+    repeat: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Outcome {
+    Measured(Measurement),
+    Rejected { stage: Stage, reason: String },
+    CaseFailed(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct JournalLine {
+    id: TaskId,
+    outcome: Outcome,
+}
+
+struct State<'a> {
+    plan: &'a SweepPlan,
+    log: &'a mut dyn Write,
+    measured: BTreeMap<TaskId, Measurement>,
+    rejected: Vec<Option<Rejection>>,
+    failed_keys: BTreeMap<u64, String>,
+    journal: PathBuf,
+    resumed: usize,
+}
+
+/// Runs the whole sweep: every valid variant at every size, then up to
+/// `refine_rounds` rounds of boundary refinement.
+pub fn run(plan: &SweepPlan, log: &mut dyn Write) -> Result<SweepResult, BuildError> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&plan.work_dir)
+        .map_err(BuildError::io("cannot create", &plan.work_dir))?;
+    let mut state = State {
+        plan,
+        log,
+        measured: BTreeMap::new(),
+        rejected: plan.rejected.clone(),
+        failed_keys: BTreeMap::new(),
+        journal: plan.work_dir.join(format!("{}.journal", plan.spec.name)),
+        resumed: 0,
+    };
+    state.replay_journal()?;
+    let mut tasks = Vec::new();
+    for &key in plan.spec.sizes {
+        tasks.extend(state.size_tasks(key, &(0..plan.variants.len()).collect::<Vec<_>>()));
+    }
+    state.run_tasks(&tasks)?;
+    let mut decisions = state.decisions();
+    for _ in 0..plan.refine_rounds {
+        let points = ranges::refinement_points(&decisions);
+        if points.is_empty() {
+            break;
+        }
+        let mut tasks = Vec::new();
+        for (key, a, b) in points {
+            let _ = writeln!(
+                state.log,
+                "  refining between {} and {}: timing at {}={key}",
+                plan.variants[a].name, plan.variants[b].name, plan.spec.key
+            );
+            tasks.extend(state.size_tasks(key, &[a, b]));
+        }
+        state.run_tasks(&tasks)?;
+        decisions = state.decisions();
+    }
+    let mut measurements = vec![Vec::new(); plan.variants.len()];
+    for (id, m) in &state.measured {
+        if !id.repeat {
+            measurements[id.variant].push(m.clone());
+        }
+    }
+    // The journal has served its purpose once the caller has the results.
+    let _ = std::fs::remove_file(&state.journal);
+    Ok(SweepResult {
+        measurements,
+        rejected: state.rejected,
+        decisions,
+        failed_keys: state.failed_keys,
+        resumed: state.resumed,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl State<'_> {
+    /// At `key`: the incumbent, the `others`, then the incumbent again (unchecked),
+    /// skipping what is out or already measured.
+    fn size_tasks(&self, key: u64, others: &[usize]) -> Vec<Task> {
+        let incumbent = self.plan.incumbent;
+        let mut order = vec![incumbent];
+        order.extend(others.iter().copied().filter(|&v| v != incumbent));
+        let mut tasks: Vec<Task> = order
+            .into_iter()
+            .map(|variant| Task {
+                key,
+                variant,
+                check: true,
+                repeat: false,
+            })
+            .collect();
+        tasks.push(Task {
+            key,
+            variant: incumbent,
+            check: false,
+            repeat: true,
+        });
+        tasks.retain(|t| !self.is_done(t));
+        tasks
+    }
+
+    fn is_done(&self, task: &Task) -> bool {
+        self.rejected[task.variant].is_some()
+            || self.failed_keys.contains_key(&task.key)
+            || self.measured.contains_key(&TaskId {
+                key: task.key,
+                variant: task.variant,
+                repeat: task.repeat,
+            })
+    }
+
+    fn replay_journal(&mut self) -> Result<(), BuildError> {
+        let Ok(text) = std::fs::read_to_string(&self.journal) else {
+            return Ok(());
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(self.plan.journal_header.as_str()) {
+            let _ = std::fs::remove_file(&self.journal);
+            return Ok(());
+        }
+        for line in lines {
+            // A line cut short by a kill is simply not replayed.
+            let Ok(entry) = serde_json::from_str::<JournalLine>(line) else {
+                continue;
+            };
+            if entry.id.variant >= self.plan.variants.len() {
+                continue;
+            }
+            self.resumed += 1;
+            self.apply(entry.id, entry.outcome, false)?;
+        }
+        if self.resumed > 0 {
+            let _ = writeln!(
+                self.log,
+                "  resumed {} results from {}",
+                self.resumed,
+                self.journal.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, id: TaskId, outcome: Outcome, record: bool) -> Result<(), BuildError> {
+        if record {
+            self.append_journal(&JournalLine {
+                id,
+                outcome: outcome.clone(),
+            })?;
+        }
+        let name = self.plan.variants[id.variant].name.clone();
+        match outcome {
+            Outcome::Measured(m) => {
+                let tb_s = if m.bytes > 0 {
+                    format!("  {:.2} TB/s", m.bytes as f64 / m.median_us / 1e6)
+                } else {
+                    String::new()
+                };
+                let check = if m.error >= 0.0 {
+                    format!("  err {:.1e}", m.error)
+                } else {
+                    "  (again)".to_string()
+                };
+                let _ = writeln!(
+                    self.log,
+                    "  {}={:<10} {:<32} {:>10.2} us  IQR ±{:.1}%  n={}{check}{tb_s}",
+                    self.plan.spec.key,
+                    id.key,
+                    name,
+                    m.median_us,
+                    m.spread() * 100.0,
+                    m.repeats
+                );
+                self.measured.insert(id, m);
+            }
+            Outcome::Rejected { stage, reason } => {
+                let _ = writeln!(
+                    self.log,
+                    "  {}={:<10} {:<32} REJECTED ({stage:?}): {reason}",
+                    self.plan.spec.key, id.key, name
+                );
+                if self.rejected[id.variant].is_none() {
+                    self.rejected[id.variant] = Some(Rejection { stage, reason });
+                }
+            }
+            Outcome::CaseFailed(reason) => {
+                let _ = writeln!(
+                    self.log,
+                    "  {}={:<10} no case: {reason}",
+                    self.plan.spec.key, id.key
+                );
+                self.failed_keys.insert(id.key, reason);
+            }
+        }
+        Ok(())
+    }
+
+    fn append_journal(&mut self, line: &JournalLine) -> Result<(), BuildError> {
+        let fresh = !self.journal.exists();
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.journal)
+            .map_err(BuildError::io("cannot open", &self.journal))?;
+        let mut text = String::new();
+        if fresh {
+            text.push_str(&self.plan.journal_header);
+            text.push('\n');
+        }
+        text.push_str(&serde_json::to_string(line).map_err(|e| BuildError::Worker(e.to_string()))?);
+        text.push('\n');
+        file.write_all(text.as_bytes())
+            .map_err(BuildError::io("cannot write", &self.journal))
+    }
+
+    /// Runs `tasks` in as many workers as it takes: a worker that dies or hangs
+    /// takes its current variant with it, and a new worker resumes after it.
+    fn run_tasks(&mut self, tasks: &[Task]) -> Result<(), BuildError> {
+        loop {
+            let pending: Vec<Task> = tasks.iter().copied().filter(|t| !self.is_done(t)).collect();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let progressed = self.run_worker(&pending)?;
+            if !progressed {
+                return Err(BuildError::Worker(format!(
+                    "a worker for `{}` stopped before finishing any task; see the log above",
+                    self.plan.spec.name
+                )));
+            }
+        }
+    }
+
+    /// One worker process over `tasks`. Returns whether anything was learned.
+    fn run_worker(&mut self, tasks: &[Task]) -> Result<bool, BuildError> {
+        let plan = self.plan;
+        let job = Job {
+            kernel: plan.spec.name.to_string(),
+            device: plan.device,
+            seed: plan.seed,
+            timing: plan.timing,
+            variants: plan.variants.clone(),
+            tasks: tasks.to_vec(),
+        };
+        let job_path = plan.work_dir.join(format!("{}.job.json", plan.spec.name));
+        let text = serde_json::to_string(&job).map_err(|e| BuildError::Worker(e.to_string()))?;
+        std::fs::write(&job_path, text).map_err(BuildError::io("cannot write", &job_path))?;
+        let mut child = Command::new(&plan.exe)
+            .env(WORKER_ENV, &job_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", plan.exe.display())))?;
+        let (sender, events) = mpsc::channel::<String>();
+        let stdout = child.stdout.take();
+        let reader = std::thread::spawn(move || {
+            if let Some(stdout) = stdout {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if sender.send(line).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let stderr_text = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take();
+        let stderr_sink = Arc::clone(&stderr_text);
+        let stderr_reader = std::thread::spawn(move || {
+            if let Some(mut stderr) = stderr {
+                let mut text = String::new();
+                let _ = stderr.read_to_string(&mut text);
+                if let Ok(mut sink) = stderr_sink.lock() {
+                    *sink = text;
+                }
+            }
+        });
+
+        let mut current: Option<usize> = None;
+        let mut progressed = false;
+        let mut timed_out = false;
+        loop {
+            match events.recv_timeout(plan.task_timeout) {
+                Ok(line) => {
+                    let Ok(event) = serde_json::from_str::<Event>(&line) else {
+                        let _ = writeln!(self.log, "  worker: {line}");
+                        continue;
+                    };
+                    let (task_index, outcome) = match event {
+                        Event::Started { task } => {
+                            current = Some(task);
+                            continue;
+                        }
+                        Event::Measured { task, measurement } => {
+                            (task, Outcome::Measured(measurement))
+                        }
+                        Event::Rejected {
+                            task,
+                            stage,
+                            reason,
+                        } => (task, Outcome::Rejected { stage, reason }),
+                        Event::CaseFailed { task, reason } => (task, Outcome::CaseFailed(reason)),
+                        Event::Fatal { task, reason } => {
+                            let _ = writeln!(
+                                self.log,
+                                "  worker: the context is lost after task {task}: {reason}"
+                            );
+                            (
+                                task,
+                                Outcome::Rejected {
+                                    stage: Stage::Crash,
+                                    reason: format!("crashed the CUDA context: {reason}"),
+                                },
+                            )
+                        }
+                    };
+                    let Some(task) = tasks.get(task_index) else {
+                        continue;
+                    };
+                    if current == Some(task_index) {
+                        current = None;
+                    }
+                    progressed = true;
+                    self.apply(
+                        TaskId {
+                            key: task.key,
+                            variant: task.variant,
+                            repeat: task.repeat,
+                        },
+                        outcome,
+                        true,
+                    )?;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    timed_out = true;
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let status = child
+            .wait()
+            .map_err(|e| BuildError::Worker(format!("waiting for the worker: {e}")))?;
+        let _ = reader.join();
+        let _ = stderr_reader.join();
+        let stderr = stderr_text.lock().map(|s| s.clone()).unwrap_or_default();
+        if let Some(index) = current
+            && let Some(task) = tasks.get(index)
+        {
+            let (stage, reason) = if timed_out {
+                (
+                    Stage::Timeout,
+                    format!("no result within {} s", plan.task_timeout.as_secs()),
+                )
+            } else {
+                (
+                    Stage::Crash,
+                    format!("the worker died ({status}): {}", last_line(&stderr)),
+                )
+            };
+            self.apply(
+                TaskId {
+                    key: task.key,
+                    variant: task.variant,
+                    repeat: task.repeat,
+                },
+                Outcome::Rejected { stage, reason },
+                true,
+            )?;
+            progressed = true;
+        } else if !status.success() {
+            let _ = writeln!(self.log, "  worker exited with {status}:\n{stderr}");
+        }
+        Ok(progressed)
+    }
+
+    /// The decision at every key with valid timings, ascending.
+    fn decisions(&self) -> Vec<Decision> {
+        let mut keys: BTreeSet<u64> = BTreeSet::new();
+        keys.extend(self.measured.keys().map(|id| id.key));
+        let refinements: BTreeSet<u64> = keys
+            .iter()
+            .copied()
+            .filter(|k| !self.plan.spec.sizes.contains(k))
+            .collect();
+        keys.into_iter()
+            .filter_map(|key| {
+                let timed: Vec<Timed> = self
+                    .measured
+                    .iter()
+                    .filter(|(id, _)| {
+                        id.key == key && !id.repeat && self.rejected[id.variant].is_none()
+                    })
+                    .map(|(id, m)| Timed {
+                        variant: id.variant,
+                        median: m.median_us,
+                        p25: m.p25_us,
+                        p75: m.p75_us,
+                    })
+                    .collect();
+                let again = self
+                    .measured
+                    .get(&TaskId {
+                        key,
+                        variant: self.plan.incumbent,
+                        repeat: true,
+                    })
+                    .map(|m| m.median_us);
+                let timings = SizeTimings {
+                    key,
+                    timed,
+                    incumbent_again: again,
+                    refinement: refinements.contains(&key),
+                };
+                ranges::decide(&timings, self.plan.incumbent, self.plan.min_margin)
+            })
+            .collect()
+    }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no output")
+}

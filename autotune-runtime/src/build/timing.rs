@@ -1,0 +1,177 @@
+//! Timing one variant: CUDA events around each launch, the L2 flushed before each
+//! (a memset of twice its size, outside the events), warm-up first, the number of
+//! repeats sized to a time budget, the median and quartiles kept.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, CudaStream, DriverError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimingConfig {
+    pub warmup: u32,
+    pub min_repeats: u32,
+    pub max_repeats: u32,
+    /// Time budget per variant and key value, flushes included.
+    pub target_ms: f64,
+}
+
+impl Default for TimingConfig {
+    fn default() -> Self {
+        Self {
+            warmup: 3,
+            min_repeats: 15,
+            max_repeats: 200,
+            target_ms: 30.0,
+        }
+    }
+}
+
+impl TimingConfig {
+    /// How the table describes the method.
+    pub fn describe(&self) -> String {
+        format!(
+            "CUDA events around each launch; L2 flushed before each (memset of 2x the L2, outside the events); \
+             {} warm-up launches; median of {}..{} repeats sized to {} ms",
+            self.warmup, self.min_repeats, self.max_repeats, self.target_ms
+        )
+    }
+}
+
+/// Times of one variant at one key value, in microseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Samples {
+    pub times_us: Vec<f64>,
+}
+
+impl Samples {
+    fn sorted(&self) -> Vec<f64> {
+        let mut sorted = self.times_us.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted
+    }
+
+    /// The `q` quantile (linear interpolation), `0 <= q <= 1`.
+    pub fn quantile(&self, q: f64) -> f64 {
+        let sorted = self.sorted();
+        if sorted.is_empty() {
+            return f64::NAN;
+        }
+        let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+        let (low, high) = (position.floor() as usize, position.ceil() as usize);
+        sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
+    }
+
+    pub fn median(&self) -> f64 {
+        self.quantile(0.5)
+    }
+
+    pub fn min(&self) -> f64 {
+        self.quantile(0.0)
+    }
+}
+
+/// The buffer whose memset evicts the inputs from L2 between repeats.
+#[derive(Debug)]
+pub struct L2Flush {
+    buffer: CudaSlice<u8>,
+}
+
+impl L2Flush {
+    /// Twice the device's L2, at least 64 MiB.
+    pub fn new(stream: &Arc<CudaStream>) -> Result<Self, DriverError> {
+        use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
+        let l2 = stream
+            .context()
+            .attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?
+            .max(0)
+            .unsigned_abs() as usize;
+        let bytes = (2 * l2).max(64 << 20);
+        Ok(Self {
+            buffer: stream.alloc_zeros::<u8>(bytes)?,
+        })
+    }
+
+    pub fn flush(&mut self, stream: &Arc<CudaStream>) -> Result<(), DriverError> {
+        stream.memset_zeros(&mut self.buffer)
+    }
+}
+
+/// Times `launch`. Errors from `launch` come back as `Err(message)`.
+pub fn measure(
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    config: &TimingConfig,
+    launch: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Samples, String> {
+    let driver = |e: DriverError| format!("CUDA: {e}");
+    let ctx = stream.context();
+    for _ in 0..config.warmup {
+        launch()?;
+    }
+    stream.synchronize().map_err(driver)?;
+    // A first estimate of a flushed launch and of the flush itself sizes the repeats.
+    let probe = timed_runs(stream, flush, 3, launch)?;
+    let flush_start = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(driver)?;
+    let flush_end = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(driver)?;
+    flush_start.record(stream).map_err(driver)?;
+    flush.flush(stream).map_err(driver)?;
+    flush_end.record(stream).map_err(driver)?;
+    let flush_us = f64::from(flush_start.elapsed_ms(&flush_end).map_err(driver)?) * 1e3;
+    let per_repeat = probe.median() + flush_us;
+    let wanted = (config.target_ms * 1e3 / per_repeat.max(1.0)).ceil() as u32;
+    let repeats = wanted.clamp(config.min_repeats, config.max_repeats);
+    timed_runs(stream, flush, repeats, launch)
+}
+
+fn timed_runs(
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    repeats: u32,
+    launch: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Samples, String> {
+    let driver = |e: DriverError| format!("CUDA: {e}");
+    let ctx = stream.context();
+    let mut events = Vec::with_capacity(repeats as usize);
+    for _ in 0..repeats {
+        let start = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver)?;
+        let end = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver)?;
+        flush.flush(stream).map_err(driver)?;
+        start.record(stream).map_err(driver)?;
+        launch()?;
+        end.record(stream).map_err(driver)?;
+        events.push((start, end));
+    }
+    stream.synchronize().map_err(driver)?;
+    let mut times_us = Vec::with_capacity(events.len());
+    for (start, end) in &events {
+        times_us.push(f64::from(start.elapsed_ms(end).map_err(driver)?) * 1e3);
+    }
+    Ok(Samples { times_us })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate() {
+        let s = Samples {
+            times_us: vec![4.0, 1.0, 3.0, 2.0, 5.0],
+        };
+        assert_eq!(s.median(), 3.0);
+        assert_eq!(s.min(), 1.0);
+        assert_eq!(s.quantile(0.25), 2.0);
+        assert_eq!(s.quantile(0.125), 1.5);
+        assert!(Samples { times_us: vec![] }.median().is_nan());
+    }
+}

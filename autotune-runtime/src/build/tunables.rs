@@ -1,0 +1,85 @@
+use std::marker::PhantomData;
+use std::path::PathBuf;
+
+use super::worker::{Event, Job};
+use crate::{Kernel, KernelSpec};
+
+/// A kernel the build can sweep: its spec, and the measuring half of the sweep
+/// instantiated for its case and params.
+pub trait Tunable: Send + Sync {
+    fn spec(&self) -> &'static KernelSpec;
+    fn execute(&self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), String>;
+}
+
+struct KernelTunable<K>(PhantomData<fn() -> K>);
+
+impl<K: Kernel> Tunable for KernelTunable<K> {
+    fn spec(&self) -> &'static KernelSpec {
+        const { &K::SPEC }
+    }
+
+    fn execute(&self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), String> {
+        super::worker::execute::<K>(job, emit)
+    }
+}
+
+/// The kernels of a crate, as `tunables!()` finds them, and where their tables live.
+pub struct Tunables {
+    pub(crate) root: PathBuf,
+    pub(crate) tables_dir: PathBuf,
+    pub(crate) kernels: Vec<Box<dyn Tunable>>,
+}
+
+impl std::fmt::Debug for Tunables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.kernels.iter().map(|k| k.spec().name).collect();
+        f.debug_struct("Tunables")
+            .field("root", &self.root)
+            .field("tables_dir", &self.tables_dir)
+            .field("kernels", &names)
+            .finish()
+    }
+}
+
+impl Tunables {
+    /// No kernels yet, tables in `<root>/tuning`. Under cargo, the crate root is
+    /// `CARGO_MANIFEST_DIR` as cargo sets it when running the build script (`root`,
+    /// the path `tunables!()` saw at compile time, is the fallback).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root =
+            std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| root.into(), PathBuf::from);
+        Self {
+            root,
+            tables_dir: PathBuf::from("tuning"),
+            kernels: Vec::new(),
+        }
+    }
+
+    /// Adds the kernel of one `#[autotune]` wrapper (its dispatch struct).
+    pub fn with<K: Kernel>(mut self) -> Self {
+        self.kernels.push(Box::new(KernelTunable::<K>(PhantomData)));
+        self
+    }
+
+    /// Where the tuning tables live, relative to the crate root (default `tuning`).
+    pub fn tables_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.tables_dir = dir.into();
+        self
+    }
+
+    pub fn specs(&self) -> impl Iterator<Item = &'static KernelSpec> + '_ {
+        self.kernels.iter().map(|k| k.spec())
+    }
+
+    pub fn find(&self, name: &str) -> Option<&dyn Tunable> {
+        self.kernels
+            .iter()
+            .find(|k| k.spec().name == name)
+            .map(|k| &**k)
+    }
+
+    /// The tables folder, absolute.
+    pub fn tables_path(&self) -> PathBuf {
+        self.root.join(&self.tables_dir)
+    }
+}

@@ -1,0 +1,355 @@
+//! Tuning one kernel on the local GPU: compile every point, prune what ptxas says
+//! cannot run well, sweep the rest, and write the result as a table entry.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::error::BuildError;
+use super::nvcc::{CompileJob, Nvcc, Target, hex};
+use super::ranges;
+use super::settings::Settings;
+use super::sweep::{self, SweepPlan};
+use super::table::{
+    FALLBACK, Fingerprint, GpuRecord, KernelTable, RangeRecord, Rejection, Role, Seconds,
+    SizeRecord, Stage, VariantRecord,
+};
+use super::worker::JobVariant;
+use crate::KernelSpec;
+
+/// Shared-memory limit per block on the GPUs this targets (Hopper opt-in: 227 KiB).
+const MAX_SHARED_BYTES: u32 = 227 * 1024;
+
+/// What tuning needs besides the kernel.
+#[derive(Debug)]
+pub struct Tuner<'a> {
+    pub root: &'a Path,
+    pub work_dir: PathBuf,
+    pub cache_dir: PathBuf,
+    pub nvcc: &'a Nvcc,
+    pub gpu: &'a GpuRecord,
+    pub settings: &'a Settings,
+    /// The executable that acts as the sweep's worker (this build script).
+    pub exe: PathBuf,
+}
+
+/// One compile job per point of `spec`, then one for the fallback's default point.
+pub fn compile_jobs(
+    spec: &'static KernelSpec,
+    root: &Path,
+    target: &Target,
+) -> Vec<(String, Vec<u32>, bool, CompileJob)> {
+    let mut jobs = Vec::new();
+    for point in spec.points {
+        let job = CompileJob {
+            kernel: spec.name.to_string(),
+            label: slug(spec, point),
+            source: root.join(spec.source),
+            entry: spec.entry.to_string(),
+            defines: spec.defines(point),
+            flags: spec.flags.iter().map(|f| f.to_string()).collect(),
+            target: target.clone(),
+        };
+        jobs.push((spec.point_name(point), point.to_vec(), false, job));
+    }
+    if let Some(fallback) = spec.fallback {
+        let job = CompileJob {
+            kernel: spec.name.to_string(),
+            label: format!(
+                "fallback-{}-{}",
+                fallback.name,
+                slug(fallback, fallback.default)
+            ),
+            source: root.join(fallback.source),
+            entry: fallback.entry.to_string(),
+            defines: fallback.defines(fallback.default),
+            flags: fallback.flags.iter().map(|f| f.to_string()).collect(),
+            target: target.clone(),
+        };
+        jobs.push((FALLBACK.to_string(), fallback.default.to_vec(), true, job));
+    }
+    jobs
+}
+
+pub fn slug(spec: &KernelSpec, values: &[u32]) -> String {
+    if spec.params.is_empty() {
+        return "default".to_string();
+    }
+    spec.params
+        .iter()
+        .zip(values)
+        .map(|(n, v)| format!("{n}{v}"))
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+impl Tuner<'_> {
+    pub fn tune(
+        &self,
+        spec: &'static KernelSpec,
+        fingerprint: &Fingerprint,
+        log: &mut dyn Write,
+    ) -> Result<KernelTable, BuildError> {
+        let started = std::time::Instant::now();
+        let jobs = compile_jobs(spec, self.root, &Target::Cubin(self.gpu.arch()));
+        let compile_jobs: Vec<CompileJob> = jobs.iter().map(|(_, _, _, job)| job.clone()).collect();
+        let (compiled, compile_seconds) = self.nvcc.compile_all(&compile_jobs, &self.cache_dir);
+        let fresh = compiled
+            .iter()
+            .filter(|c| c.as_ref().is_ok_and(|c| !c.cached))
+            .count();
+        let _ = writeln!(
+            log,
+            "{}: {} variants compiled for {} in {compile_seconds:.1} s ({fresh} by nvcc, {} cached)",
+            spec.name,
+            jobs.len(),
+            self.gpu.arch(),
+            jobs.len() - fresh
+        );
+        let mut variants = Vec::new();
+        let mut rejected = Vec::new();
+        let mut resources = Vec::new();
+        for ((name, values, fallback, job), result) in jobs.iter().zip(compiled) {
+            let (binary, rejection, used) = match result {
+                Err(message) => (
+                    PathBuf::new(),
+                    Some(Rejection {
+                        stage: Stage::Compile,
+                        reason: message,
+                    }),
+                    None,
+                ),
+                Ok(c) => {
+                    let rejection = match c.resources {
+                        Some(r) if r.spills() && !self.settings.allow_spills => Some(Rejection {
+                            stage: Stage::Resources,
+                            reason: format!(
+                                "spills {} bytes stored / {} loaded (AUTOTUNE_ALLOW_SPILLS=1 keeps it)",
+                                r.spill_store_bytes, r.spill_load_bytes
+                            ),
+                        }),
+                        Some(r) if r.shared_bytes > MAX_SHARED_BYTES => Some(Rejection {
+                            stage: Stage::Resources,
+                            reason: format!(
+                                "{} bytes of static shared memory, over the {MAX_SHARED_BYTES} a block can have",
+                                r.shared_bytes
+                            ),
+                        }),
+                        _ => None,
+                    };
+                    (c.binary, rejection, c.resources)
+                }
+            };
+            if let Some(r) = &rejection {
+                let _ = writeln!(
+                    log,
+                    "  {name:<32} pruned ({:?}): {}",
+                    r.stage,
+                    first_line(&r.reason)
+                );
+            }
+            variants.push(JobVariant {
+                name: name.clone(),
+                values: values.clone(),
+                binary,
+                entry: job.entry.clone(),
+                fallback: *fallback,
+            });
+            rejected.push(rejection);
+            resources.push(used);
+        }
+        let default = spec.default_index().ok_or_else(|| BuildError::Kernel {
+            kernel: spec.name.to_string(),
+            message: "the default is not a point of the space".into(),
+        })?;
+        let fallback = variants.iter().position(|v| v.fallback);
+        let incumbent = fallback.unwrap_or(default);
+        let header = journal_header(spec, fingerprint, self.gpu, &variants, self.settings);
+        let plan = SweepPlan {
+            spec,
+            exe: self.exe.clone(),
+            work_dir: self.work_dir.clone(),
+            variants: variants.clone(),
+            rejected,
+            incumbent,
+            device: self.settings.device,
+            seed: self.settings.seed,
+            timing: self.settings.timing,
+            min_margin: self.settings.min_margin,
+            refine_rounds: self.settings.refine_rounds,
+            task_timeout: self.settings.task_timeout,
+            journal_header: header,
+        };
+        let result = sweep::run(&plan, log)?;
+        let name = |index: usize| variants[index].name.clone();
+        let sizes: Vec<SizeRecord> = result
+            .decisions
+            .iter()
+            .map(|d| SizeRecord {
+                key: d.key,
+                winner: name(d.winner),
+                winner_us: d.winner_us,
+                incumbent: name(d.incumbent),
+                incumbent_us: d.incumbent_us,
+                margin: d.margin,
+                noise: d.noise,
+                runner_up: d.runner_up.map(name),
+                refinement: d.refinement,
+            })
+            .collect();
+        // Keys above the largest timed one: the fallback, else the default, else (both
+        // failed their checks) the winner at the largest key.
+        let beyond = [incumbent, default]
+            .into_iter()
+            .find(|&v| result.rejected[v].is_none())
+            .or_else(|| result.decisions.last().map(|d| d.winner))
+            .unwrap_or(default);
+        let ranges: Vec<RangeRecord> = ranges::ranges(&result.decisions, beyond)
+            .into_iter()
+            .map(|(first, last, owner)| RangeRecord {
+                first,
+                last,
+                variant: name(owner),
+            })
+            .collect();
+        let records: Vec<VariantRecord> = variants
+            .iter()
+            .enumerate()
+            .map(|(index, v)| VariantRecord {
+                name: v.name.clone(),
+                values: v.values.clone(),
+                role: if v.fallback {
+                    Role::Fallback
+                } else {
+                    Role::Tuned
+                },
+                resources: resources[index],
+                rejected: result.rejected[index].clone(),
+                measurements: result.measurements[index].clone(),
+            })
+            .collect();
+        let table = KernelTable {
+            fingerprint: fingerprint.clone(),
+            tuned_on: today(),
+            seed: self.settings.seed,
+            key: spec.key.to_string(),
+            default: name(default),
+            fallback: fallback.map(|_| FALLBACK.to_string()),
+            timing: self.settings.timing.describe(),
+            min_margin: self.settings.min_margin,
+            variants: records,
+            sizes,
+            ranges,
+            seconds: Seconds {
+                compile: compile_seconds,
+                sweep: result.seconds,
+                total: started.elapsed().as_secs_f64(),
+            },
+        };
+        write_summary(&table, log);
+        table.validate().map_err(|message| BuildError::Kernel {
+            kernel: spec.name.to_string(),
+            message: format!("the sweep produced an invalid table: {message}"),
+        })?;
+        Ok(table)
+    }
+}
+
+fn journal_header(
+    spec: &KernelSpec,
+    fingerprint: &Fingerprint,
+    gpu: &GpuRecord,
+    variants: &[JobVariant],
+    settings: &Settings,
+) -> String {
+    let mut hash = Sha256::new();
+    hash.update(serde_json::to_string(fingerprint).unwrap_or_default());
+    hash.update(serde_json::to_string(gpu).unwrap_or_default());
+    hash.update(serde_json::to_string(&settings.timing).unwrap_or_default());
+    for v in variants {
+        hash.update(&v.name);
+        hash.update(v.binary.to_string_lossy().as_bytes());
+    }
+    format!("autotune journal {} {}", spec.name, hex(&hash.finalize()))
+}
+
+fn write_summary(table: &KernelTable, log: &mut dyn Write) {
+    let _ = writeln!(
+        log,
+        "  decisions (incumbent `{}`, min margin {:.1}%):",
+        table.fallback.as_deref().unwrap_or(&table.default),
+        table.min_margin * 100.0
+    );
+    for size in &table.sizes {
+        let _ = writeln!(
+            log,
+            "    {}={:<10} {:<32} {:>10.2} us   incumbent {:>10.2} us   margin {:+.1}%  noise {:.1}%{}",
+            table.key,
+            size.key,
+            size.winner,
+            size.winner_us,
+            size.incumbent_us,
+            size.margin * 100.0,
+            size.noise * 100.0,
+            if size.refinement {
+                "  (refinement)"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(log, "  ranges:");
+    for range in &table.ranges {
+        let last = if range.last == u64::MAX {
+            "max".to_string()
+        } else {
+            range.last.to_string()
+        };
+        let _ = writeln!(log, "    {}..={last}: {}", range.first, range.variant);
+    }
+    let out: Vec<String> = table
+        .variants
+        .iter()
+        .filter_map(|v| {
+            v.rejected
+                .as_ref()
+                .map(|r| format!("{} ({:?})", v.name, r.stage))
+        })
+        .collect();
+    if !out.is_empty() {
+        let _ = writeln!(log, "  rejected: {}", out.join(", "));
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+/// Today's UTC date, `YYYY-MM-DD`.
+pub fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil from days (H. Hinnant).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn today_is_a_date() {
+        let today = super::today();
+        assert_eq!(today.len(), 10);
+        assert!(today.starts_with("20"));
+    }
+}

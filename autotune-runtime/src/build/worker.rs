@@ -1,0 +1,278 @@
+//! The sweep's measuring half. It runs in a child process (the build script started
+//! again with `AUTOTUNE_WORKER` set), so that a variant that crashes the CUDA
+//! context or hangs costs only itself: the parent records it and starts a new
+//! worker for what is left. Events go to stdout, one JSON object per line.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
+use cudarc::nvrtc::Ptx;
+use serde::{Deserialize, Serialize};
+
+use super::table::{Measurement, Stage};
+use super::timing::{self, L2Flush, TimingConfig};
+use crate::random::Rng;
+use crate::{Case, Kernel, Params, Variant};
+
+/// The environment variable that makes `tune()` act as a worker on a job file.
+pub const WORKER_ENV: &str = "AUTOTUNE_WORKER";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    pub kernel: String,
+    pub device: usize,
+    pub seed: u64,
+    pub timing: TimingConfig,
+    pub variants: Vec<JobVariant>,
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobVariant {
+    pub name: String,
+    pub values: Vec<u32>,
+    pub binary: PathBuf,
+    pub entry: String,
+    /// The declared fallback kernel rather than a point of this kernel's space.
+    pub fallback: bool,
+}
+
+/// Time `variant` at `key`, after checking it on fresh inputs when `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub key: u64,
+    pub variant: usize,
+    pub check: bool,
+    /// The incumbent's second timing at this key, for the noise estimate.
+    pub repeat: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    Started {
+        task: usize,
+    },
+    Measured {
+        task: usize,
+        measurement: Measurement,
+    },
+    Rejected {
+        task: usize,
+        stage: Stage,
+        reason: String,
+    },
+    /// The case could not be built at this key (e.g. out of memory): nothing there.
+    CaseFailed {
+        task: usize,
+        reason: String,
+    },
+    /// The context is unusable after this task: its variant crashed it.
+    Fatal {
+        task: usize,
+        reason: String,
+    },
+}
+
+/// Runs `job` for kernel `K`, calling `emit` for each event.
+pub fn execute<K: Kernel>(job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), String> {
+    let ctx = CudaContext::new(job.device)
+        .map_err(|e| format!("cannot open CUDA device {}: {e}", job.device))?;
+    let stream = ctx.default_stream();
+    let mut flush =
+        L2Flush::new(&stream).map_err(|e| format!("cannot allocate the L2 flush buffer: {e}"))?;
+    let mut loaded: Vec<Result<Loaded<K::Params>, String>> =
+        job.variants.iter().map(|v| Loaded::load(&ctx, v)).collect();
+    let mut case: Option<(u64, K::Case)> = None;
+    let mut failed_keys: Vec<u64> = Vec::new();
+    for (index, task) in job.tasks.iter().enumerate() {
+        let Some(slot) = loaded.get_mut(task.variant) else {
+            return Err(format!(
+                "task {index} names variant {} of {}",
+                task.variant,
+                job.variants.len()
+            ));
+        };
+        let variant = match slot {
+            Ok(variant) => &*variant,
+            Err(reason) if !reason.is_empty() => {
+                emit(Event::Rejected {
+                    task: index,
+                    stage: Stage::Load,
+                    reason: std::mem::take(reason),
+                });
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if failed_keys.contains(&task.key) {
+            continue;
+        }
+        emit(Event::Started { task: index });
+        if case.as_ref().is_none_or(|(key, _)| *key != task.key) {
+            case = None; // free the previous size first
+            match K::Case::new(&stream, task.key) {
+                Ok(new) => case = Some((task.key, new)),
+                Err(error) => {
+                    failed_keys.push(task.key);
+                    emit(Event::CaseFailed {
+                        task: index,
+                        reason: error.to_string(),
+                    });
+                    continue;
+                }
+            }
+        }
+        let Some((_, case)) = case.as_mut() else {
+            continue;
+        };
+        match run_task::<K>(job, index, task, case, &stream, &mut flush, variant) {
+            Ok(event) => emit(event),
+            Err((stage, reason)) => {
+                emit(Event::Rejected {
+                    task: index,
+                    stage,
+                    reason: reason.clone(),
+                });
+                if !context_alive(&stream) {
+                    emit(Event::Fatal {
+                        task: index,
+                        reason,
+                    });
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_task<K: Kernel>(
+    job: &Job,
+    index: usize,
+    task: &Task,
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    variant: &Loaded<K::Params>,
+) -> Result<Event, (Stage, String)> {
+    let launch_error = |e: String| (Stage::Launch, e);
+    let mut error = -1.0;
+    if task.check {
+        // Fresh random inputs for every checked task, outputs poisoned first.
+        let seed = Rng::derive(job.seed, ((index as u64) << 40) ^ task.key);
+        let setup = |e: crate::CaseError| (Stage::Launch, format!("preparing the case: {e}"));
+        case.randomize(stream, seed).map_err(setup)?;
+        case.poison(stream).map_err(setup)?;
+        launch::<K>(case, stream, variant).map_err(launch_error)?;
+        stream
+            .synchronize()
+            .map_err(|e| launch_error(format!("after launch: {e}")))?;
+        let verdict = case
+            .check(stream)
+            .map_err(|e| (Stage::WrongResult, format!("check failed: {e}")))?;
+        if !verdict.passed() {
+            let detail = verdict
+                .detail
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default();
+            return Err((
+                Stage::WrongResult,
+                format!(
+                    "relative error {:.3e} > tolerance {:.0e} at {}={}{detail}",
+                    verdict.error,
+                    verdict.tolerance,
+                    K::SPEC.key,
+                    task.key
+                ),
+            ));
+        }
+        error = verdict.error;
+    }
+    let samples = timing::measure(stream, flush, &job.timing, &mut || {
+        launch::<K>(case, stream, variant)
+    })
+    .map_err(launch_error)?;
+    let work = case.work();
+    Ok(Event::Measured {
+        task: index,
+        measurement: Measurement {
+            key: task.key,
+            median_us: samples.median(),
+            p25_us: samples.quantile(0.25),
+            p75_us: samples.quantile(0.75),
+            min_us: samples.min(),
+            repeats: samples.times_us.len() as u32,
+            error,
+            bytes: work.bytes,
+            flops: work.flops,
+        },
+    })
+}
+
+fn launch<K: Kernel>(
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    variant: &Loaded<K::Params>,
+) -> Result<(), String> {
+    match variant {
+        Loaded::Tuned(v) => K::launch_case(case, stream, v),
+        Loaded::Fallback { function, values } => K::launch_fallback(case, stream, function, values),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// Whether the context still works after an error (a crashed kernel poisons it).
+fn context_alive(stream: &Arc<CudaStream>) -> bool {
+    stream.synchronize().is_ok() && stream.context().synchronize().is_ok()
+}
+
+/// A variant's binary loaded in the worker's context.
+enum Loaded<P> {
+    Tuned(Variant<P>),
+    Fallback {
+        function: CudaFunction,
+        values: Vec<u32>,
+    },
+}
+
+impl<P: Params> Loaded<P> {
+    fn load(ctx: &Arc<CudaContext>, variant: &JobVariant) -> Result<Self, String> {
+        let image = std::fs::read(&variant.binary)
+            .map_err(|e| format!("cannot read {}: {e}", variant.binary.display()))?;
+        let load = || -> Result<CudaFunction, DriverError> {
+            ctx.load_module(Ptx::from_binary(image))?
+                .load_function(&variant.entry)
+        };
+        let function = load().map_err(|e| {
+            format!(
+                "cannot load `{}` from {}: {e}",
+                variant.entry,
+                variant.binary.display()
+            )
+        })?;
+        if variant.fallback {
+            return Ok(Self::Fallback {
+                function,
+                values: variant.values.clone(),
+            });
+        }
+        let params = P::from_values(&variant.values)
+            .ok_or_else(|| format!("{} does not fit the params type", variant.name))?;
+        Ok(Self::Tuned(Variant::new(
+            variant.name.clone(),
+            params,
+            function,
+        )))
+    }
+}
+
+/// Writes one event as a line on stdout, flushed (the parent reads it as it comes).
+pub fn emit_line(event: &Event) {
+    if let Ok(line) = serde_json::to_string(event) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}

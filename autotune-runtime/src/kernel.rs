@@ -1,0 +1,73 @@
+use std::error::Error;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaStream};
+
+use crate::{Case, KernelSpec, Params, Variant};
+
+/// A kernel as the sweep sees it: its spec, its params type, its case, and how to
+/// launch a variant on a case. Implemented by the macro on the dispatch struct; the
+/// launch calls the annotated wrapper with the case's fields of the same names.
+pub trait Kernel: 'static {
+    type Params: Params;
+    type Case: Case;
+    const SPEC: KernelSpec;
+
+    /// Launches `variant` with the arguments held by `case`.
+    fn launch_case(
+        case: &mut Self::Case,
+        stream: &Arc<CudaStream>,
+        variant: &Variant<Self::Params>,
+    ) -> Result<(), LaunchError>;
+
+    /// Launches the declared fallback (its own wrapper) with the arguments held by
+    /// `case`, at the point given by `values`.
+    fn launch_fallback(
+        case: &mut Self::Case,
+        stream: &Arc<CudaStream>,
+        function: &CudaFunction,
+        values: &[u32],
+    ) -> Result<(), LaunchError> {
+        let _ = (case, stream, function, values);
+        Err(LaunchError::message(format!(
+            "`{}` declares no fallback",
+            Self::SPEC.name
+        )))
+    }
+}
+
+/// A wrapper's launch failed (its own error, boxed).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LaunchError(Box<dyn Error + Send + Sync>);
+
+impl LaunchError {
+    pub fn from_error<E: Into<Box<dyn Error + Send + Sync>>>(error: E) -> Self {
+        Self(error.into())
+    }
+
+    pub fn message(message: impl Into<String>) -> Self {
+        Self(message.into().into())
+    }
+}
+
+/// What a wrapper returns when it cannot launch: a driver error, or arguments that
+/// do not fit the kernel (checked before launching, never on the device).
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    #[error("{0}")]
+    Arguments(String),
+}
+
+impl KernelError {
+    /// `Err(KernelError::Arguments(..))` unless `ok`.
+    pub fn check(ok: bool, message: impl FnOnce() -> String) -> Result<(), Self> {
+        if ok {
+            Ok(())
+        } else {
+            Err(Self::Arguments(message()))
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Kernels that tune themselves at `cargo build` time.
+//!
+//! Annotate a launch wrapper with [`autotune`], call [`build::tune`] from `build.rs`
+//! (feature `build`), and the crate gets a dispatch struct that picks, per range of a
+//! size argument, the variant that measured fastest on this GPU model:
+//!
+//! ```ignore
+//! #[autotune(source = "kernels/rmsnorm.cu", key = n_rows, sizes = [512, 8k, 64k],
+//!            case = RmsNormCase, block = [64, 128, 256], stages = 1..4)]
+//! pub fn rms_norm(stream: &CudaStream, variant: &Variant<RmsNormParams>, /* ... */
+//!                 n_rows: usize) -> Result<(), DriverError> { /* grid, block, launch */ }
+//!
+//! let norm = RmsNorm::load(&ctx)?;      // once: loads the baked variants
+//! norm.launch(&stream, /* ... */)?;      // a `match` on n_rows, no sync, no allocation
+//! ```
+
+pub mod case;
+pub mod dispatch;
+pub mod gpu;
+pub mod kernel;
+pub mod parallel;
+pub mod params;
+pub mod random;
+pub mod spec;
+
+#[cfg(feature = "build")]
+pub mod build;
+
+pub use autotune_macro::{autotune, tunables};
+pub use case::{
+    Case, CaseError, Element, ErrorSum, Verdict, Work, compare, poison, relative_error,
+};
+pub use cudarc;
+pub use dispatch::{Choice, LoadError, Selection};
+pub use half;
+pub use kernel::{Kernel, KernelError, LaunchError};
+pub use params::{Params, Variant};
+pub use spec::KernelSpec;
+
+/// What a wrapper module usually needs.
+pub mod prelude {
+    pub use crate::case::{Case, CaseError, Element, ErrorSum, Verdict, Work, compare, poison};
+    pub use crate::parallel;
+    pub use crate::random::Rng;
+    pub use crate::random::{fill_normal, fill_uniform};
+    pub use crate::{KernelError, Params, Variant, autotune};
+    pub use cudarc::driver::{
+        CudaContext, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    };
+    pub use half::{bf16, f16};
+    pub use std::sync::Arc;
+}

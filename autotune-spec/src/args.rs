@@ -1,0 +1,68 @@
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, Ident, Token};
+
+/// The raw contents of `#[autotune(...)]`: `name = value` pairs, before validation.
+#[derive(Debug, Clone)]
+pub struct AttrArgs {
+    pub entries: Punctuated<Entry, Token![,]>,
+}
+
+/// One `name = value` pair. The name may be a keyword (`where`); the value is any
+/// Rust expression and is interpreted by [`crate::Spec`] according to the name.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub name: Ident,
+    pub eq: Token![=],
+    pub value: Expr,
+}
+
+impl Parse for AttrArgs {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        Ok(Self {
+            entries: Punctuated::parse_terminated(input)?,
+        })
+    }
+}
+
+impl Parse for Entry {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let name = Ident::parse_any(input)?;
+        let eq = input.parse().map_err(|error| {
+            syn::Error::new(
+                error.span(),
+                format!("expected `=` after `{name}`: every entry is `name = value`"),
+            )
+        })?;
+        let value = input.parse()?;
+        Ok(Self { name, eq, value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_keywords_ranges_lists_and_tuples() {
+        let args: AttrArgs = syn::parse_str(
+            "block = [64, 128], stages = 1..4, where = block * stages <= 256, \
+             default = (block = 64, stages = 2), key = n, sizes = [1k, 4k]",
+        )
+        .unwrap();
+        let names: Vec<_> = args.entries.iter().map(|e| e.name.to_string()).collect();
+        assert_eq!(
+            names,
+            ["block", "stages", "where", "default", "key", "sizes"]
+        );
+        assert!(matches!(args.entries[1].value, Expr::Range(_)));
+        assert!(matches!(args.entries[3].value, Expr::Tuple(_)));
+    }
+
+    #[test]
+    fn missing_equals_is_an_error() {
+        let error = syn::parse_str::<AttrArgs>("block [64]").unwrap_err();
+        assert!(error.to_string().contains("expected `=` after `block`"));
+    }
+}

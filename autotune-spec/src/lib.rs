@@ -1,0 +1,37 @@
+//! The grammar of `#[autotune(...)]`, shared by the proc macro (which turns every
+//! mistake into a spanned compile error) and by the build side (which scans a crate
+//! for annotated wrappers).
+//!
+//! ```text
+//! #[autotune(
+//!     source = "kernels/rmsnorm.cu",      // CUDA source, relative to the crate root
+//!     entry = "rmsnorm_bf16",             // kernel symbol (default: the wrapper's name)
+//!     key = n_rows,                       // the wrapper argument that selects a range
+//!     sizes = [512, 2k, 8k, 32k, 64k],    // key values the sweep times (k = 1024)
+//!     case = RmsNormCase,                 // inputs + reference for the sweep
+//!     default = (block = 256, stages = 2),
+//!     where = "block * stages <= 512",    // constraint between parameters
+//!     fallback = rms_norm_plain,          // another #[autotune] wrapper, same arguments
+//!     flags = ["-use_fast_math"],         // extra nvcc flags
+//!     block = [64, 128, 256],             // every other name is a parameter:
+//!     stages = 1..4,                      //   a list, a range (`..` or `..=`) or one value
+//! )]
+//! ```
+
+mod args;
+mod constraint;
+mod diagnostics;
+pub mod names;
+mod scan;
+mod signature;
+pub mod source;
+mod space;
+mod spec;
+
+pub use args::{AttrArgs, Entry};
+pub use constraint::{Constraint, EvalError};
+pub use diagnostics::Diagnostics;
+pub use scan::{WrapperRef, find_wrappers, is_autotune_attr};
+pub use signature::{Argument, ArgumentRole, WrapperSignature};
+pub use space::{Param, Point, Space};
+pub use spec::{OPTIONS, Spec};

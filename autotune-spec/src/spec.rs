@@ -1,0 +1,742 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use proc_macro2::Span;
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
+
+use crate::constraint::Constraint;
+use crate::signature::{ArgumentRole, WrapperSignature, is_integer};
+use crate::source::SourceSet;
+use crate::space::{Param, Point, Space};
+use crate::{AttrArgs, Diagnostics, Entry, names};
+
+/// The option names of `#[autotune]`; every other name declares a parameter.
+pub const OPTIONS: [&str; 9] = [
+    "source", "entry", "key", "sizes", "case", "default", "where", "fallback", "flags",
+];
+
+/// A validated `#[autotune]` attribute together with the wrapper it annotates.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub fn_name: Ident,
+    /// The CUDA source, relative to the crate root.
+    pub source: LitStr,
+    /// The kernel's symbol in the source (`extern "C" __global__`).
+    pub entry: String,
+    pub key: Ident,
+    pub key_ty: Type,
+    /// Key values the sweep times at, strictly ascending.
+    pub sizes: Vec<u64>,
+    pub space: Space,
+    /// The declared default, or the first point of the space.
+    pub default: Point,
+    pub case: syn::Path,
+    pub fallback: Option<Ident>,
+    pub flags: Vec<String>,
+    pub signature: WrapperSignature,
+}
+
+impl Spec {
+    /// Validates `args` against the wrapper's signature. With `manifest_dir`, the CUDA
+    /// source is read too: it must exist and mention the entry and every parameter.
+    /// Every problem found is reported, each on the tokens at fault.
+    pub fn parse(
+        args: &AttrArgs,
+        sig: &Signature,
+        attr_span: Span,
+        manifest_dir: Option<&Path>,
+    ) -> syn::Result<Self> {
+        let mut diag = Diagnostics::new();
+        let signature = WrapperSignature::analyze(sig, &mut diag);
+        let mut options: BTreeMap<&'static str, &Entry> = BTreeMap::new();
+        let mut params: Vec<Param> = Vec::new();
+        let mut seen: BTreeMap<String, &Ident> = BTreeMap::new();
+
+        for entry in &args.entries {
+            let name = entry.name.to_string();
+            if seen.contains_key(&name) {
+                diag.at(&entry.name, format!("`{name}` is given more than once"));
+                continue;
+            }
+            seen.insert(name.clone(), &entry.name);
+            if let Some(option) = OPTIONS.iter().find(|o| **o == name) {
+                options.insert(option, entry);
+            } else if is_param_value(&entry.value) {
+                if let Some(param) = parse_param(entry, &mut diag) {
+                    params.push(param);
+                }
+            } else {
+                diag.at(
+                    &entry.name,
+                    format!(
+                        "unknown option `{name}`: options are {}; a parameter takes a list \
+                         `[64, 128]`, a range `1..4` / `1..=4` or one integer",
+                        OPTIONS.join(", ")
+                    ),
+                );
+            }
+        }
+
+        let mut required = |option: &str| {
+            let entry = options.get(option).copied();
+            if entry.is_none() {
+                diag.at_span(
+                    attr_span,
+                    format!("missing `{option} = ...`{}", hint(option)),
+                );
+            }
+            entry
+        };
+        let source_entry = required("source");
+        let key_entry = required("key");
+        let sizes_entry = required("sizes");
+        let case_entry = required("case");
+
+        let source = source_entry.and_then(|e| lit_str(&e.value, "source", &mut diag));
+        let entry = match options.get("entry") {
+            Some(e) => lit_str(&e.value, "entry", &mut diag).map(|s| s.value()),
+            None => Some(sig.ident.to_string()),
+        };
+        let sizes = sizes_entry.and_then(|e| parse_sizes(&e.value, &mut diag));
+        let case = case_entry.and_then(|e| match &e.value {
+            Expr::Path(path) if path.qself.is_none() => Some(path.path.clone()),
+            other => {
+                diag.at(other, "`case` names a type implementing `autotune_runtime::Case`, e.g. `case = RmsNormCase`");
+                None
+            }
+        });
+        let fallback = options.get("fallback").and_then(|e| match single_ident(&e.value) {
+            Some(ident) if *ident == sig.ident => {
+                diag.at(ident, "a wrapper cannot be its own fallback");
+                None
+            }
+            Some(ident) => Some(ident.clone()),
+            None => {
+                diag.at(&e.value, "`fallback` names another #[autotune] wrapper in this module, e.g. `fallback = rms_norm_plain`");
+                None
+            }
+        });
+        let flags = options
+            .get("flags")
+            .map(|e| parse_flags(&e.value, &mut diag))
+            .unwrap_or_default();
+
+        let key = key_entry.and_then(|e| {
+            let Some(ident) = single_ident(&e.value) else {
+                diag.at(&e.value, "`key` names an argument of the wrapper, e.g. `key = n_ctx`");
+                return None;
+            };
+            let signature = signature.as_ref()?;
+            match signature.find(&ident.to_string()) {
+                None => {
+                    let data: Vec<String> = signature.data().map(|a| format!("`{}`", a.ident)).collect();
+                    diag.at(ident, format!("`{ident}` is not an argument of `{}` (arguments: {})", sig.ident, data.join(", ")));
+                    None
+                }
+                Some(arg) if arg.role != ArgumentRole::Data => {
+                    diag.at(ident, format!("`{ident}` is the stream or the variant; the key must be a size argument"));
+                    None
+                }
+                Some(arg) if !is_integer(&arg.ty) => {
+                    diag.at(&arg.ty, format!("the key `{ident}` must be a primitive integer (usize, u32, u64, ...) so that dispatch can `match` on ranges of it"));
+                    None
+                }
+                Some(arg) => Some((ident.clone(), arg.ty.clone())),
+            }
+        });
+
+        let unit_params = signature
+            .as_ref()
+            .and_then(|s| s.variant())
+            .map(|v| &v.role)
+            == Some(&ArgumentRole::Variant { params: None });
+        if unit_params && let Some(first) = params.first() {
+            diag.at_span(
+                attr_span,
+                format!("the wrapper takes `Variant<()>` but the attribute declares parameter `{}`: name a params struct, e.g. `Variant<MyParams>`", first.name),
+            );
+        }
+
+        let names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
+        let constraint = options
+            .get("where")
+            .and_then(|e| parse_constraint(&e.value, &names, &mut diag));
+        let space = Space { params, constraint };
+        let product = space.product();
+        let mut any_kept = false;
+        for (point, verdict) in &product {
+            match verdict {
+                Ok(keep) => any_kept |= keep,
+                Err(error) => {
+                    if let Some(e) = options.get("where") {
+                        diag.at(
+                            &e.value,
+                            format!(
+                                "the constraint cannot be evaluated at {}: {error}",
+                                space.point_name(point)
+                            ),
+                        );
+                    }
+                    break;
+                }
+            }
+        }
+        if !product.is_empty()
+            && !any_kept
+            && let Some(e) = options.get("where")
+        {
+            diag.at(&e.value, "the constraint removes every point of the space");
+        }
+
+        let default = match options.get("default") {
+            Some(e) => parse_default(&e.value, &space, &mut diag),
+            None => space.points().into_iter().next(),
+        };
+
+        if let (Some(dir), Some(source), Some(entry_name)) = (manifest_dir, &source, &entry) {
+            check_source(
+                dir,
+                source,
+                entry_name,
+                options.get("entry").copied(),
+                &space,
+                &args.entries,
+                &mut diag,
+            );
+        }
+
+        let (
+            Some(signature),
+            Some(source),
+            Some(entry),
+            Some((key, key_ty)),
+            Some(sizes),
+            Some(case),
+            Some(default),
+        ) = (signature, source, entry, key, sizes, case, default)
+        else {
+            if diag.is_empty() {
+                diag.at_span(attr_span, "invalid #[autotune] attribute");
+            }
+            return Err(diag.into_error());
+        };
+        diag.finish(Self {
+            fn_name: sig.ident.clone(),
+            source,
+            entry,
+            key,
+            key_ty,
+            sizes,
+            space,
+            default,
+            case,
+            fallback,
+            flags,
+            signature,
+        })
+    }
+
+    /// The name of the generated dispatch struct (`rms_norm` -> `RmsNorm`).
+    pub fn dispatch_struct(&self) -> Ident {
+        Ident::new(
+            &names::dispatch_struct(&self.fn_name.to_string()),
+            self.fn_name.span(),
+        )
+    }
+}
+
+fn hint(option: &str) -> &'static str {
+    match option {
+        "source" => {
+            ": the CUDA file, relative to the crate root, e.g. `source = \"kernels/rmsnorm.cu\"`"
+        }
+        "key" => ": the size argument dispatch selects on, e.g. `key = n_rows`",
+        "sizes" => ": the key values to time, e.g. `sizes = [1k, 8k, 64k]`",
+        "case" => {
+            ": the type that makes inputs and checks results for the sweep, e.g. `case = RmsNormCase`"
+        }
+        _ => "",
+    }
+}
+
+fn is_param_value(value: &Expr) -> bool {
+    matches!(
+        value,
+        Expr::Array(_)
+            | Expr::Range(_)
+            | Expr::Lit(ExprLit {
+                lit: Lit::Int(_),
+                ..
+            })
+    )
+}
+
+fn parse_param(entry: &Entry, diag: &mut Diagnostics) -> Option<Param> {
+    let name = entry.name.to_string();
+    let valid_name = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !valid_name {
+        diag.at(
+            &entry.name,
+            format!(
+                "parameter names are lower snake case (`{name}` becomes a field and `-D{}`)",
+                names::define(&name)
+            ),
+        );
+        return None;
+    }
+    let values = match &entry.value {
+        Expr::Array(array) => {
+            if array.elems.is_empty() {
+                diag.at(
+                    array,
+                    format!("`{name}` has no values: the space would be empty"),
+                );
+                return None;
+            }
+            let mut values = Vec::new();
+            for elem in &array.elems {
+                let value = param_int(elem, diag)?;
+                if values.contains(&value) {
+                    diag.at(elem, format!("`{value}` appears twice in `{name}`"));
+                    return None;
+                }
+                values.push(value);
+            }
+            values
+        }
+        Expr::Range(range) => {
+            let (Some(start), Some(end)) = (&range.start, &range.end) else {
+                diag.at(
+                    range,
+                    format!("`{name}` needs a bounded range such as `1..4` or `1..=4`"),
+                );
+                return None;
+            };
+            let (start, end) = (param_int(start, diag)?, param_int(end, diag)?);
+            let values: Vec<u32> = match range.limits {
+                RangeLimits::HalfOpen(_) => (start..end).collect(),
+                RangeLimits::Closed(_) => (start..=end).collect(),
+            };
+            if values.is_empty() {
+                diag.at(range, format!("`{name}` is an empty range: the space would be empty (ranges are half-open, as in Rust; `1..=4` includes 4)"));
+                return None;
+            }
+            values
+        }
+        single => vec![param_int(single, diag)?],
+    };
+    Some(Param { name, values })
+}
+
+fn param_int(expr: &Expr, diag: &mut Diagnostics) -> Option<u32> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) if int.suffix().is_empty() => match int.base10_parse::<u32>() {
+            Ok(value) => Some(value),
+            Err(_) => {
+                diag.at(int, "parameter values are integers from 0 to 4294967295");
+                None
+            }
+        },
+        other => {
+            diag.at(
+                other,
+                "parameter values are integer literals without suffix",
+            );
+            None
+        }
+    }
+}
+
+fn parse_sizes(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<u64>> {
+    let Expr::Array(array) = value else {
+        diag.at(value, "`sizes` is a list of key values, e.g. `sizes = [1k, 4k, 128k]` (k = 1024, m = 1024 * 1024)");
+        return None;
+    };
+    if array.elems.is_empty() {
+        diag.at(
+            array,
+            "`sizes` is empty: the sweep needs at least one key value to time",
+        );
+        return None;
+    }
+    let mut sizes: Vec<u64> = Vec::new();
+    for elem in &array.elems {
+        let Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) = elem
+        else {
+            diag.at(
+                elem,
+                "sizes are integer literals, optionally with `k` (x1024) or `m` (x1024^2)",
+            );
+            return None;
+        };
+        let scale: u64 = match int.suffix() {
+            "" => 1,
+            "k" | "K" => 1 << 10,
+            "m" | "M" => 1 << 20,
+            other => {
+                diag.at(
+                    int,
+                    format!("unknown size suffix `{other}`: use `k` (x1024) or `m` (x1024^2)"),
+                );
+                return None;
+            }
+        };
+        let Some(size) = int
+            .base10_digits()
+            .parse::<u64>()
+            .ok()
+            .and_then(|v| v.checked_mul(scale))
+        else {
+            diag.at(int, "size does not fit in u64");
+            return None;
+        };
+        if size == 0 {
+            diag.at(int, "sizes start at 1: there is nothing to time at 0");
+            return None;
+        }
+        if let Some(&last) = sizes.last()
+            && size <= last
+        {
+            diag.at(
+                int,
+                format!("sizes must be strictly ascending: {size} follows {last}"),
+            );
+            return None;
+        }
+        sizes.push(size);
+    }
+    Some(sizes)
+}
+
+fn parse_constraint(value: &Expr, names: &[String], diag: &mut Diagnostics) -> Option<Constraint> {
+    let result = match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => match text.parse::<Expr>() {
+            Ok(expr) => Constraint::compile(&expr, names)
+                .map_err(|e| syn::Error::new(text.span(), format!("in `where`: {e}"))),
+            Err(e) => Err(syn::Error::new(
+                text.span(),
+                format!("`where` is not an expression: {e}"),
+            )),
+        },
+        expr => Constraint::compile(expr, names),
+    };
+    result.map_err(|error| diag.push(error)).ok()
+}
+
+fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<Point> {
+    let elems: Vec<&Expr> = match value {
+        Expr::Tuple(tuple) => tuple.elems.iter().collect(),
+        Expr::Paren(paren) => vec![&*paren.expr],
+        other => {
+            diag.at(
+                other,
+                "`default` is a point, e.g. `default = (block = 128, stages = 2)`",
+            );
+            return None;
+        }
+    };
+    let mut values: Vec<Option<u32>> = vec![None; space.params.len()];
+    let mut ok = true;
+    for elem in elems {
+        let Expr::Assign(assign) = elem else {
+            diag.at(elem, "each part of `default` is `parameter = value`");
+            ok = false;
+            continue;
+        };
+        let Some(name) = single_ident(&assign.left) else {
+            diag.at(&assign.left, "expected a parameter name");
+            ok = false;
+            continue;
+        };
+        let Some(index) = space.params.iter().position(|p| *name == p.name) else {
+            diag.at(
+                name,
+                format!(
+                    "`{name}` is not a parameter of this kernel (parameters: {})",
+                    space.names().join(", ")
+                ),
+            );
+            ok = false;
+            continue;
+        };
+        let Some(value) = param_int(&assign.right, diag) else {
+            ok = false;
+            continue;
+        };
+        if !space.params[index].values.contains(&value) {
+            let allowed: Vec<String> = space.params[index]
+                .values
+                .iter()
+                .map(u32::to_string)
+                .collect();
+            diag.at(
+                &assign.right,
+                format!(
+                    "the default is outside the space: `{name} = {value}` is not one of [{}]",
+                    allowed.join(", ")
+                ),
+            );
+            ok = false;
+        }
+        values[index] = Some(value);
+    }
+    let missing: Vec<&str> = space
+        .params
+        .iter()
+        .zip(&values)
+        .filter(|(_, v)| v.is_none())
+        .map(|(p, _)| p.name.as_str())
+        .collect();
+    if ok && !missing.is_empty() {
+        diag.at(
+            value,
+            format!(
+                "`default` must give every parameter; missing: {}",
+                missing.join(", ")
+            ),
+        );
+        return None;
+    }
+    if !ok {
+        return None;
+    }
+    let point = Point(values.into_iter().flatten().collect());
+    if !space.contains(&point) {
+        diag.at(
+            value,
+            format!(
+                "the default {} is excluded by the `where` constraint",
+                space.point_name(&point)
+            ),
+        );
+        return None;
+    }
+    Some(point)
+}
+
+fn check_source(
+    dir: &Path,
+    source: &LitStr,
+    entry: &str,
+    entry_option: Option<&Entry>,
+    space: &Space,
+    entries: &syn::punctuated::Punctuated<Entry, syn::Token![,]>,
+    diag: &mut Diagnostics,
+) {
+    let path = dir.join(source.value());
+    let set = match SourceSet::load(&path) {
+        Ok(set) => set,
+        Err(error) => {
+            diag.at(
+                source,
+                format!("cannot read CUDA source {}: {error}", path.display()),
+            );
+            return;
+        }
+    };
+    if !set.mentions(entry) {
+        let message = format!(
+            "`{entry}` does not appear in {}: name the kernel's symbol with `entry = \"...\"`",
+            source.value()
+        );
+        match entry_option {
+            Some(option) => diag.at(&option.value, message),
+            None => diag.at(source, message),
+        }
+    }
+    for param in &space.params {
+        let define = names::define(&param.name);
+        if !set.mentions(&define)
+            && let Some(e) = entries.iter().find(|e| e.name == param.name)
+        {
+            diag.at(&e.name, format!("parameter `{}` is never used: `{define}` does not appear in {} or the headers it includes", param.name, source.value()));
+        }
+    }
+}
+
+fn lit_str(value: &Expr, option: &str, diag: &mut Diagnostics) -> Option<LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Some(s.clone()),
+        other => {
+            diag.at(other, format!("`{option}` takes a string literal"));
+            None
+        }
+    }
+}
+
+fn single_ident(value: &Expr) -> Option<&Ident> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => path.path.get_ident(),
+        _ => None,
+    }
+}
+
+fn parse_flags(value: &Expr, diag: &mut Diagnostics) -> Vec<String> {
+    let Expr::Array(array) = value else {
+        diag.at(
+            value,
+            "`flags` is a list of nvcc flags, e.g. `flags = [\"-use_fast_math\"]`",
+        );
+        return Vec::new();
+    };
+    array
+        .elems
+        .iter()
+        .filter_map(|elem| lit_str(elem, "each flag", diag).map(|s| s.value()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WRAPPER: &str = "fn rms_norm(stream: &CudaStream, v: &Variant<P>, x: &CudaSlice<u16>, n_rows: usize, eps: f32) -> Result<(), E> {}";
+
+    fn spec(attr: &str) -> syn::Result<Spec> {
+        let args: AttrArgs = syn::parse_str(attr)?;
+        let item: syn::ItemFn = syn::parse_str(WRAPPER)?;
+        Spec::parse(&args, &item.sig, Span::call_site(), None)
+    }
+
+    fn errors(attr: &str) -> Vec<String> {
+        spec(attr)
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    const BASE: &str = "source = \"k.cu\", key = n_rows, sizes = [512, 2k, 1m], case = C";
+
+    #[test]
+    fn parses_the_card_shape() {
+        let s = spec(&format!(
+            "{BASE}, block = [64, 128, 256], stages = 1..4, default = (block = 128, stages = 2)"
+        ))
+        .unwrap();
+        assert_eq!(s.sizes, [512, 2048, 1 << 20]);
+        assert_eq!(s.space.points().len(), 9);
+        assert_eq!(s.default, Point(vec![128, 2]));
+        assert_eq!(s.entry, "rms_norm");
+        assert_eq!(s.dispatch_struct(), "RmsNorm");
+    }
+
+    #[test]
+    fn default_is_first_point_when_not_declared() {
+        let s = spec(&format!(
+            "{BASE}, block = [64, 128], stages = 1..=2, where = \"block * stages > 64\""
+        ))
+        .unwrap();
+        assert_eq!(s.default, Point(vec![64, 2]));
+    }
+
+    #[test]
+    fn reports_every_error_at_once() {
+        let all = errors(
+            "source = 1, key = n_cols, sizes = [4k, 1k], case = C, block = [], stages = 4..4, \
+             soruce = \"x\", default = (block = 3)",
+        );
+        let expect = [
+            "`source` takes a string literal",
+            "`n_cols` is not an argument",
+            "sizes must be strictly ascending",
+            "`block` has no values",
+            "`stages` is an empty range",
+            "unknown option `soruce`",
+            "`block` is not a parameter",
+        ];
+        for needle in expect {
+            assert!(
+                all.iter().any(|e| e.contains(needle)),
+                "missing {needle:?} in {all:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_defaults_outside_the_space() {
+        let all = errors(&format!(
+            "{BASE}, block = [64, 128], default = (block = 512)"
+        ));
+        assert!(all[0].contains("outside the space"), "{all:?}");
+        let all = errors(&format!(
+            "{BASE}, block = [64, 128], stages = 1..3, default = (block = 64)"
+        ));
+        assert!(all[0].contains("missing: stages"), "{all:?}");
+        let all = errors(&format!(
+            "{BASE}, block = [64, 128], where = block > 64, default = (block = 64)"
+        ));
+        assert!(
+            all[0].contains("excluded by the `where` constraint"),
+            "{all:?}"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_keys_and_constraints() {
+        assert!(
+            errors("source = \"k.cu\", key = eps, sizes = [1], case = C")[0]
+                .contains("primitive integer")
+        );
+        assert!(
+            errors("source = \"k.cu\", key = stream, sizes = [1], case = C")[0]
+                .contains("the stream or the variant")
+        );
+        assert!(
+            errors(&format!("{BASE}, block = [64], where = \"block > 64\""))[0]
+                .contains("removes every point")
+        );
+        assert!(
+            errors(&format!("{BASE}, block = [64], where = \"block / 0 > 1\""))[0]
+                .contains("division by zero")
+        );
+        assert!(
+            errors(&format!("{BASE}, block = [64], where = \"block *\""))[0]
+                .contains("not an expression")
+        );
+        assert!(
+            errors(&format!("{BASE}, block = [64], block = [128]"))[0].contains("more than once")
+        );
+        assert!(
+            errors("source = \"k.cu\", sizes = [1], case = C")[0].contains("missing `key = ...`")
+        );
+        assert!(
+            errors("source = \"k.cu\", key = n_rows, sizes = [1q], case = C")[0]
+                .contains("unknown size suffix")
+        );
+    }
+
+    #[test]
+    fn checks_the_cuda_source() {
+        let dir = std::env::temp_dir().join(format!("autotune-spec-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("k.cu"),
+            "extern \"C\" __global__ void rms_norm() { int b = BLOCK; }",
+        )
+        .unwrap();
+        let args: AttrArgs = syn::parse_str(&format!("{BASE}, block = [64], blcok = [1]")).unwrap();
+        let item: syn::ItemFn = syn::parse_str(WRAPPER).unwrap();
+        let error = Spec::parse(&args, &item.sig, Span::call_site(), Some(&dir)).unwrap_err();
+        let all: Vec<String> = error.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert!(all[0].contains("`BLCOK` does not appear"), "{all:?}");
+        let args: AttrArgs =
+            syn::parse_str("source = \"missing.cu\", key = n_rows, sizes = [1], case = C").unwrap();
+        let error = Spec::parse(&args, &item.sig, Span::call_site(), Some(&dir)).unwrap_err();
+        assert!(error.to_string().contains("cannot read CUDA source"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

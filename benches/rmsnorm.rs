@@ -1,0 +1,206 @@
+//! RMSNorm, side by side in one run: our kernel through its tuned dispatch, a
+//! device-to-device copy of the same bytes (the ceiling), and the anchors from
+//! `bench/anchors.py` (torch and an autotuned Triton kernel) on the same GPU.
+//!
+//! `cargo bench --bench rmsnorm -- [--out bench/results/h200-rmsnorm.json]`
+//!
+//! Times: CUDA events around each launch, L2 flushed before each, median.
+
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+
+use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
+use autotune_runtime::Kernel;
+use autotune_runtime::build::timing::{self, L2Flush, TimingConfig};
+use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
+use autotune_runtime::gpu::{self, GpuIdentity};
+use autotune_runtime::half::bf16;
+use autotune_runtime::random::fill_uniform;
+use serde_json::{Value, json};
+
+const COMMAND: &str = "cargo bench --bench rmsnorm -- --out bench/results/h200-rmsnorm.json";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let ctx = match gpu::open(0) {
+        Ok(ctx) => ctx,
+        Err(why) => {
+            println!("rmsnorm bench: no GPU ({why}); nothing to time.");
+            return ExitCode::SUCCESS;
+        }
+    };
+    match run(&ctx, out.as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("rmsnorm bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+    let gpu = GpuIdentity::of(ctx)?;
+    let norm = RmsNorm::load(ctx)?;
+    let stream = ctx.default_stream();
+    let mut flush = L2Flush::new(&stream)?;
+    let config = TimingConfig {
+        warmup: 5,
+        min_repeats: 50,
+        max_repeats: 400,
+        target_ms: 100.0,
+    };
+    let sizes: Vec<usize> = RmsNorm::SPEC.sizes.iter().map(|&s| s as usize).collect();
+    let anchors = anchors(&sizes);
+    let mut rows = Vec::new();
+    for &n_rows in &sizes {
+        let elements = n_rows * TUNED_HIDDEN;
+        let mut x = vec![bf16::ZERO; elements];
+        let mut weight = vec![bf16::ZERO; TUNED_HIDDEN];
+        fill_uniform(&mut x, 1, -2.0, 2.0);
+        fill_uniform(&mut weight, 2, 0.5, 1.5);
+        let dx = stream.clone_htod(&x)?;
+        let dw = stream.clone_htod(&weight)?;
+        let mut dy = stream.alloc_zeros::<bf16>(elements)?;
+        let mut copy = stream.alloc_zeros::<bf16>(elements)?;
+        autotune_runtime::poison(&stream, &mut dy)?;
+        norm.launch(&stream, &dx, &dw, &mut dy, n_rows, TUNED_HIDDEN, TUNED_EPS)?;
+        let verdict = autotune_runtime::compare(
+            &stream.clone_dtoh(&dy)?,
+            &rmsnorm::reference(&x, &weight, TUNED_HIDDEN, TUNED_EPS),
+        );
+        if !verdict.passed() {
+            return Err(format!("our kernel is wrong at {n_rows} rows: {verdict:?}").into());
+        }
+        let ours = time(&stream, &mut flush, &config, &mut || {
+            norm.launch(&stream, &dx, &dw, &mut dy, n_rows, TUNED_HIDDEN, TUNED_EPS)
+                .map_err(|e| e.to_string())
+        })?;
+        let copy_ms = time(&stream, &mut flush, &config, &mut || {
+            stream
+                .memcpy_dtod(&dx, &mut copy)
+                .map_err(|e| e.to_string())
+        })?;
+        let input_bytes = (elements * 2) as f64;
+        let moved = 2.0 * input_bytes + (TUNED_HIDDEN * 2) as f64;
+        let anchor = anchors.as_ref().and_then(|a| {
+            a["rows"]
+                .as_array()?
+                .iter()
+                .find(|r| r["rows"] == json!(n_rows))
+                .cloned()
+        });
+        let field = |name: &str| anchor.as_ref().and_then(|a| a[name].as_f64());
+        let (torch_ms, triton_ms) = (field("torch_ms"), field("triton_ms"));
+        rows.push(json!({
+            "rows": n_rows,
+            "hidden": TUNED_HIDDEN,
+            "bytes": input_bytes as u64,
+            "variant": norm.describe(n_rows),
+            "ours_ms": ours,
+            "torch_ms": torch_ms,
+            "triton_ms": triton_ms,
+            "copy_ms": copy_ms,
+            "ours_TBps": moved / ours / 1e9,
+            "torch_TBps": torch_ms.map(|t| moved / t / 1e9),
+            "triton_TBps": triton_ms.map(|t| moved / t / 1e9),
+            "copy_TBps": 2.0 * input_bytes / copy_ms / 1e9,
+            "ours_rel_error": verdict.error,
+            "triton_config": anchor.as_ref().map(|a| a["triton_config"].clone()),
+            "triton_tune_s": field("triton_tune_s"),
+            "command": COMMAND,
+        }));
+    }
+    let report = json!({
+        "gpu": gpu.to_string(),
+        "selection": norm.selection().to_string(),
+        "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; anchors: triton.testing.do_bench(return_mode='median'), which also flushes L2",
+        "anchors": anchors.as_ref().map(|a| json!({"torch": a["torch"], "triton": a["triton"]})),
+        "rows": rows,
+    });
+    println!(
+        "rms_norm on {gpu}, hidden {TUNED_HIDDEN}, bf16 ({})",
+        norm.selection()
+    );
+    println!(
+        "{:>8} {:>9} {:<22} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "rows",
+        "MiB",
+        "variant",
+        "ours ms",
+        "torch ms",
+        "triton ms",
+        "ours",
+        "torch",
+        "triton",
+        "copy",
+        "vs torch",
+        "vs triton"
+    );
+    for row in &rows {
+        let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:>8} {:>9.0} {:<22} {:>9.4} {:>9.4} {:>9.4} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}x {:>8.2}x",
+            row["rows"],
+            f("bytes") / 1048576.0,
+            row["variant"].as_str().unwrap_or(""),
+            f("ours_ms"),
+            f("torch_ms"),
+            f("triton_ms"),
+            f("ours_TBps"),
+            f("torch_TBps"),
+            f("triton_TBps"),
+            f("copy_TBps"),
+            f("torch_ms") / f("ours_ms"),
+            f("triton_ms") / f("ours_ms"),
+        );
+    }
+    println!("(TB/s count bytes read + written; ratios are anchor time / our time)");
+    if let Some(path) = out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;
+        println!("wrote {path}");
+    }
+    Ok(())
+}
+
+/// Median milliseconds of `launch`, timed like the sweep times variants.
+fn time(
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    config: &TimingConfig,
+    launch: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<f64, String> {
+    Ok(timing::measure(stream, flush, config, launch)?.median() / 1e3)
+}
+
+/// Runs `bench/anchors.py` for `sizes`; `None` (with a note) when it cannot run.
+fn anchors(sizes: &[usize]) -> Option<Value> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/anchors.py");
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .arg("--hidden")
+        .arg(TUNED_HIDDEN.to_string())
+        .arg("--eps")
+        .arg(TUNED_EPS.to_string())
+        .arg("--rows");
+    command.args(sizes.iter().map(usize::to_string));
+    match command.output() {
+        Ok(output) if output.status.success() => serde_json::from_slice(&output.stdout).ok(),
+        Ok(output) => {
+            eprintln!(
+                "anchors failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            None
+        }
+        Err(error) => {
+            eprintln!("anchors not run (python3: {error})");
+            None
+        }
+    }
+}

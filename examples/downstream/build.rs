@@ -1,0 +1,3 @@
+fn main() -> Result<(), autotune_runtime::build::BuildError> {
+    autotune_runtime::build::tune(autotune_runtime::tunables!())
+}

@@ -1,0 +1,8 @@
+//! CUDA kernels that tune themselves at `cargo build` time (see `autotune-runtime`).
+//!
+//! Each module holds one annotated wrapper; `build.rs` sweeps them on the local GPU
+//! with `--features autotune` and otherwise bakes `kernels/tuning/*.json`.
+
+pub mod rmsnorm;
+
+pub use rmsnorm::{RmsNorm, RmsNormParams, rms_norm};

@@ -1,0 +1,171 @@
+//! RMSNorm over the rows of a bf16 matrix: `y = x / sqrt(mean(x²) + eps) * w`.
+//!
+//! Memory-bound: one read of `x`, one write of `y`. The sweep tunes threads per
+//! block and 16-byte loads in flight per thread over row counts from 4 MiB to
+//! 512 MiB of input, at the hidden size of 7B–70B models (4096).
+
+use autotune_runtime::prelude::*;
+
+/// The row width the sweep tunes at.
+pub const TUNED_HIDDEN: usize = 4096;
+
+/// The epsilon the sweep tunes with (Llama's).
+pub const TUNED_EPS: f32 = 1e-5;
+
+/// Normalizes `n_rows` rows of `hidden` elements of `x` into `out`, scaled by `weight`.
+#[autotune(
+    source = "kernels/rmsnorm.cu",
+    entry = "rmsnorm_bf16",
+    key = n_rows,
+    sizes = [512, 2k, 8k, 32k, 64k],
+    case = RmsNormCase,
+    block = [64, 128, 256],
+    stages = 1..4,
+    default = (block = 256, stages = 2),
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm(
+    stream: &CudaStream,
+    variant: &Variant<RmsNormParams>,
+    x: &CudaSlice<bf16>,
+    weight: &CudaSlice<bf16>,
+    out: &mut CudaSlice<bf16>,
+    n_rows: usize,
+    hidden: usize,
+    eps: f32,
+) -> Result<(), KernelError> {
+    let elements = n_rows.checked_mul(hidden);
+    KernelError::check(
+        elements.is_some_and(|e| x.len() >= e && out.len() >= e),
+        || {
+            format!(
+                "x ({}) and out ({}) must hold n_rows * hidden = {n_rows} * {hidden}",
+                x.len(),
+                out.len()
+            )
+        },
+    )?;
+    KernelError::check(weight.len() >= hidden, || {
+        format!("weight holds {} of {hidden}", weight.len())
+    })?;
+    let rows = u32::try_from(n_rows).ok().filter(|&r| r < i32::MAX as u32);
+    let width = u32::try_from(hidden).ok();
+    let (Some(rows), Some(width)) = (rows, width) else {
+        return Err(KernelError::Arguments(format!(
+            "{n_rows} rows of {hidden} do not fit a launch"
+        )));
+    };
+    if rows == 0 || width == 0 {
+        return Ok(());
+    }
+    let config = LaunchConfig {
+        grid_dim: (rows, 1, 1),
+        block_dim: (variant.params().block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = stream.launch_builder(variant.function());
+    launch.arg(x).arg(weight).arg(out).arg(&width).arg(&eps);
+    // SAFETY: the arguments match `rmsnorm_bf16(const bf16*, const bf16*, bf16*,
+    // unsigned, float)`, and the lengths were checked above.
+    unsafe { launch.launch(config) }?;
+    Ok(())
+}
+
+/// Inputs and reference for the sweep: `n_rows` rows of [`TUNED_HIDDEN`].
+#[derive(Debug)]
+pub struct RmsNormCase {
+    x: CudaSlice<bf16>,
+    weight: CudaSlice<bf16>,
+    out: CudaSlice<bf16>,
+    n_rows: usize,
+    hidden: usize,
+    eps: f32,
+    host_x: Vec<bf16>,
+    host_weight: Vec<bf16>,
+}
+
+impl Case for RmsNormCase {
+    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+        let n_rows = usize::try_from(key).map_err(|_| format!("{key} rows"))?;
+        let hidden = TUNED_HIDDEN;
+        let elements = n_rows * hidden;
+        Ok(Self {
+            x: stream.alloc_zeros(elements)?,
+            weight: stream.alloc_zeros(hidden)?,
+            out: stream.alloc_zeros(elements)?,
+            n_rows,
+            hidden,
+            eps: TUNED_EPS,
+            host_x: vec![bf16::ZERO; elements],
+            host_weight: vec![bf16::ZERO; hidden],
+        })
+    }
+
+    fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
+        // Rows of different scales, so that a kernel mixing up rows cannot pass.
+        fill_uniform(&mut self.host_x, seed, -2.0, 2.0);
+        let hidden = self.hidden;
+        parallel::for_chunks_mut(&mut self.host_x, |chunk, values| {
+            let first = chunk * parallel::CHUNK;
+            for (offset, value) in values.iter_mut().enumerate() {
+                let row = (first + offset) / hidden;
+                *value = bf16::from_f32(value.to_f32() * (0.25 + (row % 7) as f32));
+            }
+        });
+        fill_uniform(&mut self.host_weight, seed ^ 0xABCD, 0.5, 1.5);
+        stream.memcpy_htod(&self.host_x, &mut self.x)?;
+        stream.memcpy_htod(&self.host_weight, &mut self.weight)?;
+        Ok(())
+    }
+
+    fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
+        Ok(poison(stream, &mut self.out)?)
+    }
+
+    fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
+        let out = stream.clone_dtoh(&self.out)?;
+        let (hidden, eps) = (self.hidden, f64::from(self.eps));
+        let (x, weight) = (&self.host_x, &self.host_weight);
+        let sums = parallel::map_ranges(self.n_rows, 64, |rows| {
+            let mut sum = ErrorSum::default();
+            for row in rows {
+                let xs = &x[row * hidden..(row + 1) * hidden];
+                let mean = xs.iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>() / hidden as f64;
+                let inv = 1.0 / (mean + eps).sqrt();
+                for (i, v) in xs.iter().enumerate() {
+                    let index = row * hidden + i;
+                    sum.add(
+                        index,
+                        out[index].to_f64(),
+                        v.to_f64() * inv * weight[i].to_f64(),
+                    );
+                }
+            }
+            sum
+        });
+        let total = sums.into_iter().fold(ErrorSum::default(), ErrorSum::merge);
+        Ok(total.verdict(<bf16 as Element>::TOLERANCE, out.len()))
+    }
+
+    fn work(&self) -> Work {
+        let bytes = 2 * (2 * self.n_rows * self.hidden + self.hidden);
+        Work {
+            bytes: bytes as u64,
+            flops: 4 * (self.n_rows * self.hidden) as u64,
+        }
+    }
+}
+
+/// The reference on the CPU, in float64: what tests compare a launch against.
+pub fn reference(x: &[bf16], weight: &[bf16], hidden: usize, eps: f32) -> Vec<f64> {
+    let mut out = vec![0.0; x.len()];
+    for (row, (xs, ys)) in x.chunks(hidden).zip(out.chunks_mut(hidden)).enumerate() {
+        let _ = row;
+        let mean = xs.iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>() / hidden as f64;
+        let inv = 1.0 / (mean + f64::from(eps)).sqrt();
+        for ((y, v), w) in ys.iter_mut().zip(xs).zip(weight) {
+            *y = v.to_f64() * inv * w.to_f64();
+        }
+    }
+    out
+}

@@ -1,0 +1,95 @@
+//! GPU tests: they skip (and say so) where no CUDA GPU is present, and run on the
+//! H200 (see the issue notes for the runs).
+
+use std::sync::Arc;
+
+use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
+use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::half::bf16;
+use autotune_runtime::random::fill_uniform;
+
+fn gpu() -> Option<Arc<CudaContext>> {
+    match autotune_runtime::gpu::open(0) {
+        Ok(ctx) => Some(ctx),
+        Err(why) => {
+            eprintln!("SKIPPED: no GPU ({why})");
+            None
+        }
+    }
+}
+
+fn inputs(n_rows: usize, seed: u64) -> (Vec<bf16>, Vec<bf16>) {
+    let mut x = vec![bf16::ZERO; n_rows * TUNED_HIDDEN];
+    let mut w = vec![bf16::ZERO; TUNED_HIDDEN];
+    fill_uniform(&mut x, seed, -3.0, 3.0);
+    fill_uniform(&mut w, seed + 1, 0.5, 1.5);
+    (x, w)
+}
+
+#[test]
+fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
+    let Some(ctx) = gpu() else { return };
+    let norm = RmsNorm::load(&ctx).unwrap();
+    let stream = ctx.default_stream();
+    let mut keys: Vec<usize> = norm.ranges().iter().map(|r| r.first.max(1) as usize).collect();
+    keys.extend([1, 3, 65_537]);
+    for n_rows in keys {
+        let (x, w) = inputs(n_rows, n_rows as u64);
+        let (dx, dw) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&w).unwrap());
+        let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
+        autotune_runtime::poison(&stream, &mut out).unwrap();
+        norm.launch(&stream, &dx, &dw, &mut out, n_rows, TUNED_HIDDEN, TUNED_EPS).unwrap();
+        let verdict = autotune_runtime::compare(&stream.clone_dtoh(&out).unwrap(), &rmsnorm::reference(&x, &w, TUNED_HIDDEN, TUNED_EPS));
+        assert!(verdict.passed(), "{n_rows} rows via {}: {verdict:?}", norm.describe(n_rows));
+    }
+    // A width that is not a multiple of 8 takes the scalar path of every variant.
+    let hidden = 1000;
+    let n_rows = 37;
+    let mut x = vec![bf16::ZERO; n_rows * hidden];
+    fill_uniform(&mut x, 9, -1.0, 1.0);
+    let w = vec![bf16::ONE; hidden];
+    let (dx, dw) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&w).unwrap());
+    let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
+    autotune_runtime::poison(&stream, &mut out).unwrap();
+    norm.launch(&stream, &dx, &dw, &mut out, n_rows, hidden, 1e-6).unwrap();
+    let verdict = autotune_runtime::compare(&stream.clone_dtoh(&out).unwrap(), &rmsnorm::reference(&x, &w, hidden, 1e-6));
+    assert!(verdict.passed(), "hidden {hidden}: {verdict:?}");
+}
+
+#[test]
+fn dispatch_works_inside_cuda_graph_capture() {
+    let Some(ctx) = gpu() else { return };
+    let norm = RmsNorm::load(&ctx).unwrap();
+    // Buffers without cudarc's cross-stream events: capture must see only the launches.
+    // SAFETY: everything below runs on one stream.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let keys: Vec<usize> = norm.ranges().iter().map(|r| r.first.max(1) as usize).take(4).collect();
+    let mut cases = Vec::new();
+    for &n_rows in &keys {
+        let (x, w) = inputs(n_rows, 100 + n_rows as u64);
+        let dx = stream.clone_htod(&x).unwrap();
+        let dw = stream.clone_htod(&w).unwrap();
+        let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
+        autotune_runtime::poison(&stream, &mut out).unwrap();
+        cases.push((n_rows, x, w, dx, dw, out));
+    }
+    stream.synchronize().unwrap();
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL).unwrap();
+    for (n_rows, _, _, dx, dw, out) in &mut cases {
+        norm.launch(&stream, dx, dw, out, *n_rows, TUNED_HIDDEN, TUNED_EPS).unwrap();
+    }
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph with the launches");
+    // Nothing ran during capture: the outputs are still poisoned.
+    let (n_rows, ..) = &cases[0];
+    let before = stream.clone_dtoh(&cases[0].5).unwrap();
+    assert!(before.iter().take(*n_rows).all(|v| v.is_nan()), "capture must not execute");
+    graph.launch().unwrap();
+    graph.launch().unwrap();
+    stream.synchronize().unwrap();
+    for (n_rows, x, w, _, _, out) in &cases {
+        let verdict = autotune_runtime::compare(&stream.clone_dtoh(out).unwrap(), &rmsnorm::reference(x, w, TUNED_HIDDEN, TUNED_EPS));
+        assert!(verdict.passed(), "graph replay at {n_rows} rows: {verdict:?}");
+    }
+}
