@@ -1,32 +1,30 @@
 //! RMSNorm, side by side in one run: our kernel through its tuned dispatch, a
 //! device-to-device copy of the same bytes (the ceiling), and the anchors from
-//! `bench/anchors.py` (torch and an autotuned Triton kernel) on the same GPU.
+//! `bench/anchor_rmsnorm.py` (torch and an autotuned Triton kernel) on the same GPU.
 //!
 //! `cargo bench --bench rmsnorm -- [--out bench/results/h200-rmsnorm.json]`
 //!
 //! Times: CUDA events around each launch, L2 flushed before each, median.
 
-use std::process::{Command, ExitCode};
+mod common;
+
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_runtime::Kernel;
-use autotune_runtime::build::timing::{self, L2Flush, TimingConfig};
-use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
+use autotune_runtime::build::timing::L2Flush;
+use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
-use serde_json::{Value, json};
+use common::{out_path, python_anchor, time_ms};
+use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench rmsnorm -- --out bench/results/h200-rmsnorm.json";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let out = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
+    let out = out_path();
     let ctx = match gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {
@@ -48,14 +46,17 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let norm = RmsNorm::load(ctx)?;
     let stream = ctx.default_stream();
     let mut flush = L2Flush::new(&stream)?;
-    let config = TimingConfig {
-        warmup: 5,
-        min_repeats: 50,
-        max_repeats: 400,
-        target_ms: 100.0,
-    };
     let sizes: Vec<usize> = RmsNorm::SPEC.sizes.iter().map(|&s| s as usize).collect();
-    let anchors = anchors(&sizes);
+    let mut args: Vec<String> = [
+        "--hidden".to_string(),
+        TUNED_HIDDEN.to_string(),
+        "--eps".into(),
+        TUNED_EPS.to_string(),
+        "--rows".into(),
+    ]
+    .into();
+    args.extend(sizes.iter().map(usize::to_string));
+    let anchors = python_anchor("anchor_rmsnorm.py", &args);
     let mut rows = Vec::new();
     for &n_rows in &sizes {
         let elements = n_rows * TUNED_HIDDEN;
@@ -76,11 +77,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         if !verdict.passed() {
             return Err(format!("our kernel is wrong at {n_rows} rows: {verdict:?}").into());
         }
-        let ours = time(&stream, &mut flush, &config, &mut || {
+        let ours = time_ms(&stream, &mut flush, &mut || {
             norm.launch(&stream, &dx, &dw, &mut dy, n_rows, TUNED_HIDDEN, TUNED_EPS)
                 .map_err(|e| e.to_string())
         })?;
-        let copy_ms = time(&stream, &mut flush, &config, &mut || {
+        let copy_ms = time_ms(&stream, &mut flush, &mut || {
             stream
                 .memcpy_dtod(&dx, &mut copy)
                 .map_err(|e| e.to_string())
@@ -165,42 +166,4 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         println!("wrote {path}");
     }
     Ok(())
-}
-
-/// Median milliseconds of `launch`, timed like the sweep times variants.
-fn time(
-    stream: &Arc<CudaStream>,
-    flush: &mut L2Flush,
-    config: &TimingConfig,
-    launch: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<f64, String> {
-    Ok(timing::measure(stream, flush, config, launch)?.median() / 1e3)
-}
-
-/// Runs `bench/anchors.py` for `sizes`; `None` (with a note) when it cannot run.
-fn anchors(sizes: &[usize]) -> Option<Value> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/anchors.py");
-    let mut command = Command::new("python3");
-    command
-        .arg(script)
-        .arg("--hidden")
-        .arg(TUNED_HIDDEN.to_string())
-        .arg("--eps")
-        .arg(TUNED_EPS.to_string())
-        .arg("--rows");
-    command.args(sizes.iter().map(usize::to_string));
-    match command.output() {
-        Ok(output) if output.status.success() => serde_json::from_slice(&output.stdout).ok(),
-        Ok(output) => {
-            eprintln!(
-                "anchors failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            None
-        }
-        Err(error) => {
-            eprintln!("anchors not run (python3: {error})");
-            None
-        }
-    }
 }

@@ -5,19 +5,24 @@
 //! `cargo run --release --example dispatch`
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
+use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::Kernel;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::dispatch::Range;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
-use std::sync::Arc;
+
+type Checked = Result<(), Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
     println!("What the build baked (per GPU model with a tuning table, and for any other GPU):\n");
     println!("{}", RmsNorm::baked().describe(RmsNorm::SPEC.key));
+    println!("{}", TopkIndexer::baked().describe(TopkIndexer::SPEC.key));
+    println!("{}", TopkKeepAll::baked().describe(TopkKeepAll::SPEC.key));
     let ctx = match gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {
@@ -30,7 +35,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    match run(&ctx) {
+    match rms_norm(&ctx).and_then(|()| topk_indexer(&ctx)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -39,40 +44,54 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(ctx: &Arc<CudaContext>) -> Result<(), Box<dyn std::error::Error>> {
-    let gpu = GpuIdentity::of(ctx)?;
+/// A key inside `range` worth launching at: its upper end when bounded (capped),
+/// else its start; at least `floor`.
+fn representative(range: &Range, floor: usize, cap: usize) -> usize {
+    let key = if range.last == u64::MAX {
+        range.first
+    } else {
+        range.last
+    };
+    usize::try_from(key).unwrap_or(cap).clamp(floor, cap)
+}
+
+fn span(range: &Range) -> String {
+    if range.last == u64::MAX {
+        format!("{}..", range.first)
+    } else {
+        format!("{}..={}", range.first, range.last)
+    }
+}
+
+fn rms_norm(ctx: &Arc<CudaContext>) -> Checked {
     let norm = RmsNorm::load(ctx)?;
-    println!("Loaded on {gpu}: {}\n", norm.selection());
-    println!("rms_norm, hidden = {TUNED_HIDDEN}: a launch through the dispatch in every range");
     println!(
-        "  {:<28} {:>10}  {:<24} check vs CPU (rel. error)",
-        "range of n_rows", "n_rows", "variant launched"
+        "rms_norm on {}: {}",
+        GpuIdentity::of(ctx)?,
+        norm.selection()
+    );
+    println!(
+        "  {:<20} {:>8}  {:<24} check vs CPU (rel. error)",
+        "n_rows", "at", "variant launched"
     );
     let stream = ctx.default_stream();
     for range in norm.ranges() {
-        let n_rows = representative(range);
-        let elements = n_rows * TUNED_HIDDEN;
-        let mut x = vec![bf16::ZERO; elements];
+        let n_rows = representative(range, 1, 1 << 17);
+        let mut x = vec![bf16::ZERO; n_rows * TUNED_HIDDEN];
         let mut weight = vec![bf16::ZERO; TUNED_HIDDEN];
         fill_uniform(&mut x, n_rows as u64, -2.0, 2.0);
         fill_uniform(&mut weight, 7, 0.5, 1.5);
-        let dx = stream.clone_htod(&x)?;
-        let dw = stream.clone_htod(&weight)?;
-        let mut out = stream.alloc_zeros::<bf16>(elements)?;
+        let (dx, dw) = (stream.clone_htod(&x)?, stream.clone_htod(&weight)?);
+        let mut out = stream.alloc_zeros::<bf16>(x.len())?;
         autotune_runtime::poison(&stream, &mut out)?;
         norm.launch(&stream, &dx, &dw, &mut out, n_rows, TUNED_HIDDEN, TUNED_EPS)?;
-        let got = stream.clone_dtoh(&out)?;
         let verdict = autotune_runtime::compare(
-            &got,
+            &stream.clone_dtoh(&out)?,
             &rmsnorm::reference(&x, &weight, TUNED_HIDDEN, TUNED_EPS),
         );
-        let span = if range.last == u64::MAX {
-            format!("{}..", range.first)
-        } else {
-            format!("{}..={}", range.first, range.last)
-        };
         println!(
-            "  {span:<28} {n_rows:>10}  {:<24} {:.2e} {}",
+            "  {:<20} {n_rows:>8}  {:<24} {:.2e} {}",
+            span(range),
             norm.describe(n_rows),
             verdict.error,
             if verdict.passed() { "ok" } else { "WRONG" }
@@ -84,13 +103,44 @@ fn run(ctx: &Arc<CudaContext>) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// A key inside `range` worth launching at: its upper end when bounded (capped),
-/// else just above its start.
-fn representative(range: &Range) -> usize {
-    let key = if range.last == u64::MAX {
-        range.first.max(1)
-    } else {
-        range.last.max(1)
-    };
-    usize::try_from(key.min(1 << 17)).unwrap_or(1 << 17)
+fn topk_indexer(ctx: &Arc<CudaContext>) -> Checked {
+    let indexer = TopkIndexer::load(ctx)?;
+    let _keep_all = TopkKeepAll::load(ctx)?;
+    println!("\ntopk_indexer: {}", indexer.selection());
+    println!(
+        "  {:<20} {:>8}  {:<32} check vs CPU (top-{TOP_K} as a set)",
+        "n_ctx", "at", "launched"
+    );
+    let stream = ctx.default_stream();
+    for range in indexer.ranges() {
+        let n_ctx = representative(range, TOP_K, 1 << 18);
+        let (mut q, mut w, mut keys) = (
+            vec![bf16::ZERO; HEADS * DIM],
+            vec![0.0f32; HEADS],
+            vec![bf16::ZERO; n_ctx * DIM],
+        );
+        fill_uniform(&mut q, 1, -1.0, 1.0);
+        fill_uniform(&mut w, 2, -0.25, 1.0);
+        fill_uniform(&mut keys, n_ctx as u64, -1.0, 1.0);
+        let (dq, dw, dk) = (
+            stream.clone_htod(&q)?,
+            stream.clone_htod(&w)?,
+            stream.clone_htod(&keys)?,
+        );
+        let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx))?;
+        let mut out = stream.alloc_zeros::<i32>(TOP_K)?;
+        autotune_runtime::poison(&stream, &mut out)?;
+        indexer.launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)?;
+        let verdict = topk::check_top_k(&topk::scores(&q, &w, &keys), &stream.clone_dtoh(&out)?);
+        println!(
+            "  {:<20} {n_ctx:>8}  {:<32} {}",
+            span(range),
+            indexer.describe(n_ctx),
+            if verdict.passed() { "ok" } else { "WRONG" }
+        );
+        if !verdict.passed() {
+            return Err(format!("topk_indexer is wrong at n_ctx = {n_ctx}: {verdict:?}").into());
+        }
+    }
+    Ok(())
 }

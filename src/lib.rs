@@ -4,5 +4,7 @@
 //! with `--features autotune` and otherwise bakes `kernels/tuning/*.json`.
 
 pub mod rmsnorm;
+pub mod topk;
 
 pub use rmsnorm::{RmsNorm, RmsNormParams, rms_norm};
+pub use topk::{TopkIndexer, TopkKeepAll, topk_indexer, topk_keep_all};

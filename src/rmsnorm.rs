@@ -82,6 +82,7 @@ pub struct RmsNormCase {
     eps: f32,
     host_x: Vec<bf16>,
     host_weight: Vec<bf16>,
+    host_out: Vec<bf16>,
 }
 
 impl Case for RmsNormCase {
@@ -98,18 +99,20 @@ impl Case for RmsNormCase {
             eps: TUNED_EPS,
             host_x: vec![bf16::ZERO; elements],
             host_weight: vec![bf16::ZERO; hidden],
+            host_out: vec![bf16::ZERO; elements],
         })
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
         // Rows of different scales, so that a kernel mixing up rows cannot pass.
-        fill_uniform(&mut self.host_x, seed, -2.0, 2.0);
         let hidden = self.hidden;
         parallel::for_chunks_mut(&mut self.host_x, |chunk, values| {
+            let mut rng = Rng::new(Rng::derive(seed, chunk as u64));
             let first = chunk * parallel::CHUNK;
             for (offset, value) in values.iter_mut().enumerate() {
-                let row = (first + offset) / hidden;
-                *value = bf16::from_f32(value.to_f32() * (0.25 + (row % 7) as f32));
+                let scale = 0.25 + ((first + offset) / hidden % 7) as f32;
+                let unit = (rng.next_u64() >> 40) as f32 * (1.0 / (1u32 << 24) as f32);
+                *value = bf16::from_f32((4.0 * unit - 2.0) * scale);
             }
         });
         fill_uniform(&mut self.host_weight, seed ^ 0xABCD, 0.5, 1.5);
@@ -123,9 +126,10 @@ impl Case for RmsNormCase {
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
-        let out = stream.clone_dtoh(&self.out)?;
+        stream.memcpy_dtoh(&self.out, &mut self.host_out)?;
+        stream.synchronize()?;
         let (hidden, eps) = (self.hidden, f64::from(self.eps));
-        let (x, weight) = (&self.host_x, &self.host_weight);
+        let (x, weight, out) = (&self.host_x, &self.host_weight, &self.host_out);
         let sums = parallel::map_ranges(self.n_rows, 64, |rows| {
             let mut sum = ErrorSum::default();
             for row in rows {
@@ -144,7 +148,7 @@ impl Case for RmsNormCase {
             sum
         });
         let total = sums.into_iter().fold(ErrorSum::default(), ErrorSum::merge);
-        Ok(total.verdict(<bf16 as Element>::TOLERANCE, out.len()))
+        Ok(total.verdict(<bf16 as Element>::TOLERANCE, self.host_out.len()))
     }
 
     fn work(&self) -> Work {
@@ -159,8 +163,7 @@ impl Case for RmsNormCase {
 /// The reference on the CPU, in float64: what tests compare a launch against.
 pub fn reference(x: &[bf16], weight: &[bf16], hidden: usize, eps: f32) -> Vec<f64> {
     let mut out = vec![0.0; x.len()];
-    for (row, (xs, ys)) in x.chunks(hidden).zip(out.chunks_mut(hidden)).enumerate() {
-        let _ = row;
+    for (xs, ys) in x.chunks(hidden).zip(out.chunks_mut(hidden)) {
         let mean = xs.iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>() / hidden as f64;
         let inv = 1.0 / (mean + f64::from(eps)).sqrt();
         for ((y, v), w) in ys.iter_mut().zip(xs).zip(weight) {

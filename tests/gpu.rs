@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
-use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
 
-fn gpu() -> Option<Arc<CudaContext>> {
+pub(crate) fn gpu() -> Option<Arc<CudaContext>> {
     match autotune_runtime::gpu::open(0) {
         Ok(ctx) => Some(ctx),
         Err(why) => {
@@ -32,16 +32,31 @@ fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
     let Some(ctx) = gpu() else { return };
     let norm = RmsNorm::load(&ctx).unwrap();
     let stream = ctx.default_stream();
-    let mut keys: Vec<usize> = norm.ranges().iter().map(|r| r.first.max(1) as usize).collect();
+    let mut keys: Vec<usize> = norm
+        .ranges()
+        .iter()
+        .map(|r| r.first.max(1) as usize)
+        .collect();
     keys.extend([1, 3, 65_537]);
     for n_rows in keys {
         let (x, w) = inputs(n_rows, n_rows as u64);
-        let (dx, dw) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&w).unwrap());
+        let (dx, dw) = (
+            stream.clone_htod(&x).unwrap(),
+            stream.clone_htod(&w).unwrap(),
+        );
         let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
         autotune_runtime::poison(&stream, &mut out).unwrap();
-        norm.launch(&stream, &dx, &dw, &mut out, n_rows, TUNED_HIDDEN, TUNED_EPS).unwrap();
-        let verdict = autotune_runtime::compare(&stream.clone_dtoh(&out).unwrap(), &rmsnorm::reference(&x, &w, TUNED_HIDDEN, TUNED_EPS));
-        assert!(verdict.passed(), "{n_rows} rows via {}: {verdict:?}", norm.describe(n_rows));
+        norm.launch(&stream, &dx, &dw, &mut out, n_rows, TUNED_HIDDEN, TUNED_EPS)
+            .unwrap();
+        let verdict = autotune_runtime::compare(
+            &stream.clone_dtoh(&out).unwrap(),
+            &rmsnorm::reference(&x, &w, TUNED_HIDDEN, TUNED_EPS),
+        );
+        assert!(
+            verdict.passed(),
+            "{n_rows} rows via {}: {verdict:?}",
+            norm.describe(n_rows)
+        );
     }
     // A width that is not a multiple of 8 takes the scalar path of every variant.
     let hidden = 1000;
@@ -49,11 +64,18 @@ fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
     let mut x = vec![bf16::ZERO; n_rows * hidden];
     fill_uniform(&mut x, 9, -1.0, 1.0);
     let w = vec![bf16::ONE; hidden];
-    let (dx, dw) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&w).unwrap());
+    let (dx, dw) = (
+        stream.clone_htod(&x).unwrap(),
+        stream.clone_htod(&w).unwrap(),
+    );
     let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
     autotune_runtime::poison(&stream, &mut out).unwrap();
-    norm.launch(&stream, &dx, &dw, &mut out, n_rows, hidden, 1e-6).unwrap();
-    let verdict = autotune_runtime::compare(&stream.clone_dtoh(&out).unwrap(), &rmsnorm::reference(&x, &w, hidden, 1e-6));
+    norm.launch(&stream, &dx, &dw, &mut out, n_rows, hidden, 1e-6)
+        .unwrap();
+    let verdict = autotune_runtime::compare(
+        &stream.clone_dtoh(&out).unwrap(),
+        &rmsnorm::reference(&x, &w, hidden, 1e-6),
+    );
     assert!(verdict.passed(), "hidden {hidden}: {verdict:?}");
 }
 
@@ -65,7 +87,12 @@ fn dispatch_works_inside_cuda_graph_capture() {
     // SAFETY: everything below runs on one stream.
     unsafe { ctx.disable_event_tracking() };
     let stream = ctx.new_stream().unwrap();
-    let keys: Vec<usize> = norm.ranges().iter().map(|r| r.first.max(1) as usize).take(4).collect();
+    let keys: Vec<usize> = norm
+        .ranges()
+        .iter()
+        .map(|r| r.first.max(1) as usize)
+        .take(4)
+        .collect();
     let mut cases = Vec::new();
     for &n_rows in &keys {
         let (x, w) = inputs(n_rows, 100 + n_rows as u64);
@@ -76,20 +103,174 @@ fn dispatch_works_inside_cuda_graph_capture() {
         cases.push((n_rows, x, w, dx, dw, out));
     }
     stream.synchronize().unwrap();
-    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL).unwrap();
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .unwrap();
     for (n_rows, _, _, dx, dw, out) in &mut cases {
-        norm.launch(&stream, dx, dw, out, *n_rows, TUNED_HIDDEN, TUNED_EPS).unwrap();
+        norm.launch(&stream, dx, dw, out, *n_rows, TUNED_HIDDEN, TUNED_EPS)
+            .unwrap();
     }
-    let graph = stream.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph with the launches");
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .unwrap()
+        .expect("a graph with the launches");
     // Nothing ran during capture: the outputs are still poisoned.
     let (n_rows, ..) = &cases[0];
     let before = stream.clone_dtoh(&cases[0].5).unwrap();
-    assert!(before.iter().take(*n_rows).all(|v| v.is_nan()), "capture must not execute");
+    assert!(
+        before.iter().take(*n_rows).all(|v| v.is_nan()),
+        "capture must not execute"
+    );
     graph.launch().unwrap();
     graph.launch().unwrap();
     stream.synchronize().unwrap();
     for (n_rows, x, w, _, _, out) in &cases {
-        let verdict = autotune_runtime::compare(&stream.clone_dtoh(out).unwrap(), &rmsnorm::reference(x, w, TUNED_HIDDEN, TUNED_EPS));
-        assert!(verdict.passed(), "graph replay at {n_rows} rows: {verdict:?}");
+        let verdict = autotune_runtime::compare(
+            &stream.clone_dtoh(out).unwrap(),
+            &rmsnorm::reference(x, w, TUNED_HIDDEN, TUNED_EPS),
+        );
+        assert!(
+            verdict.passed(),
+            "graph replay at {n_rows} rows: {verdict:?}"
+        );
+    }
+}
+
+mod topk {
+    use super::gpu;
+    use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
+    use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    use autotune_runtime::half::bf16;
+    use autotune_runtime::random::fill_uniform;
+
+    struct Inputs {
+        q: Vec<bf16>,
+        w: Vec<f32>,
+        keys: Vec<bf16>,
+    }
+
+    fn inputs(n_ctx: usize, seed: u64) -> Inputs {
+        let (mut q, mut w, mut keys) = (
+            vec![bf16::ZERO; HEADS * DIM],
+            vec![0.0f32; HEADS],
+            vec![bf16::ZERO; n_ctx * DIM],
+        );
+        fill_uniform(&mut q, seed, -1.0, 1.0);
+        fill_uniform(&mut w, seed + 1, -0.25, 1.0);
+        fill_uniform(&mut keys, seed + 2, -1.0, 1.0);
+        Inputs { q, w, keys }
+    }
+
+    #[test]
+    fn both_implementations_select_the_top_k_in_every_range() {
+        let Some(ctx) = gpu() else { return };
+        let indexer = TopkIndexer::load(&ctx).unwrap();
+        let keep_all = TopkKeepAll::load(&ctx).unwrap();
+        let stream = ctx.default_stream();
+        let mut sizes: Vec<usize> = indexer
+            .ranges()
+            .iter()
+            .map(|r| (r.first as usize).max(TOP_K))
+            .collect();
+        sizes.extend([TOP_K, TOP_K + 1, 5000, 131_072]);
+        for n_ctx in sizes {
+            let input = inputs(n_ctx, n_ctx as u64);
+            let scores = topk::scores(&input.q, &input.w, &input.keys);
+            let (dq, dw, dk) = (
+                stream.clone_htod(&input.q).unwrap(),
+                stream.clone_htod(&input.w).unwrap(),
+                stream.clone_htod(&input.keys).unwrap(),
+            );
+            let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
+            for name in ["dispatch", "keep_all"] {
+                let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
+                autotune_runtime::poison(&stream, &mut out).unwrap();
+                autotune_runtime::poison(&stream, &mut scratch).unwrap();
+                match name {
+                    "dispatch" => indexer
+                        .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
+                        .unwrap(),
+                    _ => keep_all
+                        .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
+                        .unwrap(),
+                }
+                let verdict = topk::check_top_k(&scores, &stream.clone_dtoh(&out).unwrap());
+                assert!(
+                    verdict.passed(),
+                    "{name} at n_ctx = {n_ctx} ({}): {verdict:?}",
+                    indexer.describe(n_ctx)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn all_equal_scores_take_the_overflow_path_and_stay_correct() {
+        let Some(ctx) = gpu() else { return };
+        let indexer = TopkIndexer::load(&ctx).unwrap();
+        let stream = ctx.default_stream();
+        let n_ctx = 40_000;
+        // One key repeated: every score is equal, every index is a valid answer.
+        let mut input = inputs(n_ctx, 5);
+        let first: Vec<bf16> = input.keys[..DIM].to_vec();
+        for row in input.keys.chunks_mut(DIM) {
+            row.copy_from_slice(&first);
+        }
+        let scores = topk::scores(&input.q, &input.w, &input.keys);
+        let (dq, dw, dk) = (
+            stream.clone_htod(&input.q).unwrap(),
+            stream.clone_htod(&input.w).unwrap(),
+            stream.clone_htod(&input.keys).unwrap(),
+        );
+        let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
+        let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
+        autotune_runtime::poison(&stream, &mut out).unwrap();
+        indexer
+            .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
+            .unwrap();
+        let verdict = topk::check_top_k(&scores, &stream.clone_dtoh(&out).unwrap());
+        assert!(verdict.passed(), "{verdict:?}");
+    }
+
+    #[test]
+    fn the_multi_kernel_dispatch_replays_in_a_cuda_graph() {
+        let Some(ctx) = gpu() else { return };
+        let indexer = TopkIndexer::load(&ctx).unwrap();
+        // SAFETY: one stream only.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().unwrap();
+        let n_ctx = 100_000;
+        let input = inputs(n_ctx, 11);
+        let (dq, dw, dk) = (
+            stream.clone_htod(&input.q).unwrap(),
+            stream.clone_htod(&input.w).unwrap(),
+            stream.clone_htod(&input.keys).unwrap(),
+        );
+        let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
+        let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
+        autotune_runtime::poison(&stream, &mut out).unwrap();
+        stream.synchronize().unwrap();
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+            .unwrap();
+        indexer
+            .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
+            .unwrap();
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .unwrap()
+            .expect("a graph");
+        graph.launch().unwrap();
+        graph.launch().unwrap();
+        stream.synchronize().unwrap();
+        let verdict = topk::check_top_k(
+            &topk::scores(&input.q, &input.w, &input.keys),
+            &stream.clone_dtoh(&out).unwrap(),
+        );
+        assert!(
+            verdict.passed(),
+            "graph replay ({}): {verdict:?}",
+            indexer.describe(n_ctx)
+        );
     }
 }

@@ -120,7 +120,7 @@ fn kernel_impl(spec: &Spec, attr: &TokenStream) -> TokenStream {
     let case = &spec.case;
     let name = spec.fn_name.to_string();
     let source = spec.source.value();
-    let entry = &spec.entry;
+    let entries = &spec.entries;
     let key = spec.key.to_string();
     let sizes = &spec.sizes;
     let param_names: Vec<&str> = spec.space.params.iter().map(|p| p.name.as_str()).collect();
@@ -156,12 +156,15 @@ fn kernel_impl(spec: &Spec, attr: &TokenStream) -> TokenStream {
             fn launch_fallback(
                 case: &mut Self::Case,
                 stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
-                function: &#rt::cudarc::driver::CudaFunction,
+                functions: &[#rt::cudarc::driver::CudaFunction],
                 values: &[u32],
             ) -> ::core::result::Result<(), #rt::LaunchError> {
                 let params = <<#fb as #rt::Kernel>::Params as #rt::Params>::from_values(values)
                     .ok_or_else(|| #rt::LaunchError::message("fallback values do not fit its params"))?;
-                let variant = #rt::Variant::new("fallback", params, function.clone());
+                if functions.is_empty() {
+                    return ::core::result::Result::Err(#rt::LaunchError::message("the fallback has no loaded entry"));
+                }
+                let variant = #rt::Variant::with_entries("fallback", params, functions.to_vec());
                 <#fb as #rt::Kernel>::launch_case(case, stream, &variant)
             }
         }
@@ -174,7 +177,7 @@ fn kernel_impl(spec: &Spec, attr: &TokenStream) -> TokenStream {
                 name: #name,
                 wrapper_file: ::core::file!(),
                 source: #source,
-                entry: #entry,
+                entries: &[#(#entries),*],
                 key: #key,
                 sizes: &[#(#sizes),*],
                 params: &[#(#param_names),*],

@@ -86,6 +86,8 @@ pub trait Element: Copy + Send + Sync + 'static {
     const TOLERANCE: f64;
     fn to_f64(self) -> f64;
     fn from_f64(value: f64) -> Self;
+    /// Cheaper than `from_f64` for the narrow types (random inputs use it).
+    fn from_f32(value: f32) -> Self;
 }
 
 impl Element for bf16 {
@@ -96,6 +98,9 @@ impl Element for bf16 {
     }
     fn from_f64(value: f64) -> Self {
         bf16::from_f64(value)
+    }
+    fn from_f32(value: f32) -> Self {
+        bf16::from_f32(value)
     }
 }
 
@@ -108,6 +113,9 @@ impl Element for f16 {
     fn from_f64(value: f64) -> Self {
         f16::from_f64(value)
     }
+    fn from_f32(value: f32) -> Self {
+        f16::from_f32(value)
+    }
 }
 
 impl Element for f32 {
@@ -119,6 +127,9 @@ impl Element for f32 {
     fn from_f64(value: f64) -> Self {
         value as f32
     }
+    fn from_f32(value: f32) -> Self {
+        value
+    }
 }
 
 impl Element for f64 {
@@ -129,6 +140,9 @@ impl Element for f64 {
     }
     fn from_f64(value: f64) -> Self {
         value
+    }
+    fn from_f32(value: f32) -> Self {
+        f64::from(value)
     }
 }
 

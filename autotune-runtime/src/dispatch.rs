@@ -199,7 +199,7 @@ impl<P: Params> Loaded<P> {
                 kernel: baked.kernel,
                 variant: image.name,
             })?;
-            let variant = Variant::load(ctx, image.binary, spec.entry, image.name, params)
+            let variant = Variant::load(ctx, image.binary, spec.entries, image.name, params)
                 .map_err(|source| LoadError::Module {
                     kernel: baked.kernel,
                     variant: image.name,

@@ -21,14 +21,14 @@ pub trait Kernel: 'static {
     ) -> Result<(), LaunchError>;
 
     /// Launches the declared fallback (its own wrapper) with the arguments held by
-    /// `case`, at the point given by `values`.
+    /// `case`, at the point given by `values`, with its loaded entries.
     fn launch_fallback(
         case: &mut Self::Case,
         stream: &Arc<CudaStream>,
-        function: &CudaFunction,
+        functions: &[CudaFunction],
         values: &[u32],
     ) -> Result<(), LaunchError> {
-        let _ = (case, stream, function, values);
+        let _ = (case, stream, functions, values);
         Err(LaunchError::message(format!(
             "`{}` declares no fallback",
             Self::SPEC.name

@@ -41,8 +41,8 @@ pub use spec::KernelSpec;
 pub mod prelude {
     pub use crate::case::{Case, CaseError, Element, ErrorSum, Verdict, Work, compare, poison};
     pub use crate::parallel;
-    pub use crate::random::Rng;
-    pub use crate::random::{fill_normal, fill_uniform};
+
+    pub use crate::random::{Rng, fill_normal, fill_uniform};
     pub use crate::{KernelError, Params, Variant, autotune};
     pub use cudarc::driver::{
         CudaContext, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,

@@ -32,29 +32,46 @@ impl Params for () {
 pub struct Variant<P> {
     name: String,
     params: P,
-    function: CudaFunction,
+    /// One per entry of the attribute, in order (never empty).
+    functions: Vec<CudaFunction>,
 }
 
 impl<P: Params> Variant<P> {
+    /// A variant of a kernel with one entry.
     pub fn new(name: impl Into<String>, params: P, function: CudaFunction) -> Self {
+        Self::with_entries(name, params, vec![function])
+    }
+
+    /// A variant whose wrapper launches several kernels of one module. `functions`
+    /// must not be empty.
+    pub fn with_entries(name: impl Into<String>, params: P, functions: Vec<CudaFunction>) -> Self {
+        assert!(!functions.is_empty(), "a variant has at least one entry");
         Self {
             name: name.into(),
             params,
-            function,
+            functions,
         }
     }
 
-    /// Loads a cubin or fatbin image and looks up `entry` in it.
+    /// Loads a cubin or fatbin image and looks up each of `entries` in it.
     pub fn load(
         ctx: &Arc<CudaContext>,
         image: &[u8],
-        entry: &str,
+        entries: &[&str],
         name: impl Into<String>,
         params: P,
     ) -> Result<Self, DriverError> {
         let module = ctx.load_module(Ptx::from_binary(image.to_vec()))?;
-        let function = module.load_function(entry)?;
-        Ok(Self::new(name, params, function))
+        let functions = entries
+            .iter()
+            .map(|entry| module.load_function(entry))
+            .collect::<Result<Vec<_>, _>>()?;
+        if functions.is_empty() {
+            return Err(DriverError(
+                cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND,
+            ));
+        }
+        Ok(Self::with_entries(name, params, functions))
     }
 
     /// `block=128,stages=2`.
@@ -66,7 +83,13 @@ impl<P: Params> Variant<P> {
         &self.params
     }
 
+    /// The first entry's kernel.
     pub fn function(&self) -> &CudaFunction {
-        &self.function
+        &self.functions[0]
+    }
+
+    /// Every entry's kernel, in the order of the attribute's `entry` list.
+    pub fn functions(&self) -> &[CudaFunction] {
+        &self.functions
     }
 }

@@ -10,8 +10,8 @@ pub struct KernelSpec {
     pub wrapper_file: &'static str,
     /// The CUDA source, relative to the crate root.
     pub source: &'static str,
-    /// The kernel's symbol.
-    pub entry: &'static str,
+    /// The kernels' symbols; the first is `Variant::function()`.
+    pub entries: &'static [&'static str],
     /// The name of the key argument.
     pub key: &'static str,
     /// Key values the sweep times at, ascending.

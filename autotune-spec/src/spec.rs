@@ -21,8 +21,9 @@ pub struct Spec {
     pub fn_name: Ident,
     /// The CUDA source, relative to the crate root.
     pub source: LitStr,
-    /// The kernel's symbol in the source (`extern "C" __global__`).
-    pub entry: String,
+    /// The kernels' symbols in the source (`extern "C" __global__`): one, or several
+    /// that the wrapper launches in turn (the first is `Variant::function()`).
+    pub entries: Vec<String>,
     pub key: Ident,
     pub key_ty: Type,
     /// Key values the sweep times at, strictly ascending.
@@ -93,9 +94,9 @@ impl Spec {
         let case_entry = required("case");
 
         let source = source_entry.and_then(|e| lit_str(&e.value, "source", &mut diag));
-        let entry = match options.get("entry") {
-            Some(e) => lit_str(&e.value, "entry", &mut diag).map(|s| s.value()),
-            None => Some(sig.ident.to_string()),
+        let entries = match options.get("entry") {
+            Some(e) => parse_entries(&e.value, &mut diag),
+            None => Some(vec![sig.ident.to_string()]),
         };
         let sizes = sizes_entry.and_then(|e| parse_sizes(&e.value, &mut diag));
         let case = case_entry.and_then(|e| match &e.value {
@@ -193,11 +194,11 @@ impl Spec {
             None => space.points().into_iter().next(),
         };
 
-        if let (Some(dir), Some(source), Some(entry_name)) = (manifest_dir, &source, &entry) {
+        if let (Some(dir), Some(source), Some(entry_names)) = (manifest_dir, &source, &entries) {
             check_source(
                 dir,
                 source,
-                entry_name,
+                entry_names,
                 options.get("entry").copied(),
                 &space,
                 &args.entries,
@@ -208,12 +209,12 @@ impl Spec {
         let (
             Some(signature),
             Some(source),
-            Some(entry),
+            Some(entries),
             Some((key, key_ty)),
             Some(sizes),
             Some(case),
             Some(default),
-        ) = (signature, source, entry, key, sizes, case, default)
+        ) = (signature, source, entries, key, sizes, case, default)
         else {
             if diag.is_empty() {
                 diag.at_span(attr_span, "invalid #[autotune] attribute");
@@ -223,7 +224,7 @@ impl Spec {
         diag.finish(Self {
             fn_name: sig.ident.clone(),
             source,
-            entry,
+            entries,
             key,
             key_ty,
             sizes,
@@ -527,10 +528,10 @@ fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<
 fn check_source(
     dir: &Path,
     source: &LitStr,
-    entry: &str,
+    entries: &[String],
     entry_option: Option<&Entry>,
     space: &Space,
-    entries: &syn::punctuated::Punctuated<Entry, syn::Token![,]>,
+    attr_entries: &syn::punctuated::Punctuated<Entry, syn::Token![,]>,
     diag: &mut Diagnostics,
 ) {
     let path = dir.join(source.value());
@@ -544,20 +545,22 @@ fn check_source(
             return;
         }
     };
-    if !set.mentions(entry) {
-        let message = format!(
-            "`{entry}` does not appear in {}: name the kernel's symbol with `entry = \"...\"`",
-            source.value()
-        );
-        match entry_option {
-            Some(option) => diag.at(&option.value, message),
-            None => diag.at(source, message),
+    for entry in entries {
+        if !set.mentions(entry) {
+            let message = format!(
+                "`{entry}` does not appear in {}: name the kernel's symbol with `entry = \"...\"`",
+                source.value()
+            );
+            match entry_option {
+                Some(option) => diag.at(&option.value, message),
+                None => diag.at(source, message),
+            }
         }
     }
     for param in &space.params {
         let define = names::define(&param.name);
         if !set.mentions(&define)
-            && let Some(e) = entries.iter().find(|e| e.name == param.name)
+            && let Some(e) = attr_entries.iter().find(|e| e.name == param.name)
         {
             diag.at(&e.name, format!("parameter `{}` is never used: `{define}` does not appear in {} or the headers it includes", param.name, source.value()));
         }
@@ -573,6 +576,24 @@ fn lit_str(value: &Expr, option: &str, diag: &mut Diagnostics) -> Option<LitStr>
             diag.at(other, format!("`{option}` takes a string literal"));
             None
         }
+    }
+}
+
+fn parse_entries(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<String>> {
+    match value {
+        Expr::Array(array) if !array.elems.is_empty() => {
+            let names: Vec<String> = array
+                .elems
+                .iter()
+                .filter_map(|e| lit_str(e, "each entry", diag).map(|s| s.value()))
+                .collect();
+            (names.len() == array.elems.len()).then_some(names)
+        }
+        Expr::Array(array) => {
+            diag.at(array, "`entry` lists at least one kernel symbol");
+            None
+        }
+        single => lit_str(single, "entry", diag).map(|s| vec![s.value()]),
     }
 }
 
@@ -629,7 +650,7 @@ mod tests {
         assert_eq!(s.sizes, [512, 2048, 1 << 20]);
         assert_eq!(s.space.points().len(), 9);
         assert_eq!(s.default, Point(vec![128, 2]));
-        assert_eq!(s.entry, "rms_norm");
+        assert_eq!(s.entries, ["rms_norm"]);
         assert_eq!(s.dispatch_struct(), "RmsNorm");
     }
 

@@ -143,7 +143,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
                     kernel: spec.name.to_string(),
                     label: slug(spec, &image.values),
                     source: input.root.join(spec.source),
-                    entry: spec.entry.to_string(),
+                    entries: spec.entries.iter().map(|e| e.to_string()).collect(),
                     defines: spec.defines(&image.values),
                     flags: spec.flags.iter().map(|f| f.to_string()).collect(),
                     target: Target::Fatbin(archs.clone()),

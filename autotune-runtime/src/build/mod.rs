@@ -45,8 +45,8 @@ use table::{GpuRecord, TuningTable};
 
 /// The build step. See the module documentation.
 pub fn tune(tunables: Tunables) -> Result<(), BuildError> {
-    if let Some(job) = std::env::var_os(worker::WORKER_ENV) {
-        std::process::exit(worker_main(&tunables, Path::new(&job)));
+    if let Ok(kernel) = std::env::var(worker::WORKER_ENV) {
+        std::process::exit(worker_main(&tunables, &kernel));
     }
     let out_dir = PathBuf::from(
         std::env::var_os("OUT_DIR").ok_or(BuildError::MissingEnv { name: "OUT_DIR" })?,
@@ -76,7 +76,7 @@ pub fn tune(tunables: Tunables) -> Result<(), BuildError> {
         }
     }
     build.watch(&tunables)?;
-    let nvcc = Nvcc::find();
+    let nvcc = Nvcc::find(&build.cache_dir);
     let mut report = Vec::new();
     if feature {
         match (&nvcc, probe(build.settings.device)) {
@@ -307,29 +307,14 @@ fn probe_identity_quietly(feature: bool, device: usize) -> Result<String, ()> {
     probe(device).map(|gpu| gpu.arch()).map_err(drop)
 }
 
-/// The worker side of the sweep: run the job file's tasks, report on stdout.
-fn worker_main(tunables: &Tunables, job_path: &Path) -> i32 {
-    let job: worker::Job = match std::fs::read_to_string(job_path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
-        Ok(job) => job,
-        Err(error) => {
-            eprintln!(
-                "autotune worker: cannot read {}: {error}",
-                job_path.display()
-            );
-            return 2;
-        }
-    };
-    let Some(kernel) = tunables.find(&job.kernel) else {
-        eprintln!(
-            "autotune worker: no kernel `{}` in this build script",
-            job.kernel
-        );
+/// The worker side of the sweep: serve jobs from stdin, report on stdout.
+fn worker_main(tunables: &Tunables, kernel: &str) -> i32 {
+    let Some(kernel) = tunables.find(kernel) else {
+        eprintln!("autotune worker: no kernel `{kernel}` in this build script");
         return 2;
     };
-    match kernel.execute(&job, &mut |event| worker::emit_line(&event)) {
+    let mut input = std::io::stdin().lock();
+    match kernel.serve(&mut input, &mut |event| worker::emit_line(&event)) {
         Ok(()) => 0,
         Err(error) => {
             eprintln!("autotune worker: {error}");

@@ -24,8 +24,10 @@ pub struct Nvcc {
 
 impl Nvcc {
     /// `$NVCC`, then `$CUDA_PATH/bin`, `$CUDA_HOME/bin`, `PATH`, `/usr/local/cuda/bin`.
-    /// The error says where it looked.
-    pub fn find() -> Result<Self, String> {
+    /// The error says where it looked. The version is remembered in `cache_dir`
+    /// (keyed by the binary's path, size and time), so that a build with nothing
+    /// to compile runs nvcc zero times.
+    pub fn find(cache_dir: &Path) -> Result<Self, String> {
         let mut candidates: Vec<PathBuf> = Vec::new();
         if let Some(path) = std::env::var_os("NVCC") {
             candidates.push(PathBuf::from(path));
@@ -43,7 +45,7 @@ impl Nvcc {
             if !candidate.is_file() {
                 continue;
             }
-            if let Some(version) = version_of(candidate) {
+            if let Some(version) = cached_version_of(candidate, cache_dir) {
                 return Ok(Self {
                     path: candidate.clone(),
                     version,
@@ -55,6 +57,28 @@ impl Nvcc {
                 .to_string(),
         )
     }
+}
+
+fn cached_version_of(nvcc: &Path, cache_dir: &Path) -> Option<String> {
+    let meta = std::fs::metadata(nvcc).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    let key = format!("{} {} {modified}", nvcc.display(), meta.len());
+    let cache = cache_dir.join("nvcc-version");
+    if let Ok(text) = std::fs::read_to_string(&cache)
+        && let Some((cached_key, version)) = text.split_once('\n')
+        && cached_key == key
+    {
+        return Some(version.trim().to_string());
+    }
+    let version = version_of(nvcc)?;
+    let _ = std::fs::create_dir_all(cache_dir);
+    let _ = std::fs::write(&cache, format!("{key}\n{version}\n"));
+    Some(version)
 }
 
 fn version_of(nvcc: &Path) -> Option<String> {
@@ -124,7 +148,7 @@ pub struct CompileJob {
     /// File-name fragment for the point (`block128_stages2`).
     pub label: String,
     pub source: PathBuf,
-    pub entry: String,
+    pub entries: Vec<String>,
     /// `-DBLOCK=128`, ...
     pub defines: Vec<String>,
     /// The kernel's own flags.
@@ -175,7 +199,7 @@ impl Nvcc {
             && let Ok(log) = std::fs::read_to_string(&log_path)
         {
             return Ok(Compiled {
-                resources: ptxas::parse(&log, &job.entry),
+                resources: ptxas::parse_all(&log, &job.entries),
                 binary,
                 cached: true,
             });
@@ -210,7 +234,7 @@ impl Nvcc {
         std::fs::rename(&partial, &binary)
             .map_err(|e| format!("cannot write {}: {e}", binary.display()))?;
         Ok(Compiled {
-            resources: ptxas::parse(&log, &job.entry),
+            resources: ptxas::parse_all(&log, &job.entries),
             binary,
             cached: false,
         })

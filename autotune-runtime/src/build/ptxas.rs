@@ -48,6 +48,26 @@ pub fn parse(log: &str, entry: &str) -> Option<Resources> {
     found
 }
 
+/// The resources of a variant with several entries: the most registers and shared
+/// memory of any, and every spill.
+pub fn parse_all(log: &str, entries: &[String]) -> Option<Resources> {
+    let mut all: Option<Resources> = None;
+    for entry in entries {
+        let r = parse(log, entry)?;
+        all = Some(match all {
+            None => r,
+            Some(a) => Resources {
+                registers: a.registers.max(r.registers),
+                shared_bytes: a.shared_bytes.max(r.shared_bytes),
+                stack_bytes: a.stack_bytes.max(r.stack_bytes),
+                spill_store_bytes: a.spill_store_bytes + r.spill_store_bytes,
+                spill_load_bytes: a.spill_load_bytes + r.spill_load_bytes,
+            },
+        });
+    }
+    all
+}
+
 /// The integer right before `unit` in `line` (`"Used 32 registers"` -> 32).
 fn number_before(line: &str, unit: &str) -> Option<u32> {
     let head = &line[..line.find(unit)?];

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,6 +84,7 @@ struct State<'a> {
     failed_keys: BTreeMap<u64, String>,
     journal: PathBuf,
     resumed: usize,
+    worker: Option<Worker>,
 }
 
 /// Runs the whole sweep: every valid variant at every size, then up to
@@ -100,6 +101,7 @@ pub fn run(plan: &SweepPlan, log: &mut dyn Write) -> Result<SweepResult, BuildEr
         failed_keys: BTreeMap::new(),
         journal: plan.work_dir.join(format!("{}.journal", plan.spec.name)),
         resumed: 0,
+        worker: None,
     };
     state.replay_journal()?;
     let mut tasks = Vec::new();
@@ -130,6 +132,10 @@ pub fn run(plan: &SweepPlan, log: &mut dyn Write) -> Result<SweepResult, BuildEr
         if !id.repeat {
             measurements[id.variant].push(m.clone());
         }
+    }
+    if let Some(worker) = state.worker.take() {
+        // Closing its stdin ends it; stop() then only reaps it.
+        let _ = worker.stop();
     }
     // The journal has served its purpose once the caller has the results.
     let _ = std::fs::remove_file(&state.journal);
@@ -197,7 +203,7 @@ impl State<'_> {
                 continue;
             }
             self.resumed += 1;
-            self.apply(entry.id, entry.outcome, false)?;
+            self.apply(entry.id, entry.outcome, false, None)?;
         }
         if self.resumed > 0 {
             let _ = writeln!(
@@ -210,7 +216,13 @@ impl State<'_> {
         Ok(())
     }
 
-    fn apply(&mut self, id: TaskId, outcome: Outcome, record: bool) -> Result<(), BuildError> {
+    fn apply(
+        &mut self,
+        id: TaskId,
+        outcome: Outcome,
+        record: bool,
+        seconds: Option<f64>,
+    ) -> Result<(), BuildError> {
         if record {
             self.append_journal(&JournalLine {
                 id,
@@ -230,9 +242,10 @@ impl State<'_> {
                 } else {
                     "  (again)".to_string()
                 };
+                let took = seconds.map(|s| format!("  [{s:.2} s]")).unwrap_or_default();
                 let _ = writeln!(
                     self.log,
-                    "  {}={:<10} {:<32} {:>10.2} us  IQR ±{:.1}%  n={}{check}{tb_s}",
+                    "  {}={:<10} {:<32} {:>10.2} us  IQR ±{:.1}%  n={}{check}{tb_s}{took}",
                     self.plan.spec.key,
                     id.key,
                     name,
@@ -282,15 +295,15 @@ impl State<'_> {
             .map_err(BuildError::io("cannot write", &self.journal))
     }
 
-    /// Runs `tasks` in as many workers as it takes: a worker that dies or hangs
-    /// takes its current variant with it, and a new worker resumes after it.
+    /// Runs `tasks`, in the running worker or new ones: a worker that dies or
+    /// hangs takes its current variant with it, and a new one resumes after it.
     fn run_tasks(&mut self, tasks: &[Task]) -> Result<(), BuildError> {
         loop {
             let pending: Vec<Task> = tasks.iter().copied().filter(|t| !self.is_done(t)).collect();
             if pending.is_empty() {
                 return Ok(());
             }
-            let progressed = self.run_worker(&pending)?;
+            let progressed = self.run_job(&pending)?;
             if !progressed {
                 return Err(BuildError::Worker(format!(
                     "a worker for `{}` stopped before finishing any task; see the log above",
@@ -300,8 +313,9 @@ impl State<'_> {
         }
     }
 
-    /// One worker process over `tasks`. Returns whether anything was learned.
-    fn run_worker(&mut self, tasks: &[Task]) -> Result<bool, BuildError> {
+    /// Hands `tasks` to the worker (started if needed) and records what it reports
+    /// until it is done, dies or hangs. Returns whether anything was learned.
+    fn run_job(&mut self, tasks: &[Task]) -> Result<bool, BuildError> {
         let plan = self.plan;
         let job = Job {
             kernel: plan.spec.name.to_string(),
@@ -311,54 +325,43 @@ impl State<'_> {
             variants: plan.variants.clone(),
             tasks: tasks.to_vec(),
         };
-        let job_path = plan.work_dir.join(format!("{}.job.json", plan.spec.name));
-        let text = serde_json::to_string(&job).map_err(|e| BuildError::Worker(e.to_string()))?;
-        std::fs::write(&job_path, text).map_err(BuildError::io("cannot write", &job_path))?;
-        let mut child = Command::new(&plan.exe)
-            .env(WORKER_ENV, &job_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", plan.exe.display())))?;
-        let (sender, events) = mpsc::channel::<String>();
-        let stdout = child.stdout.take();
-        let reader = std::thread::spawn(move || {
-            if let Some(stdout) = stdout {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(line).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        let stderr_text = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take();
-        let stderr_sink = Arc::clone(&stderr_text);
-        let stderr_reader = std::thread::spawn(move || {
-            if let Some(mut stderr) = stderr {
-                let mut text = String::new();
-                let _ = stderr.read_to_string(&mut text);
-                if let Ok(mut sink) = stderr_sink.lock() {
-                    *sink = text;
-                }
-            }
-        });
-
-        let mut current: Option<usize> = None;
+        let line =
+            serde_json::to_string(&job).map_err(|e| BuildError::Worker(e.to_string()))? + "\n";
+        let mut worker = match self.worker.take() {
+            Some(worker) => worker,
+            None => Worker::spawn(plan)?,
+        };
+        if worker
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| worker.stdin.flush())
+            .is_err()
+        {
+            // It died between jobs; a fresh one gets the job.
+            worker.stop();
+            worker = Worker::spawn(plan)?;
+            worker
+                .stdin
+                .write_all(line.as_bytes())
+                .map_err(|e| BuildError::Worker(format!("cannot send a job: {e}")))?;
+            worker
+                .stdin
+                .flush()
+                .map_err(|e| BuildError::Worker(format!("cannot send a job: {e}")))?;
+        }
+        let mut current: Option<(usize, Instant)> = None;
         let mut progressed = false;
-        let mut timed_out = false;
-        loop {
-            match events.recv_timeout(plan.task_timeout) {
+        let ending = loop {
+            match worker.events.recv_timeout(plan.task_timeout) {
                 Ok(line) => {
                     let Ok(event) = serde_json::from_str::<Event>(&line) else {
                         let _ = writeln!(self.log, "  worker: {line}");
                         continue;
                     };
                     let (task_index, outcome) = match event {
+                        Event::Done => break Ending::Done,
                         Event::Started { task } => {
-                            current = Some(task);
+                            current = Some((task, Instant::now()));
                             continue;
                         }
                         Event::Measured { task, measurement } => {
@@ -387,9 +390,13 @@ impl State<'_> {
                     let Some(task) = tasks.get(task_index) else {
                         continue;
                     };
-                    if current == Some(task_index) {
-                        current = None;
-                    }
+                    let seconds = match current {
+                        Some((index, started)) if index == task_index => {
+                            current = None;
+                            Some(started.elapsed().as_secs_f64())
+                        }
+                        _ => None,
+                    };
                     progressed = true;
                     self.apply(
                         TaskId {
@@ -399,47 +406,39 @@ impl State<'_> {
                         },
                         outcome,
                         true,
+                        seconds,
                     )?;
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = child.kill();
-                    timed_out = true;
-                    break;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => break Ending::Hung,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::Died,
             }
+        };
+        if let Ending::Done = ending {
+            self.worker = Some(worker);
+            return Ok(progressed);
         }
-        let status = child
-            .wait()
-            .map_err(|e| BuildError::Worker(format!("waiting for the worker: {e}")))?;
-        let _ = reader.join();
-        let _ = stderr_reader.join();
-        let stderr = stderr_text.lock().map(|s| s.clone()).unwrap_or_default();
-        if let Some(index) = current
+        let (status, stderr) = worker.stop();
+        if let Some((index, _)) = current
             && let Some(task) = tasks.get(index)
         {
-            let (stage, reason) = if timed_out {
-                (
+            let (stage, reason) = match ending {
+                Ending::Hung => (
                     Stage::Timeout,
                     format!("no result within {} s", plan.task_timeout.as_secs()),
-                )
-            } else {
-                (
+                ),
+                _ => (
                     Stage::Crash,
                     format!("the worker died ({status}): {}", last_line(&stderr)),
-                )
+                ),
             };
-            self.apply(
-                TaskId {
-                    key: task.key,
-                    variant: task.variant,
-                    repeat: task.repeat,
-                },
-                Outcome::Rejected { stage, reason },
-                true,
-            )?;
+            let id = TaskId {
+                key: task.key,
+                variant: task.variant,
+                repeat: task.repeat,
+            };
+            self.apply(id, Outcome::Rejected { stage, reason }, true, None)?;
             progressed = true;
-        } else if !status.success() {
+        } else {
             let _ = writeln!(self.log, "  worker exited with {status}:\n{stderr}");
         }
         Ok(progressed)
@@ -486,6 +485,85 @@ impl State<'_> {
                 ranges::decide(&timings, self.plan.incumbent, self.plan.min_margin)
             })
             .collect()
+    }
+}
+
+/// How a job ended.
+enum Ending {
+    Done,
+    Died,
+    Hung,
+}
+
+/// A running worker process: its stdin for jobs, its stdout lines as events, its
+/// stderr collected for the log.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    events: mpsc::Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    fn spawn(plan: &SweepPlan) -> Result<Self, BuildError> {
+        let mut child = Command::new(&plan.exe)
+            .env(WORKER_ENV, plan.spec.name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", plan.exe.display())))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| BuildError::Worker("no stdin for the worker".into()))?;
+        let (sender, events) = mpsc::channel::<String>();
+        let stdout = child.stdout.take();
+        let mut readers = vec![std::thread::spawn(move || {
+            if let Some(stdout) = stdout {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if sender.send(line).is_err() {
+                        break;
+                    }
+                }
+            }
+        })];
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let pipe = child.stderr.take();
+        readers.push(std::thread::spawn(move || {
+            if let Some(mut pipe) = pipe {
+                let mut text = String::new();
+                let _ = pipe.read_to_string(&mut text);
+                if let Ok(mut sink) = sink.lock() {
+                    *sink = text;
+                }
+            }
+        }));
+        Ok(Self {
+            child,
+            stdin,
+            events,
+            stderr,
+            readers,
+        })
+    }
+
+    /// Ends the worker (killing it if it still runs); its exit status and stderr.
+    fn stop(mut self) -> (String, String) {
+        let _ = self.child.kill();
+        let status = self
+            .child
+            .wait()
+            .map_or_else(|e| e.to_string(), |s| s.to_string());
+        drop(self.stdin);
+        for reader in self.readers {
+            let _ = reader.join();
+        }
+        let stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        (status, stderr)
     }
 }
 

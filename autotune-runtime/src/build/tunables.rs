@@ -1,14 +1,19 @@
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
-use super::worker::{Event, Job};
+use super::worker::Event;
 use crate::{Kernel, KernelSpec};
 
 /// A kernel the build can sweep: its spec, and the measuring half of the sweep
 /// instantiated for its case and params.
 pub trait Tunable: Send + Sync {
     fn spec(&self) -> &'static KernelSpec;
-    fn execute(&self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), String>;
+    /// The worker side of the sweep: serves jobs from `input` until it ends.
+    fn serve(
+        &self,
+        input: &mut dyn std::io::BufRead,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<(), String>;
 }
 
 struct KernelTunable<K>(PhantomData<fn() -> K>);
@@ -18,8 +23,12 @@ impl<K: Kernel> Tunable for KernelTunable<K> {
         const { &K::SPEC }
     }
 
-    fn execute(&self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), String> {
-        super::worker::execute::<K>(job, emit)
+    fn serve(
+        &self,
+        input: &mut dyn std::io::BufRead,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<(), String> {
+        super::worker::serve::<K>(input, emit)
     }
 }
 

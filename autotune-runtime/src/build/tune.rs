@@ -46,7 +46,7 @@ pub fn compile_jobs(
             kernel: spec.name.to_string(),
             label: slug(spec, point),
             source: root.join(spec.source),
-            entry: spec.entry.to_string(),
+            entries: spec.entries.iter().map(|e| e.to_string()).collect(),
             defines: spec.defines(point),
             flags: spec.flags.iter().map(|f| f.to_string()).collect(),
             target: target.clone(),
@@ -62,7 +62,7 @@ pub fn compile_jobs(
                 slug(fallback, fallback.default)
             ),
             source: root.join(fallback.source),
-            entry: fallback.entry.to_string(),
+            entries: fallback.entries.iter().map(|e| e.to_string()).collect(),
             defines: fallback.defines(fallback.default),
             flags: fallback.flags.iter().map(|f| f.to_string()).collect(),
             target: target.clone(),
@@ -153,7 +153,7 @@ impl Tuner<'_> {
                 name: name.clone(),
                 values: values.clone(),
                 binary,
-                entry: job.entry.clone(),
+                entries: job.entries.clone(),
                 fallback: *fallback,
             });
             rejected.push(rejection);

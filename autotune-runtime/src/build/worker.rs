@@ -1,9 +1,10 @@
 //! The sweep's measuring half. It runs in a child process (the build script started
-//! again with `AUTOTUNE_WORKER` set), so that a variant that crashes the CUDA
+//! again with `AUTOTUNE_WORKER=<kernel>`), so that a variant that crashes the CUDA
 //! context or hangs costs only itself: the parent records it and starts a new
-//! worker for what is left. Events go to stdout, one JSON object per line.
+//! worker for what is left. Jobs come on stdin and events go to stdout, one JSON
+//! object per line; one worker serves every round of a sweep (one CUDA context).
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use super::timing::{self, L2Flush, TimingConfig};
 use crate::random::Rng;
 use crate::{Case, Kernel, Params, Variant};
 
-/// The environment variable that makes `tune()` act as a worker on a job file.
+/// The environment variable that makes `tune()` serve jobs for the kernel it names.
 pub const WORKER_ENV: &str = "AUTOTUNE_WORKER";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,7 +35,7 @@ pub struct JobVariant {
     pub name: String,
     pub values: Vec<u32>,
     pub binary: PathBuf,
-    pub entry: String,
+    pub entries: Vec<String>,
     /// The declared fallback kernel rather than a point of this kernel's space.
     pub fallback: bool,
 }
@@ -73,79 +74,155 @@ pub enum Event {
         task: usize,
         reason: String,
     },
+    /// Every task of the job was handled.
+    Done,
 }
 
-/// Runs `job` for kernel `K`, calling `emit` for each event.
-pub fn execute<K: Kernel>(job: &Job, emit: &mut dyn FnMut(Event)) -> Result<(), String> {
-    let ctx = CudaContext::new(job.device)
-        .map_err(|e| format!("cannot open CUDA device {}: {e}", job.device))?;
-    let stream = ctx.default_stream();
-    let mut flush =
-        L2Flush::new(&stream).map_err(|e| format!("cannot allocate the L2 flush buffer: {e}"))?;
-    let mut loaded: Vec<Result<Loaded<K::Params>, String>> =
-        job.variants.iter().map(|v| Loaded::load(&ctx, v)).collect();
-    let mut case: Option<(u64, K::Case)> = None;
-    let mut failed_keys: Vec<u64> = Vec::new();
-    for (index, task) in job.tasks.iter().enumerate() {
-        let Some(slot) = loaded.get_mut(task.variant) else {
-            return Err(format!(
-                "task {index} names variant {} of {}",
-                task.variant,
-                job.variants.len()
-            ));
-        };
-        let variant = match slot {
-            Ok(variant) => &*variant,
-            Err(reason) if !reason.is_empty() => {
-                emit(Event::Rejected {
-                    task: index,
-                    stage: Stage::Load,
-                    reason: std::mem::take(reason),
-                });
-                continue;
-            }
-            Err(_) => continue,
-        };
-        if failed_keys.contains(&task.key) {
-            continue;
+/// Serves jobs for kernel `K`, one JSON line each from `input`, until it ends.
+pub fn serve<K: Kernel>(
+    input: &mut dyn BufRead,
+    emit: &mut dyn FnMut(Event),
+) -> Result<(), String> {
+    let mut session: Option<Session<K>> = None;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input
+            .read_line(&mut line)
+            .map_err(|e| format!("reading a job: {e}"))?
+            == 0
+        {
+            return Ok(());
         }
-        emit(Event::Started { task: index });
-        if case.as_ref().is_none_or(|(key, _)| *key != task.key) {
-            case = None; // free the previous size first
-            match K::Case::new(&stream, task.key) {
-                Ok(new) => case = Some((task.key, new)),
-                Err(error) => {
-                    failed_keys.push(task.key);
-                    emit(Event::CaseFailed {
+        let job: Job =
+            serde_json::from_str(&line).map_err(|e| format!("a job line is not valid: {e}"))?;
+        let session = match &mut session {
+            Some(session) => session,
+            None => session.insert(Session::open(job.device)?),
+        };
+        if session.run(&job, emit)? {
+            emit(Event::Done);
+        } else {
+            // The context is lost: the parent starts a new worker.
+            return Ok(());
+        }
+    }
+}
+
+/// A worker's CUDA state, kept across the jobs of one sweep.
+struct Session<K: Kernel> {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    flush: L2Flush,
+    /// Loaded binaries by path; `Err` holds a load error not yet reported.
+    loaded: Vec<(PathBuf, Result<Loaded<K::Params>, String>)>,
+    case: Option<(u64, K::Case)>,
+    failed_keys: Vec<u64>,
+}
+
+impl<K: Kernel> Session<K> {
+    fn open(device: usize) -> Result<Self, String> {
+        let ctx = CudaContext::new(device)
+            .map_err(|e| format!("cannot open CUDA device {device}: {e}"))?;
+        let stream = ctx.default_stream();
+        let flush = L2Flush::new(&stream)
+            .map_err(|e| format!("cannot allocate the L2 flush buffer: {e}"))?;
+        Ok(Self {
+            ctx,
+            stream,
+            flush,
+            loaded: Vec::new(),
+            case: None,
+            failed_keys: Vec::new(),
+        })
+    }
+
+    fn variant(&mut self, variant: &JobVariant) -> usize {
+        if let Some(index) = self
+            .loaded
+            .iter()
+            .position(|(path, _)| *path == variant.binary)
+        {
+            return index;
+        }
+        let loaded = Loaded::load(&self.ctx, variant);
+        self.loaded.push((variant.binary.clone(), loaded));
+        self.loaded.len() - 1
+    }
+
+    /// Runs the tasks of `job`. `false` when the context was lost on the way.
+    fn run(&mut self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<bool, String> {
+        for (index, task) in job.tasks.iter().enumerate() {
+            let Some(variant) = job.variants.get(task.variant) else {
+                return Err(format!(
+                    "task {index} names variant {} of {}",
+                    task.variant,
+                    job.variants.len()
+                ));
+            };
+            let slot = self.variant(variant);
+            match &mut self.loaded[slot].1 {
+                Ok(_) => {}
+                Err(reason) if !reason.is_empty() => {
+                    emit(Event::Rejected {
                         task: index,
-                        reason: error.to_string(),
+                        stage: Stage::Load,
+                        reason: std::mem::take(reason),
                     });
                     continue;
                 }
+                Err(_) => continue,
             }
-        }
-        let Some((_, case)) = case.as_mut() else {
-            continue;
-        };
-        match run_task::<K>(job, index, task, case, &stream, &mut flush, variant) {
-            Ok(event) => emit(event),
-            Err((stage, reason)) => {
-                emit(Event::Rejected {
-                    task: index,
-                    stage,
-                    reason: reason.clone(),
-                });
-                if !context_alive(&stream) {
+            if self.failed_keys.contains(&task.key) {
+                continue;
+            }
+            emit(Event::Started { task: index });
+            if self.case.as_ref().is_none_or(|(key, _)| *key != task.key) {
+                self.case = None; // free the previous size first
+                match K::Case::new(&self.stream, task.key) {
+                    Ok(case) => self.case = Some((task.key, case)),
+                    Err(error) => {
+                        self.failed_keys.push(task.key);
+                        emit(Event::CaseFailed {
+                            task: index,
+                            reason: error.to_string(),
+                        });
+                        continue;
+                    }
+                }
+            }
+            let (Some((_, case)), (_, Ok(loaded))) = (self.case.as_mut(), &self.loaded[slot])
+            else {
+                continue;
+            };
+            match run_task::<K>(
+                job,
+                index,
+                task,
+                case,
+                &self.stream,
+                &mut self.flush,
+                loaded,
+            ) {
+                Ok(event) => emit(event),
+                Err((_, reason)) if !context_alive(&self.stream) => {
+                    // A sticky error: the variant crashed the context, and this
+                    // worker can do nothing more.
                     emit(Event::Fatal {
                         task: index,
                         reason,
                     });
-                    return Ok(());
+                    return Ok(false);
                 }
+                Err((stage, reason)) => emit(Event::Rejected {
+                    task: index,
+                    stage,
+                    reason,
+                }),
             }
         }
+        Ok(true)
     }
-    Ok(())
 }
 
 fn run_task<K: Kernel>(
@@ -218,7 +295,9 @@ fn launch<K: Kernel>(
 ) -> Result<(), String> {
     match variant {
         Loaded::Tuned(v) => K::launch_case(case, stream, v),
-        Loaded::Fallback { function, values } => K::launch_fallback(case, stream, function, values),
+        Loaded::Fallback { functions, values } => {
+            K::launch_fallback(case, stream, functions, values)
+        }
     }
     .map_err(|e| e.to_string())
 }
@@ -232,7 +311,7 @@ fn context_alive(stream: &Arc<CudaStream>) -> bool {
 enum Loaded<P> {
     Tuned(Variant<P>),
     Fallback {
-        function: CudaFunction,
+        functions: Vec<CudaFunction>,
         values: Vec<u32>,
     },
 }
@@ -241,29 +320,36 @@ impl<P: Params> Loaded<P> {
     fn load(ctx: &Arc<CudaContext>, variant: &JobVariant) -> Result<Self, String> {
         let image = std::fs::read(&variant.binary)
             .map_err(|e| format!("cannot read {}: {e}", variant.binary.display()))?;
-        let load = || -> Result<CudaFunction, DriverError> {
-            ctx.load_module(Ptx::from_binary(image))?
-                .load_function(&variant.entry)
+        let load = || -> Result<Vec<CudaFunction>, DriverError> {
+            let module = ctx.load_module(Ptx::from_binary(image))?;
+            variant
+                .entries
+                .iter()
+                .map(|entry| module.load_function(entry))
+                .collect()
         };
-        let function = load().map_err(|e| {
+        let functions = load().map_err(|e| {
             format!(
-                "cannot load `{}` from {}: {e}",
-                variant.entry,
+                "cannot load {:?} from {}: {e}",
+                variant.entries,
                 variant.binary.display()
             )
         })?;
+        if functions.is_empty() {
+            return Err(format!("{} has no entry", variant.name));
+        }
         if variant.fallback {
             return Ok(Self::Fallback {
-                function,
+                functions,
                 values: variant.values.clone(),
             });
         }
         let params = P::from_values(&variant.values)
             .ok_or_else(|| format!("{} does not fit the params type", variant.name))?;
-        Ok(Self::Tuned(Variant::new(
+        Ok(Self::Tuned(Variant::with_entries(
             variant.name.clone(),
             params,
-            function,
+            functions,
         )))
     }
 }

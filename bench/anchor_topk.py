@@ -1,0 +1,42 @@
+"""Anchor for the top-k indexer benchmark: torch on the same shapes and dtype
+(bf16 query and keys, f32 head weights): matmul, relu, weighted sum over heads,
+torch.topk; timed with triton.testing.do_bench (CUDA events, L2 flushed, median).
+
+Prints one JSON object on stdout; run by `cargo bench --bench topk`.
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+import triton
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--heads", type=int, default=64)
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--top", type=int, default=2048)
+    parser.add_argument("--ctx", type=int, nargs="+", required=True)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    for n_ctx in args.ctx:
+        q = (torch.rand(args.heads, args.dim, device="cuda") * 2 - 1).to(torch.bfloat16)
+        k = (torch.rand(n_ctx, args.dim, device="cuda") * 2 - 1).to(torch.bfloat16)
+        w = torch.rand(args.heads, device="cuda") * 1.25 - 0.25
+
+        def indexer():
+            scores = (torch.relu(q @ k.T).float() * w[:, None]).sum(0)
+            return torch.topk(scores, args.top).indices
+
+        ms = triton.testing.do_bench(indexer, warmup=25, rep=100, return_mode="median")
+        rows.append({"n_ctx": n_ctx, "torch_ms": ms})
+        del q, k, w
+        torch.cuda.empty_cache()
+    json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "rows": rows}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

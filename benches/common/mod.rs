@@ -1,0 +1,55 @@
+//! What the benchmarks share: timing like the sweep, and running a Python anchor.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use autotune_runtime::build::timing::{self, L2Flush, TimingConfig};
+use autotune_runtime::cudarc::driver::CudaStream;
+use serde_json::Value;
+
+/// Generous: many repeats, so that ratios between rows are stable.
+pub const TIMING: TimingConfig = TimingConfig {
+    warmup: 5,
+    min_repeats: 50,
+    max_repeats: 400,
+    target_ms: 100.0,
+};
+
+/// Median milliseconds of `launch`: CUDA events around each launch, L2 flushed
+/// before each, as the sweep times variants.
+pub fn time_ms(
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    launch: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<f64, String> {
+    Ok(timing::measure(stream, flush, &TIMING, launch)?.median() / 1e3)
+}
+
+/// Runs `bench/<script>` with `args` and parses the JSON it prints; `None` (with
+/// the reason on stderr) when it cannot run, e.g. without torch.
+pub fn python_anchor(script: &str, args: &[String]) -> Option<Value> {
+    let path = format!("{}/bench/{script}", env!("CARGO_MANIFEST_DIR"));
+    match Command::new("python3").arg(&path).args(args).output() {
+        Ok(output) if output.status.success() => serde_json::from_slice(&output.stdout).ok(),
+        Ok(output) => {
+            eprintln!(
+                "{script} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            None
+        }
+        Err(error) => {
+            eprintln!("{script} not run (python3: {error})");
+            None
+        }
+    }
+}
+
+/// `--out PATH` from the command line.
+pub fn out_path() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}

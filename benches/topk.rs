@@ -1,0 +1,147 @@
+//! The top-k indexer, side by side in one run: our dispatch (incremental kernel or
+//! its keep-all fallback, per range), the keep-all kernel alone, and torch
+//! (`bench/anchor_topk.py`) on the same GPU, with H = 64, D = 128, bf16, top-2048.
+//!
+//! `cargo bench --bench topk -- [--out bench/results/h200-topk.json]`
+//!
+//! Times: CUDA events around each launch, L2 flushed before each, median.
+
+mod common;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
+use autotune_runtime::build::timing::L2Flush;
+use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::gpu::{self, GpuIdentity};
+use autotune_runtime::half::bf16;
+use autotune_runtime::random::fill_uniform;
+use common::{out_path, python_anchor, time_ms};
+use serde_json::json;
+
+const COMMAND: &str = "cargo bench --bench topk -- --out bench/results/h200-topk.json";
+const CONTEXTS: [usize; 5] = [4096, 16384, 65536, 102_400, 131_072];
+
+fn main() -> ExitCode {
+    let ctx = match gpu::open(0) {
+        Ok(ctx) => ctx,
+        Err(why) => {
+            println!("topk bench: no GPU ({why}); nothing to time.");
+            return ExitCode::SUCCESS;
+        }
+    };
+    match run(&ctx, out_path().as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("topk bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+    let gpu = GpuIdentity::of(ctx)?;
+    let indexer = TopkIndexer::load(ctx)?;
+    let keep_all = TopkKeepAll::load(ctx)?;
+    let stream = ctx.default_stream();
+    let mut flush = L2Flush::new(&stream)?;
+    let mut args: Vec<String> = vec!["--ctx".into()];
+    args.extend(CONTEXTS.iter().map(usize::to_string));
+    let anchor = python_anchor("anchor_topk.py", &args);
+    let mut rows = Vec::new();
+    for n_ctx in CONTEXTS {
+        let (mut q, mut w, mut keys) = (
+            vec![bf16::ZERO; HEADS * DIM],
+            vec![0.0f32; HEADS],
+            vec![bf16::ZERO; n_ctx * DIM],
+        );
+        fill_uniform(&mut q, 1, -1.0, 1.0);
+        fill_uniform(&mut w, 2, -0.25, 1.0);
+        fill_uniform(&mut keys, 3, -1.0, 1.0);
+        let (dq, dw, dk) = (
+            stream.clone_htod(&q)?,
+            stream.clone_htod(&w)?,
+            stream.clone_htod(&keys)?,
+        );
+        let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx))?;
+        let mut out_idx = stream.alloc_zeros::<i32>(TOP_K)?;
+        let scores = topk::scores(&q, &w, &keys);
+        for (name, launch) in [("dispatch", 0), ("keep-all", 1)] {
+            autotune_runtime::poison(&stream, &mut out_idx)?;
+            match launch {
+                0 => indexer.launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)?,
+                _ => keep_all.launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)?,
+            }
+            let verdict = topk::check_top_k(&scores, &stream.clone_dtoh(&out_idx)?);
+            if !verdict.passed() {
+                return Err(format!("{name} is wrong at n_ctx = {n_ctx}: {verdict:?}").into());
+            }
+        }
+        let ours = time_ms(&stream, &mut flush, &mut || {
+            indexer
+                .launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)
+                .map_err(|e| e.to_string())
+        })?;
+        let keep = time_ms(&stream, &mut flush, &mut || {
+            keep_all
+                .launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)
+                .map_err(|e| e.to_string())
+        })?;
+        let torch_ms = anchor.as_ref().and_then(|a| {
+            a["rows"]
+                .as_array()?
+                .iter()
+                .find(|r| r["n_ctx"] == json!(n_ctx))?["torch_ms"]
+                .as_f64()
+        });
+        let key_bytes = (n_ctx * DIM * 2) as f64;
+        rows.push(json!({
+            "kernel": indexer.describe(n_ctx),
+            "T": n_ctx,
+            "ours_ms": ours,
+            "keep_all_ms": keep,
+            "torch_ms": torch_ms,
+            "ratio": torch_ms.map(|t| t / ours),
+            "ratio_keep_all": keep / ours,
+            "keys_TBps": key_bytes / ours / 1e9,
+            "command": COMMAND,
+        }));
+    }
+    let report = json!({
+        "gpu": gpu.to_string(),
+        "selection": indexer.selection().to_string(),
+        "shape": {"heads": HEADS, "dim": DIM, "top_k": TOP_K, "dtype": "bf16 q and keys, f32 head weights"},
+        "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; torch: triton.testing.do_bench(return_mode='median'), which also flushes L2",
+        "torch": anchor.as_ref().map(|a| a["torch"].clone()),
+        "rows": rows,
+    });
+    println!(
+        "top-{TOP_K} indexer on {gpu}, H = {HEADS}, D = {DIM}, bf16 ({})",
+        indexer.selection()
+    );
+    println!(
+        "{:>8} {:<34} {:>9} {:>10} {:>9} {:>9} {:>11} {:>9}",
+        "T", "dispatch", "ours ms", "keep-all", "torch ms", "vs torch", "vs keep-all", "keys TB/s"
+    );
+    for row in &rows {
+        let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:>8} {:<34} {:>9.4} {:>10.4} {:>9.4} {:>8.2}x {:>10.2}x {:>9.2}",
+            row["T"],
+            row["kernel"].as_str().unwrap_or(""),
+            f("ours_ms"),
+            f("keep_all_ms"),
+            f("torch_ms"),
+            f("ratio"),
+            f("ratio_keep_all"),
+            f("keys_TBps")
+        );
+    }
+    println!("(ratios: the other's time / ours; keys TB/s: key bytes read / our time)");
+    if let Some(path) = out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;
+        println!("wrote {path}");
+    }
+    Ok(())
+}

@@ -1,0 +1,476 @@
+//! A DeepSeek-V3.2-style lightning indexer for one decode step: for a query of
+//! [`HEADS`] heads and a context of `n_ctx` keys, the indices of the [`TOP_K`]
+//! largest `s_t = Σ_h w_h · relu(q_h · k_t)`.
+//!
+//! Two implementations (see `kernels/topk.cu`): `topk_keep_all` scores the whole
+//! context and then selects over all of it; `topk_indexer` (incremental) folds
+//! each chunk into a histogram as it scores it, so that selection only has to look
+//! at the scores near the threshold. The incremental one is tuned over chunk size,
+//! warps and pipeline stages, with the keep-all one as its fallback: the sweep
+//! decides, per range of `n_ctx`, which to launch.
+
+use autotune_runtime::cudarc::driver::sys::CUfunction_attribute;
+use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
+use autotune_runtime::prelude::*;
+
+/// Query heads.
+pub const HEADS: usize = 64;
+/// Head dimension (of queries and keys).
+pub const DIM: usize = 128;
+/// How many indices are selected.
+pub const TOP_K: usize = 2048;
+
+const HIST_BINS: usize = 4096;
+const COUNTERS: usize = 4;
+const SELECT_THREADS: u32 = 1024;
+const FILTER_THREADS: u32 = 256;
+const FILTER_PER_BLOCK: usize = 2048;
+/// Dynamic shared memory of the selection kernels: two arrays of 8192 u32.
+const SELECT_SHARED: u32 = 2 * 8192 * 4;
+
+/// The `u32`s of scratch a call with `n_ctx` keys needs.
+pub fn scratch_len(n_ctx: usize) -> usize {
+    3 * n_ctx + HIST_BINS + COUNTERS
+}
+
+/// Dynamic shared memory of `topk_score`: the query, `stages` tiles of keys and,
+/// for the incremental kernel, the block's histogram.
+fn score_shared(warps: u32, stages: u32, histogram: bool) -> u32 {
+    let row = (DIM as u32 + 8) * 2;
+    (HEADS as u32 + stages * 16 * warps) * row + if histogram { HIST_BINS as u32 * 4 } else { 0 }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(
+    q: &CudaSlice<bf16>,
+    weights: &CudaSlice<f32>,
+    keys: &CudaSlice<bf16>,
+    out: &CudaSlice<i32>,
+    scratch: &CudaSlice<u32>,
+    n_ctx: usize,
+) -> Result<u32, KernelError> {
+    KernelError::check(q.len() >= HEADS * DIM && weights.len() >= HEADS, || {
+        format!(
+            "q holds {} of {HEADS}x{DIM}, weights {} of {HEADS}",
+            q.len(),
+            weights.len()
+        )
+    })?;
+    KernelError::check(n_ctx >= TOP_K, || {
+        format!("n_ctx = {n_ctx} is below TOP_K = {TOP_K}: take every index")
+    })?;
+    KernelError::check(keys.len() >= n_ctx.saturating_mul(DIM), || {
+        format!("keys hold {} of {n_ctx}x{DIM}", keys.len())
+    })?;
+    KernelError::check(out.len() >= TOP_K, || {
+        format!("out holds {} of {TOP_K}", out.len())
+    })?;
+    KernelError::check(scratch.len() >= scratch_len(n_ctx), || {
+        format!(
+            "scratch holds {} of scratch_len({n_ctx}) = {}",
+            scratch.len(),
+            scratch_len(n_ctx)
+        )
+    })?;
+    u32::try_from(n_ctx)
+        .ok()
+        .filter(|&n| n < 1 << 30)
+        .ok_or_else(|| KernelError::Arguments(format!("n_ctx = {n_ctx} is too large")))
+}
+
+fn launch_score(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    (chunk, warps, stages): (u32, u32, u32),
+    histogram: bool,
+    (q, weights, keys, scratch): (
+        &CudaSlice<bf16>,
+        &CudaSlice<f32>,
+        &CudaSlice<bf16>,
+        &mut CudaSlice<u32>,
+    ),
+    n_ctx: u32,
+) -> Result<(), KernelError> {
+    let shared = score_shared(warps, stages, histogram);
+    function.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        i32::try_from(shared).unwrap_or(i32::MAX),
+    )?;
+    let config = LaunchConfig {
+        grid_dim: (n_ctx.div_ceil(chunk), 1, 1),
+        block_dim: (warps * 32, 1, 1),
+        shared_mem_bytes: shared,
+    };
+    let mut launch = stream.launch_builder(function);
+    launch
+        .arg(q)
+        .arg(weights)
+        .arg(keys)
+        .arg(&n_ctx)
+        .arg(scratch);
+    // SAFETY: matches `topk_score(const bf16*, const float*, const bf16*, unsigned,
+    // unsigned*)`; sizes checked by `check`.
+    unsafe { launch.launch(config) }?;
+    Ok(())
+}
+
+fn launch_select(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    grid: u32,
+    threads: u32,
+    shared: u32,
+    scratch: &mut CudaSlice<u32>,
+    out: &mut CudaSlice<i32>,
+    n_ctx: u32,
+) -> Result<(), KernelError> {
+    if shared > 48 * 1024 {
+        function.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            shared as i32,
+        )?;
+    }
+    let config = LaunchConfig {
+        grid_dim: (grid, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: shared,
+    };
+    let mut launch = stream.launch_builder(function);
+    launch.arg(&n_ctx).arg(scratch).arg(out);
+    // SAFETY: matches `(unsigned T, unsigned* scratch, int* out)`; sizes checked.
+    unsafe { launch.launch(config) }?;
+    Ok(())
+}
+
+/// Zeroes the histogram and counters that scoring and selection accumulate into.
+fn clear_counts(
+    stream: &CudaStream,
+    scratch: &mut CudaSlice<u32>,
+    n_ctx: usize,
+) -> Result<(), KernelError> {
+    stream.context().bind_to_thread()?;
+    let mut counts = scratch.slice_mut(n_ctx..n_ctx + HIST_BINS + COUNTERS);
+    let (ptr, _record) =
+        autotune_runtime::cudarc::driver::DevicePtrMut::device_ptr_mut(&mut counts, stream);
+    // SAFETY: `ptr` spans the (HIST_BINS + COUNTERS) u32 of the view, on `stream`.
+    unsafe {
+        autotune_runtime::cudarc::driver::result::memset_d8_async(
+            ptr,
+            0,
+            (HIST_BINS + COUNTERS) * 4,
+            stream.cu_stream(),
+        )
+    }?;
+    Ok(())
+}
+
+/// The indices of the [`TOP_K`] largest scores (in no particular order) into
+/// `out`. `q` is `[HEADS][DIM]`, `weights` `[HEADS]`, `keys` `[n_ctx][DIM]`,
+/// `scratch` holds [`scratch_len`]`(n_ctx)`.
+#[autotune(
+    source = "kernels/topk.cu",
+    entry = ["topk_score", "topk_filter", "topk_resolve"],
+    key = n_ctx,
+    sizes = [4k, 16k, 32k, 64k, 100k, 128k],
+    case = TopkCase,
+    chunk = [64, 128, 256, 512, 1024, 2048],
+    warps = [2, 4, 8],
+    stages = 1..=3,
+    where = "chunk % (16 * warps) == 0",
+    default = (chunk = 512, warps = 4, stages = 2),
+    fallback = topk_keep_all,
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn topk_indexer(
+    stream: &CudaStream,
+    variant: &Variant<TopkParams>,
+    q: &CudaSlice<bf16>,
+    weights: &CudaSlice<f32>,
+    keys: &CudaSlice<bf16>,
+    out: &mut CudaSlice<i32>,
+    scratch: &mut CudaSlice<u32>,
+    n_ctx: usize,
+) -> Result<(), KernelError> {
+    let t = check(q, weights, keys, out, scratch, n_ctx)?;
+    let [score, filter, resolve] = variant.functions() else {
+        return Err(KernelError::Arguments(
+            "topk_indexer needs its three entries".into(),
+        ));
+    };
+    let p = variant.params();
+    clear_counts(stream, scratch, n_ctx)?;
+    launch_score(
+        stream,
+        score,
+        (p.chunk, p.warps, p.stages),
+        true,
+        (q, weights, keys, scratch),
+        t,
+    )?;
+    let filter_blocks = n_ctx.div_ceil(FILTER_PER_BLOCK) as u32;
+    launch_select(
+        stream,
+        filter,
+        filter_blocks,
+        FILTER_THREADS,
+        0,
+        scratch,
+        out,
+        t,
+    )?;
+    launch_select(
+        stream,
+        resolve,
+        1,
+        SELECT_THREADS,
+        SELECT_SHARED,
+        scratch,
+        out,
+        t,
+    )
+}
+
+/// The keep-all implementation: score everything, then select over everything in
+/// one block. Same arguments as [`topk_indexer`].
+#[autotune(
+    source = "kernels/topk.cu",
+    entry = ["topk_score", "topk_select_all"],
+    flags = ["-DTOPK_KEEP_ALL"],
+    key = n_ctx,
+    sizes = [4k, 16k, 32k, 64k, 100k, 128k],
+    case = TopkCase,
+    chunk = [128, 256, 512, 1024],
+    warps = [4],
+    stages = [2],
+    default = (chunk = 512, warps = 4, stages = 2),
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn topk_keep_all(
+    stream: &CudaStream,
+    variant: &Variant<TopkKeepAllParams>,
+    q: &CudaSlice<bf16>,
+    weights: &CudaSlice<f32>,
+    keys: &CudaSlice<bf16>,
+    out: &mut CudaSlice<i32>,
+    scratch: &mut CudaSlice<u32>,
+    n_ctx: usize,
+) -> Result<(), KernelError> {
+    let t = check(q, weights, keys, out, scratch, n_ctx)?;
+    let [score, select] = variant.functions() else {
+        return Err(KernelError::Arguments(
+            "topk_keep_all needs its two entries".into(),
+        ));
+    };
+    let p = variant.params();
+    launch_score(
+        stream,
+        score,
+        (p.chunk, p.warps, p.stages),
+        false,
+        (q, weights, keys, scratch),
+        t,
+    )?;
+    launch_select(
+        stream,
+        select,
+        1,
+        SELECT_THREADS,
+        SELECT_SHARED,
+        scratch,
+        out,
+        t,
+    )
+}
+
+/// Random query, weights and keys at one context length, and the check: the
+/// returned indices as a set against the CPU's scores (float64 over heads).
+#[derive(Debug)]
+pub struct TopkCase {
+    q: CudaSlice<bf16>,
+    weights: CudaSlice<f32>,
+    keys: CudaSlice<bf16>,
+    out: CudaSlice<i32>,
+    scratch: CudaSlice<u32>,
+    n_ctx: usize,
+    host_q: Vec<bf16>,
+    host_weights: Vec<f32>,
+    host_keys: Vec<bf16>,
+    host_out: Vec<i32>,
+}
+
+impl Case for TopkCase {
+    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+        let n_ctx = usize::try_from(key).map_err(|_| format!("n_ctx = {key}"))?;
+        Ok(Self {
+            q: stream.alloc_zeros(HEADS * DIM)?,
+            weights: stream.alloc_zeros(HEADS)?,
+            keys: stream.alloc_zeros(n_ctx * DIM)?,
+            out: stream.alloc_zeros(TOP_K)?,
+            scratch: stream.alloc_zeros(scratch_len(n_ctx))?,
+            n_ctx,
+            host_q: vec![bf16::ZERO; HEADS * DIM],
+            host_weights: vec![0.0; HEADS],
+            host_keys: vec![bf16::ZERO; n_ctx * DIM],
+            host_out: vec![0; TOP_K],
+        })
+    }
+
+    fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
+        fill_uniform(&mut self.host_q, seed, -1.0, 1.0);
+        fill_uniform(&mut self.host_keys, seed ^ 1, -1.0, 1.0);
+        // Mostly positive head weights, some negative, as learned ones are.
+        fill_uniform(&mut self.host_weights, seed ^ 2, -0.25, 1.0);
+        stream.memcpy_htod(&self.host_q, &mut self.q)?;
+        stream.memcpy_htod(&self.host_keys, &mut self.keys)?;
+        stream.memcpy_htod(&self.host_weights, &mut self.weights)?;
+        Ok(())
+    }
+
+    fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
+        // -1 everywhere in `out`; garbage in the scratch, which the wrapper must clear.
+        poison(stream, &mut self.out)?;
+        poison(stream, &mut self.scratch)?;
+        Ok(())
+    }
+
+    fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
+        stream.memcpy_dtoh(&self.out, &mut self.host_out)?;
+        stream.synchronize()?;
+        let scores = scores(&self.host_q, &self.host_weights, &self.host_keys);
+        Ok(check_top_k(&scores, &self.host_out))
+    }
+
+    fn work(&self) -> Work {
+        let bytes = self.n_ctx * DIM * 2 + HEADS * DIM * 2 + HEADS * 4 + TOP_K * 4;
+        Work {
+            bytes: bytes as u64,
+            flops: (2 * HEADS * DIM * self.n_ctx) as u64,
+        }
+    }
+}
+
+/// `s_t = Σ_h w_h · relu(q_h · k_t)` on the CPU: dot products in f32 (exact
+/// products of bf16), the sum over heads in f64.
+pub fn scores(q: &[bf16], weights: &[f32], keys: &[bf16]) -> Vec<f64> {
+    let q: Vec<f32> = q.iter().map(|v| v.to_f32()).collect();
+    let n_ctx = keys.len() / DIM;
+    parallel::map_ranges(n_ctx, 256, |tokens| {
+        let mut out = Vec::with_capacity(tokens.len());
+        let mut key = [0.0f32; DIM];
+        for t in tokens {
+            for (k, v) in key.iter_mut().zip(&keys[t * DIM..(t + 1) * DIM]) {
+                *k = v.to_f32();
+            }
+            let mut s = 0.0f64;
+            for (h, w) in weights.iter().enumerate() {
+                let dot: f32 = q[h * DIM..(h + 1) * DIM]
+                    .iter()
+                    .zip(&key)
+                    .map(|(a, b)| a * b)
+                    .sum();
+                s += f64::from(*w) * f64::from(dot.max(0.0));
+            }
+            out.push(s);
+        }
+        out
+    })
+    .concat()
+}
+
+/// Checks `out` as the set of the [`TOP_K`] largest `scores`. Scores within a
+/// small tolerance of the k-th largest are interchangeable (f32 rounding and ties):
+/// every index must be distinct, in range and not clearly below the k-th score,
+/// and every index clearly above it must be present. The error is the fraction of
+/// the k places that violate this (tolerance 0).
+pub fn check_top_k(scores: &[f64], out: &[i32]) -> Verdict {
+    let n = scores.len();
+    let k = TOP_K.min(n);
+    let mut sorted = scores.to_vec();
+    sorted.select_nth_unstable_by(n - k, f64::total_cmp);
+    let kth = sorted[n - k];
+    let max = scores.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+    let eps = 1e-4 * max + 1e-6;
+    let mut seen = vec![false; n];
+    let mut violations = 0usize;
+    let mut first: Option<String> = None;
+    let note = |what: String, first: &mut Option<String>| {
+        if first.is_none() {
+            *first = Some(what);
+        }
+    };
+    for (slot, &index) in out.iter().take(k).enumerate() {
+        let Some(i) = usize::try_from(index).ok().filter(|&i| i < n) else {
+            violations += 1;
+            note(format!("out[{slot}] = {index} is not an index"), &mut first);
+            continue;
+        };
+        if std::mem::replace(&mut seen[i], true) {
+            violations += 1;
+            note(format!("index {i} appears twice"), &mut first);
+        } else if scores[i] < kth - eps {
+            violations += 1;
+            note(
+                format!(
+                    "index {i} scores {:.6} < the k-th score {kth:.6}",
+                    scores[i]
+                ),
+                &mut first,
+            );
+        }
+    }
+    let missing = scores
+        .iter()
+        .enumerate()
+        .filter(|&(i, &s)| s > kth + eps && !seen[i])
+        .count();
+    if missing > 0 {
+        violations += missing;
+        note(
+            format!("{missing} indices scoring above the k-th score {kth:.6} are missing"),
+            &mut first,
+        );
+    }
+    let verdict = Verdict::new(violations as f64 / k as f64, 0.0);
+    match first {
+        Some(detail) => verdict.with_detail(detail),
+        None => verdict,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_accepts_the_true_set_in_any_order_and_rejects_near_misses() {
+        let n = 5000;
+        let scores: Vec<f64> = (0..n).map(|i| ((i * 7919) % n) as f64).collect();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        let mut out: Vec<i32> = order[..TOP_K].iter().map(|&i| i as i32).collect();
+        out.reverse();
+        assert!(check_top_k(&scores, &out).passed());
+        // One index just below the k-th instead of the k-th: wrong.
+        let last = out
+            .iter()
+            .position(|&i| i as usize == order[TOP_K - 1])
+            .unwrap();
+        out[last] = order[TOP_K] as i32;
+        let verdict = check_top_k(&scores, &out);
+        assert!(!verdict.passed(), "{verdict:?}");
+        // Unwritten (-1) and duplicate entries.
+        out[0] = -1;
+        out[1] = out[2];
+        let verdict = check_top_k(&scores, &out);
+        assert!(verdict.error >= 3.0 / TOP_K as f64, "{verdict:?}");
+    }
+
+    #[test]
+    fn ties_at_the_threshold_are_interchangeable() {
+        let mut scores = vec![1.0f64; 4096];
+        scores[..1000].iter_mut().for_each(|s| *s = 2.0);
+        // 1000 twos, then any 1048 of the 3096 ones.
+        let out: Vec<i32> = (0..1000).chain(3000..4048).collect();
+        assert!(check_top_k(&scores, &out).passed());
+    }
+}

@@ -1,0 +1,320 @@
+//! The sweep's guarantees on a real GPU, with planted variants of a test kernel
+//! (`tests/kernels/planted.cu`): a fast but wrong variant is rejected and never
+//! picked, a variant that cannot launch or that crashes the CUDA context or that
+//! hangs is rejected with its reason while the sweep goes on, and a sweep killed
+//! half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
+//!
+//! This test binary is also the sweep's worker: the sweep starts it again with
+//! `AUTOTUNE_WORKER` set (hence `harness = false`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use autotune_runtime::build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_runtime::build::sweep::{self, SweepPlan};
+use autotune_runtime::build::table::Stage;
+use autotune_runtime::build::timing::TimingConfig;
+use autotune_runtime::build::worker::{self, JobVariant};
+use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use autotune_runtime::{
+    Case, CaseError, Kernel, KernelSpec, LaunchError, Params, Variant, Verdict, Work,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PlantedParams {
+    mode: u32,
+}
+
+impl Params for PlantedParams {
+    const NAMES: &'static [&'static str] = &["mode"];
+    fn from_values(values: &[u32]) -> Option<Self> {
+        match values {
+            [mode] => Some(Self { mode: *mode }),
+            _ => None,
+        }
+    }
+    fn values(&self) -> Vec<u32> {
+        vec![self.mode]
+    }
+}
+
+struct PlantedCase {
+    x: CudaSlice<f32>,
+    y: CudaSlice<f32>,
+    never: CudaSlice<i32>,
+    host_x: Vec<f32>,
+}
+
+impl Case for PlantedCase {
+    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+        let n = key as usize;
+        Ok(Self {
+            x: stream.alloc_zeros(n)?,
+            y: stream.alloc_zeros(n)?,
+            never: stream.alloc_zeros(1)?,
+            host_x: vec![0.0; n],
+        })
+    }
+    fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
+        autotune_runtime::random::fill_uniform(&mut self.host_x, seed, -1.0, 1.0);
+        stream.memcpy_htod(&self.host_x, &mut self.x)?;
+        Ok(())
+    }
+    fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
+        Ok(autotune_runtime::poison(stream, &mut self.y)?)
+    }
+    fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
+        let y = stream.clone_dtoh(&self.y)?;
+        let reference: Vec<f64> = self.host_x.iter().map(|&x| 2.0 * f64::from(x)).collect();
+        Ok(autotune_runtime::compare(&y, &reference))
+    }
+    fn work(&self) -> Work {
+        Work {
+            bytes: 8 * self.host_x.len() as u64,
+            flops: self.host_x.len() as u64,
+        }
+    }
+}
+
+struct Planted;
+
+const SPEC: KernelSpec = KernelSpec {
+    name: "planted_scale",
+    wrapper_file: "tests/sweep_faults.rs",
+    source: "tests/kernels/planted.cu",
+    entries: &["planted_scale"],
+    key: "n",
+    sizes: &[1 << 20, 1 << 24],
+    params: &["mode"],
+    points: &[&[0], &[1], &[2], &[3], &[4]],
+    default: &[0],
+    constraint: None,
+    flags: &[],
+    fallback: None,
+    attribute: "test",
+};
+
+impl Kernel for Planted {
+    type Params = PlantedParams;
+    type Case = PlantedCase;
+    const SPEC: KernelSpec = SPEC;
+
+    fn launch_case(
+        case: &mut PlantedCase,
+        stream: &Arc<CudaStream>,
+        variant: &Variant<PlantedParams>,
+    ) -> Result<(), LaunchError> {
+        let n = case.host_x.len() as u64;
+        let shared = if variant.params().mode == 2 {
+            1 << 20
+        } else {
+            0
+        };
+        let config = LaunchConfig {
+            grid_dim: (n.div_ceil(256) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: shared,
+        };
+        let mut launch = stream.launch_builder(variant.function());
+        launch
+            .arg(&case.x)
+            .arg(&mut case.y)
+            .arg(&n)
+            .arg(&case.never);
+        // SAFETY: matches planted_scale's parameters (mode 3 misbehaves on purpose).
+        unsafe { launch.launch(config) }
+            .map(drop)
+            .map_err(LaunchError::from_error)
+    }
+}
+
+fn main() {
+    if std::env::var_os(worker::WORKER_ENV).is_some() {
+        let mut input = std::io::stdin().lock();
+        let result = worker::serve::<Planted>(&mut input, &mut |event| worker::emit_line(&event));
+        std::process::exit(if result.is_ok() { 0 } else { 1 });
+    }
+    if let Err(why) = autotune_runtime::gpu::open(0) {
+        println!("SKIPPED sweep_faults: no GPU ({why})");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sweep-faults");
+    let nvcc = match Nvcc::find(&work) {
+        Ok(nvcc) => nvcc,
+        Err(why) => {
+            println!("SKIPPED sweep_faults: {why}");
+            return;
+        }
+    };
+    let variants = compile(&nvcc, root, &work);
+    if std::env::var_os("SWEEP_FAULTS_CHILD").is_some() {
+        // The sweep that the resume test kills.
+        let _ = sweep::run(
+            &plan(&RESUME, &variants[..1], &work, "resume"),
+            &mut std::io::sink(),
+        );
+        std::process::exit(0);
+    }
+    planted_variants_are_rejected_with_their_reasons(&variants, &work);
+    a_killed_sweep_resumes_from_its_journal(&variants, &work);
+    println!("sweep_faults: all passed");
+}
+
+fn compile(nvcc: &Nvcc, root: &Path, work: &Path) -> Vec<JobVariant> {
+    let jobs: Vec<CompileJob> = SPEC
+        .points
+        .iter()
+        .map(|p| CompileJob {
+            kernel: SPEC.name.into(),
+            label: format!("mode{}", p[0]),
+            source: root.join(SPEC.source),
+            entries: vec!["planted_scale".into()],
+            defines: SPEC.defines(p),
+            flags: vec![],
+            target: Target::Cubin("sm_90".into()),
+        })
+        .collect();
+    let (compiled, _) = nvcc.compile_all(&jobs, work);
+    SPEC.points
+        .iter()
+        .zip(compiled)
+        .map(|(p, c)| JobVariant {
+            name: SPEC.point_name(p),
+            values: p.to_vec(),
+            binary: c.expect("planted variants compile").binary,
+            entries: vec!["planted_scale".into()],
+            fallback: false,
+        })
+        .collect()
+}
+
+/// More sizes and longer timings, so that the sweep is still running when killed.
+const RESUME: KernelSpec = KernelSpec {
+    sizes: &[1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24, 1 << 25],
+    ..SPEC
+};
+
+fn plan(
+    spec: &'static KernelSpec,
+    variants: &[JobVariant],
+    work: &Path,
+    header: &str,
+) -> SweepPlan {
+    let target_ms = if spec.sizes.len() > SPEC.sizes.len() {
+        250.0
+    } else {
+        5.0
+    };
+    SweepPlan {
+        spec,
+        exe: std::env::current_exe().expect("the test binary"),
+        work_dir: work.to_path_buf(),
+        variants: variants.to_vec(),
+        rejected: vec![None; variants.len()],
+        incumbent: 0,
+        device: 0,
+        seed: 7,
+        timing: TimingConfig {
+            warmup: 2,
+            min_repeats: 10,
+            max_repeats: 5000,
+            target_ms,
+        },
+        min_margin: 0.01,
+        refine_rounds: 1,
+        task_timeout: Duration::from_secs(10),
+        journal_header: header.to_string(),
+    }
+}
+
+fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], work: &Path) {
+    let mut log = Vec::new();
+    let result =
+        sweep::run(&plan(&SPEC, variants, work, "faults"), &mut log).expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    println!("{log}");
+    let stage = |mode: usize| result.rejected[mode].as_ref().map(|r| r.stage);
+    assert_eq!(stage(0), None, "the correct variant is kept");
+    assert_eq!(
+        stage(1),
+        Some(Stage::WrongResult),
+        "fast and wrong is rejected: {:?}",
+        result.rejected[1]
+    );
+    assert!(
+        result.rejected[1]
+            .as_ref()
+            .is_some_and(|r| r.reason.contains("never written"))
+    );
+    assert_eq!(
+        stage(2),
+        Some(Stage::Launch),
+        "unlaunchable is rejected: {:?}",
+        result.rejected[2]
+    );
+    assert_eq!(
+        stage(3),
+        Some(Stage::Crash),
+        "crashing is rejected: {:?}",
+        result.rejected[3]
+    );
+    assert_eq!(
+        stage(4),
+        Some(Stage::Timeout),
+        "hanging is rejected: {:?}",
+        result.rejected[4]
+    );
+    assert_eq!(
+        result.measurements[0].len(),
+        SPEC.sizes.len(),
+        "the sweep went on at every size"
+    );
+    assert!(
+        result.decisions.iter().all(|d| d.winner == 0),
+        "only the correct variant can win"
+    );
+    assert!(
+        result.measurements[1].is_empty(),
+        "a wrong variant is never timed"
+    );
+    println!("planted variants: ok");
+}
+
+fn a_killed_sweep_resumes_from_its_journal(variants: &[JobVariant], work: &Path) {
+    let journal: PathBuf = work.join(format!("{}.journal", RESUME.name));
+    let _ = std::fs::remove_file(&journal);
+    let mut child = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .env("SWEEP_FAULTS_CHILD", "1")
+        .spawn()
+        .expect("spawn the sweep to kill");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&journal).map_or(0, |t| t.lines().count()) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child sweep journaled nothing"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("kill the sweep");
+    let _ = child.wait();
+    let journaled = std::fs::read_to_string(&journal)
+        .expect("the journal survives the kill")
+        .lines()
+        .count()
+        - 1;
+    let mut log = Vec::new();
+    let result = sweep::run(&plan(&RESUME, &variants[..1], work, "resume"), &mut log)
+        .expect("the resumed sweep finishes");
+    let _ = std::io::stdout().write_all(&log);
+    assert!(
+        result.resumed >= 2 && result.resumed <= journaled,
+        "resumed {} of {journaled}",
+        result.resumed
+    );
+    assert_eq!(result.measurements[0].len(), RESUME.sizes.len());
+    assert!(!journal.exists(), "a finished sweep removes its journal");
+    println!("killed sweep resumed {} results: ok", result.resumed);
+}
