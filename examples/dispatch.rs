@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::Kernel;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
     println!("{}", RmsNorm::baked().describe(RmsNorm::SPEC.key));
     println!("{}", TopkIndexer::baked().describe(TopkIndexer::SPEC.key));
     println!("{}", TopkKeepAll::baked().describe(TopkKeepAll::SPEC.key));
+    println!("{}", Gemm::baked().describe(Gemm::SPEC.key));
     let ctx = match gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {
@@ -35,7 +37,10 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    match rms_norm(&ctx).and_then(|()| topk_indexer(&ctx)) {
+    match rms_norm(&ctx)
+        .and_then(|()| topk_indexer(&ctx))
+        .and_then(|()| gemm(&ctx))
+    {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -140,6 +145,41 @@ fn topk_indexer(ctx: &Arc<CudaContext>) -> Checked {
         );
         if !verdict.passed() {
             return Err(format!("topk_indexer is wrong at n_ctx = {n_ctx}: {verdict:?}").into());
+        }
+    }
+    Ok(())
+}
+
+fn gemm(ctx: &Arc<CudaContext>) -> Checked {
+    let kernel = Gemm::load(ctx)?;
+    println!("\ngemm: {}", kernel.selection());
+    println!(
+        "  {:<20} {:>8}  {:<46} check vs CPU (rel. error)",
+        "m", "at", "variant launched"
+    );
+    let stream = ctx.default_stream();
+    let (n, k) = (4096, 1024);
+    for range in kernel.ranges() {
+        let m = representative(range, 1, 512);
+        let (mut a, mut b) = (vec![bf16::ZERO; m * k], vec![bf16::ZERO; k * n]);
+        fill_uniform(&mut a, 1, -1.0, 1.0);
+        fill_uniform(&mut b, 2, -1.0, 1.0);
+        let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
+        let mut c = stream.alloc_zeros::<bf16>(m * n)?;
+        let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
+        autotune_runtime::poison(&stream, &mut c)?;
+        kernel.launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)?;
+        let verdict =
+            autotune_runtime::compare(&stream.clone_dtoh(&c)?, &gemm::reference(&a, &b, m, n, k));
+        println!(
+            "  {:<20} {m:>8}  {:<46} {:.2e} {}",
+            span(range),
+            kernel.describe(m),
+            verdict.error,
+            if verdict.passed() { "ok" } else { "WRONG" }
+        );
+        if !verdict.passed() {
+            return Err(format!("gemm is wrong at m = {m}").into());
         }
     }
     Ok(())

@@ -17,10 +17,12 @@
 //   * incremental (default): each scoring block folds its chunk into the first
 //     level's histogram as it goes, so selection starts knowing the threshold bin:
 //     a grid-wide pass (`topk_filter`) emits what lies above it and keeps only the
-//     threshold bin's candidates, which one block resolves (`topk_resolve`).
+//     threshold bin's candidates, and the last of its blocks to finish resolves
+//     them. Two launches in all.
 //
-// Scratch (u32): keys[T] | hist[4096] | counters[4] | cand_keys[T] | cand_idx[T];
-// the caller zeroes hist and counters before each call.
+// Scratch (u32): keys[T] | hist[4096] | counters[8] | cand_keys[T] | cand_idx[T].
+// hist and counters must be zero when a call starts (allocate the scratch zeroed);
+// the incremental kernels leave them zero again when they finish.
 
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -47,6 +49,7 @@ constexpr int kSelectThreads = 1024;
 constexpr int kFilterThreads = 256;
 constexpr int kFilterPerBlock = 2048;  // keys per filter block
 constexpr unsigned kCap = 8192;        // candidates resolved from shared memory
+constexpr int kCounters = 8;           // out count, candidate count, bin, need, ticket
 
 static_assert(CHUNK % kTileN == 0, "CHUNK must be a multiple of 16 * WARPS");
 static_assert(STAGES >= 1, "STAGES >= 1");
@@ -340,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(kSelectThreads) topk_select_all(uns
     unsigned* s_keys = reinterpret_cast<unsigned*>(dyn);
     unsigned* s_idx = s_keys + kCap;
     const unsigned* keys = scratch;
-    unsigned* cand_keys = scratch + T + kBins0 + 4;
+    unsigned* cand_keys = scratch + T + kBins0 + kCounters;
     unsigned* cand_idx = cand_keys + T;
     const int tid = threadIdx.x;
     for (int i = tid; i < kBins0; i += kSelectThreads) sh.hist[i] = 0;
@@ -378,19 +381,23 @@ extern "C" __global__ void __launch_bounds__(kSelectThreads) topk_select_all(uns
                             sh.out_count, out);
 }
 
-// incremental, step 1: the histogram is complete; every block finds the threshold
-// bin, emits the keys above it and keeps the threshold bin's candidates.
+// incremental, after scoring: the histogram is complete. Every block finds the
+// threshold bin, emits the keys above it and keeps the threshold bin's candidates;
+// the last block to finish resolves the candidates and clears the histogram and
+// counters for the next call.
 extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter(unsigned T, unsigned* __restrict__ scratch,
                                                                          int* __restrict__ out) {
+    extern __shared__ __align__(16) unsigned char dyn[];
     __shared__ SelectShared sh;
     __shared__ unsigned s_out[kFilterPerBlock];
     __shared__ unsigned s_cand[kFilterPerBlock];
     __shared__ unsigned s_out_base;
     __shared__ unsigned s_cand_base;
+    __shared__ bool s_last;
     const unsigned* keys = scratch;
-    const unsigned* hist = scratch + T;
+    unsigned* hist = scratch + T;
     unsigned* counters = scratch + T + kBins0;
-    unsigned* cand_keys = counters + 4;
+    unsigned* cand_keys = counters + kCounters;
     unsigned* cand_idx = cand_keys + T;
     const int tid = threadIdx.x;
     for (int i = tid; i < kBins0; i += kFilterThreads) sh.hist[i] = hist[i];
@@ -401,10 +408,7 @@ extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter(unsigne
     __syncthreads();
     find_threshold<kFilterThreads>(sh.hist, kBins0, kTop, &sh.bin, &sh.above, sh.warp_sums);
     const unsigned bin = sh.bin;
-    if (blockIdx.x == 0 && tid == 0) {
-        counters[2] = bin;
-        counters[3] = kTop - sh.above;
-    }
+    const unsigned need = kTop - sh.above;
     const unsigned first = blockIdx.x * kFilterPerBlock;
     const unsigned last = min(first + kFilterPerBlock, T);
     for (unsigned i = first + tid; i < last; i += kFilterThreads) {
@@ -427,18 +431,18 @@ extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter(unsigne
         cand_keys[s_cand_base + i] = keys[t];
         cand_idx[s_cand_base + i] = t;
     }
-}
-
-// incremental, step 2: one block resolves the threshold bin's candidates.
-extern "C" __global__ void __launch_bounds__(kSelectThreads) topk_resolve(unsigned T, unsigned* __restrict__ scratch,
-                                                                          int* __restrict__ out) {
-    extern __shared__ __align__(16) unsigned char dyn[];
-    __shared__ SelectShared sh;
+    // Publish this block's writes, then take a ticket: the last block resolves.
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&counters[4], 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const unsigned out_count = atomicAdd(&counters[0], 0u);
+    const unsigned cand_count = atomicAdd(&counters[1], 0u);
     unsigned* s_keys = reinterpret_cast<unsigned*>(dyn);
     unsigned* s_idx = s_keys + kCap;
-    const unsigned* counters = scratch + T + kBins0;
-    const unsigned* cand_keys = counters + 4;
-    const unsigned* cand_idx = cand_keys + T;
-    resolve<kSelectThreads>(sh, s_keys, s_idx, cand_keys, cand_idx, counters[1], counters[2], counters[3], counters[0],
-                            out);
+    resolve<kFilterThreads>(sh, s_keys, s_idx, cand_keys, cand_idx, cand_count, bin, need, out_count, out);
+    // Leave the histogram and counters zeroed for the next call.
+    for (int i = tid; i < kBins0 + kCounters; i += kFilterThreads) hist[i] = 0;
 }

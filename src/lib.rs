@@ -3,8 +3,10 @@
 //! Each module holds one annotated wrapper; `build.rs` sweeps them on the local GPU
 //! with `--features autotune` and otherwise bakes `kernels/tuning/*.json`.
 
+pub mod gemm;
 pub mod rmsnorm;
 pub mod topk;
 
+pub use gemm::{Gemm, GemmParams, gemm};
 pub use rmsnorm::{RmsNorm, RmsNormParams, rms_norm};
 pub use topk::{TopkIndexer, TopkKeepAll, topk_indexer, topk_keep_all};

@@ -4,6 +4,7 @@
 //! block and 16-byte loads in flight per thread over row counts from 4 MiB to
 //! 512 MiB of input, at the hidden size of 7B–70B models (4096).
 
+use autotune_runtime::cudarc::driver::PinnedHostSlice;
 use autotune_runtime::prelude::*;
 
 /// The row width the sweep tunes at.
@@ -71,7 +72,8 @@ pub fn rms_norm(
     Ok(())
 }
 
-/// Inputs and reference for the sweep: `n_rows` rows of [`TUNED_HIDDEN`].
+/// Inputs and reference for the sweep: `n_rows` rows of [`TUNED_HIDDEN`]. Host
+/// buffers are pinned, so that moving 512 MiB each way per check stays cheap.
 #[derive(Debug)]
 pub struct RmsNormCase {
     x: CudaSlice<bf16>,
@@ -80,9 +82,9 @@ pub struct RmsNormCase {
     n_rows: usize,
     hidden: usize,
     eps: f32,
-    host_x: Vec<bf16>,
+    host_x: PinnedHostSlice<bf16>,
     host_weight: Vec<bf16>,
-    host_out: Vec<bf16>,
+    host_out: PinnedHostSlice<bf16>,
 }
 
 impl Case for RmsNormCase {
@@ -90,6 +92,7 @@ impl Case for RmsNormCase {
         let n_rows = usize::try_from(key).map_err(|_| format!("{key} rows"))?;
         let hidden = TUNED_HIDDEN;
         let elements = n_rows * hidden;
+        let ctx = stream.context();
         Ok(Self {
             x: stream.alloc_zeros(elements)?,
             weight: stream.alloc_zeros(hidden)?,
@@ -97,16 +100,17 @@ impl Case for RmsNormCase {
             n_rows,
             hidden,
             eps: TUNED_EPS,
-            host_x: vec![bf16::ZERO; elements],
+            // SAFETY: both are written (randomize, memcpy_dtoh) before they are read.
+            host_x: unsafe { ctx.alloc_pinned(elements) }?,
             host_weight: vec![bf16::ZERO; hidden],
-            host_out: vec![bf16::ZERO; elements],
+            host_out: unsafe { ctx.alloc_pinned(elements) }?,
         })
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
         // Rows of different scales, so that a kernel mixing up rows cannot pass.
         let hidden = self.hidden;
-        parallel::for_chunks_mut(&mut self.host_x, |chunk, values| {
+        parallel::for_chunks_mut(self.host_x.as_mut_slice()?, |chunk, values| {
             let mut rng = Rng::new(Rng::derive(seed, chunk as u64));
             let first = chunk * parallel::CHUNK;
             for (offset, value) in values.iter_mut().enumerate() {
@@ -129,26 +133,27 @@ impl Case for RmsNormCase {
         stream.memcpy_dtoh(&self.out, &mut self.host_out)?;
         stream.synchronize()?;
         let (hidden, eps) = (self.hidden, f64::from(self.eps));
-        let (x, weight, out) = (&self.host_x, &self.host_weight, &self.host_out);
+        let (x, weight, out) = (
+            self.host_x.as_slice()?,
+            &self.host_weight,
+            self.host_out.as_slice()?,
+        );
         let sums = parallel::map_ranges(self.n_rows, 64, |rows| {
             let mut sum = ErrorSum::default();
             for row in rows {
                 let xs = &x[row * hidden..(row + 1) * hidden];
-                let mean = xs.iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>() / hidden as f64;
-                let inv = 1.0 / (mean + eps).sqrt();
-                for (i, v) in xs.iter().enumerate() {
-                    let index = row * hidden + i;
-                    sum.add(
-                        index,
-                        out[index].to_f64(),
-                        v.to_f64() * inv * weight[i].to_f64(),
-                    );
+                let ys = &out[row * hidden..(row + 1) * hidden];
+                let squares: f64 = xs.iter().map(|v| f64::from(v.to_f32() * v.to_f32())).sum();
+                let inv = 1.0 / (squares / hidden as f64 + eps).sqrt();
+                for (i, ((v, y), w)) in xs.iter().zip(ys).zip(weight).enumerate() {
+                    let expected = f64::from(v.to_f32()) * inv * f64::from(w.to_f32());
+                    sum.add(row * hidden + i, f64::from(y.to_f32()), expected);
                 }
             }
             sum
         });
         let total = sums.into_iter().fold(ErrorSum::default(), ErrorSum::merge);
-        Ok(total.verdict(<bf16 as Element>::TOLERANCE, self.host_out.len()))
+        Ok(total.verdict(<bf16 as Element>::TOLERANCE, out.len()))
     }
 
     fn work(&self) -> Work {

@@ -21,16 +21,35 @@ pub const DIM: usize = 128;
 pub const TOP_K: usize = 2048;
 
 const HIST_BINS: usize = 4096;
-const COUNTERS: usize = 4;
+const COUNTERS: usize = 8;
 const SELECT_THREADS: u32 = 1024;
 const FILTER_THREADS: u32 = 256;
 const FILTER_PER_BLOCK: usize = 2048;
 /// Dynamic shared memory of the selection kernels: two arrays of 8192 u32.
 const SELECT_SHARED: u32 = 2 * 8192 * 4;
 
-/// The `u32`s of scratch a call with `n_ctx` keys needs.
+/// The `u32`s of scratch a call with `n_ctx` keys needs. Allocate it zeroed
+/// (`alloc_zeros`): the kernels expect its histogram and counters zero when a call
+/// starts and leave them zero when it ends (see [`reset_scratch`] after a failed
+/// call).
 pub fn scratch_len(n_ctx: usize) -> usize {
     3 * n_ctx + HIST_BINS + COUNTERS
+}
+
+/// The part of the scratch that must be zero between calls: histogram and counters.
+fn counts(n_ctx: usize) -> std::ops::Range<usize> {
+    n_ctx..n_ctx + HIST_BINS + COUNTERS
+}
+
+/// Zeroes the histogram and counters of `scratch`, e.g. after a call that failed
+/// half-way. Not needed between successful calls.
+pub fn reset_scratch(
+    stream: &Arc<CudaStream>,
+    scratch: &mut CudaSlice<u32>,
+    n_ctx: usize,
+) -> Result<(), KernelError> {
+    stream.memset_zeros(&mut scratch.slice_mut(counts(n_ctx)))?;
+    Ok(())
 }
 
 /// Dynamic shared memory of `topk_score`: the query, `stages` tiles of keys and,
@@ -142,34 +161,12 @@ fn launch_select(
     Ok(())
 }
 
-/// Zeroes the histogram and counters that scoring and selection accumulate into.
-fn clear_counts(
-    stream: &CudaStream,
-    scratch: &mut CudaSlice<u32>,
-    n_ctx: usize,
-) -> Result<(), KernelError> {
-    stream.context().bind_to_thread()?;
-    let mut counts = scratch.slice_mut(n_ctx..n_ctx + HIST_BINS + COUNTERS);
-    let (ptr, _record) =
-        autotune_runtime::cudarc::driver::DevicePtrMut::device_ptr_mut(&mut counts, stream);
-    // SAFETY: `ptr` spans the (HIST_BINS + COUNTERS) u32 of the view, on `stream`.
-    unsafe {
-        autotune_runtime::cudarc::driver::result::memset_d8_async(
-            ptr,
-            0,
-            (HIST_BINS + COUNTERS) * 4,
-            stream.cu_stream(),
-        )
-    }?;
-    Ok(())
-}
-
 /// The indices of the [`TOP_K`] largest scores (in no particular order) into
 /// `out`. `q` is `[HEADS][DIM]`, `weights` `[HEADS]`, `keys` `[n_ctx][DIM]`,
 /// `scratch` holds [`scratch_len`]`(n_ctx)`.
 #[autotune(
     source = "kernels/topk.cu",
-    entry = ["topk_score", "topk_filter", "topk_resolve"],
+    entry = ["topk_score", "topk_filter"],
     key = n_ctx,
     sizes = [4k, 16k, 32k, 64k, 100k, 128k],
     case = TopkCase,
@@ -192,13 +189,12 @@ pub fn topk_indexer(
     n_ctx: usize,
 ) -> Result<(), KernelError> {
     let t = check(q, weights, keys, out, scratch, n_ctx)?;
-    let [score, filter, resolve] = variant.functions() else {
+    let [score, filter] = variant.functions() else {
         return Err(KernelError::Arguments(
-            "topk_indexer needs its three entries".into(),
+            "topk_indexer needs its two entries".into(),
         ));
     };
     let p = variant.params();
-    clear_counts(stream, scratch, n_ctx)?;
     launch_score(
         stream,
         score,
@@ -213,16 +209,6 @@ pub fn topk_indexer(
         filter,
         filter_blocks,
         FILTER_THREADS,
-        0,
-        scratch,
-        out,
-        t,
-    )?;
-    launch_select(
-        stream,
-        resolve,
-        1,
-        SELECT_THREADS,
         SELECT_SHARED,
         scratch,
         out,
@@ -327,17 +313,26 @@ impl Case for TopkCase {
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
-        // -1 everywhere in `out`; garbage in the scratch, which the wrapper must clear.
+        // -1 everywhere in `out`; garbage in the scratch except its counts, which
+        // must be zero at a call's start (and which every call must leave zero).
+        let counts = counts(self.n_ctx);
         poison(stream, &mut self.out)?;
-        poison(stream, &mut self.scratch)?;
+        poison(stream, &mut self.scratch.slice_mut(..counts.start))?;
+        poison(stream, &mut self.scratch.slice_mut(counts.end..))?;
         Ok(())
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
         stream.memcpy_dtoh(&self.out, &mut self.host_out)?;
+        let counts = stream.clone_dtoh(&self.scratch.slice(counts(self.n_ctx)))?;
         stream.synchronize()?;
         let scores = scores(&self.host_q, &self.host_weights, &self.host_keys);
-        Ok(check_top_k(&scores, &self.host_out))
+        let verdict = check_top_k(&scores, &self.host_out);
+        if let Some(dirty) = counts.iter().position(|&c| c != 0) {
+            return Ok(Verdict::new(1.0, 0.0)
+                .with_detail(format!("the call left scratch count {dirty} non-zero")));
+        }
+        Ok(verdict)
     }
 
     fn work(&self) -> Work {

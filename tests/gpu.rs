@@ -185,7 +185,6 @@ mod topk {
             for name in ["dispatch", "keep_all"] {
                 let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
                 autotune_runtime::poison(&stream, &mut out).unwrap();
-                autotune_runtime::poison(&stream, &mut scratch).unwrap();
                 match name {
                     "dispatch" => indexer
                         .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
@@ -272,5 +271,60 @@ mod topk {
             "graph replay ({}): {verdict:?}",
             indexer.describe(n_ctx)
         );
+    }
+}
+
+mod gemm {
+    use super::gpu;
+    use autotune_kernels::gemm::{self, Gemm};
+    use autotune_runtime::half::bf16;
+    use autotune_runtime::random::fill_uniform;
+
+    #[test]
+    fn dispatch_is_correct_in_every_range_and_on_tails() {
+        let Some(ctx) = gpu() else { return };
+        let kernel = Gemm::load(&ctx).unwrap();
+        let stream = ctx.default_stream();
+        let mut shapes: Vec<(usize, usize, usize)> = kernel
+            .ranges()
+            .iter()
+            .map(|r| ((r.first as usize).clamp(1, 300), 520, 264))
+            .collect();
+        shapes.extend([
+            (1, 8, 8),
+            (37, 136, 264),
+            (100, 4104, 1000),
+            (129, 4096, 4096),
+            (3, 14336, 4096),
+        ]);
+        for (m, n, k) in shapes {
+            let (mut a, mut b) = (vec![bf16::ZERO; m * k], vec![bf16::ZERO; k * n]);
+            fill_uniform(&mut a, m as u64, -1.0, 1.0);
+            fill_uniform(&mut b, n as u64, -1.0, 1.0);
+            let (da, db) = (
+                stream.clone_htod(&a).unwrap(),
+                stream.clone_htod(&b).unwrap(),
+            );
+            let mut workspace = stream
+                .alloc_zeros::<f32>(gemm::workspace_len(m, n))
+                .unwrap();
+            for round in 0..2 {
+                // Twice: the workspace must come back zeroed for the second call.
+                let mut c = stream.alloc_zeros::<bf16>(m * n).unwrap();
+                autotune_runtime::poison(&stream, &mut c).unwrap();
+                kernel
+                    .launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)
+                    .unwrap();
+                let verdict = autotune_runtime::compare(
+                    &stream.clone_dtoh(&c).unwrap(),
+                    &gemm::reference(&a, &b, m, n, k),
+                );
+                assert!(
+                    verdict.passed(),
+                    "{m}x{n}x{k} round {round} via {}: {verdict:?}",
+                    kernel.describe(m)
+                );
+            }
+        }
     }
 }

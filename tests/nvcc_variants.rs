@@ -25,12 +25,13 @@ fn compile_every_point(spec: &'static KernelSpec) {
     let Some(nvcc) = nvcc() else { return };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nvcc-variants");
-    let jobs = compile_jobs(spec, root, &Target::Cubin("sm_90".into()));
-    let batch: Vec<_> = jobs.iter().map(|(_, _, _, job)| job.clone()).collect();
+    let jobs = compile_jobs(spec, root, &Target::Cubin("sm_90".into()), &[]);
+    let batch: Vec<_> = jobs.iter().map(|p| p.job.clone()).collect();
     let (results, seconds) = nvcc.compile_all(&batch, &cache);
     eprintln!("{}: {} variants in {seconds:.1} s", spec.name, batch.len());
     let mut failures = Vec::new();
-    for ((name, ..), result) in jobs.iter().zip(results) {
+    for (point, result) in jobs.iter().zip(results) {
+        let name = &point.name;
         match result {
             Err(error) => failures.push(format!("{name}: {error}")),
             Ok(compiled) => {
@@ -63,4 +64,9 @@ fn topk_indexer_variants_compile_without_spills() {
 #[test]
 fn topk_keep_all_variants_compile_without_spills() {
     compile_every_point(const { &<TopkKeepAll as Kernel>::SPEC });
+}
+
+#[test]
+fn gemm_variants_compile_without_spills() {
+    compile_every_point(const { &<autotune_kernels::Gemm as Kernel>::SPEC });
 }

@@ -214,7 +214,7 @@ fn plan(
         work_dir: work.to_path_buf(),
         variants: variants.to_vec(),
         rejected: vec![None; variants.len()],
-        incumbent: 0,
+        incumbents: vec![(0, u64::MAX, 0)],
         device: 0,
         seed: 7,
         timing: TimingConfig {

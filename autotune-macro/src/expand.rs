@@ -338,6 +338,20 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
                 self.loaded.describe(#key as u64)
             }
 
+            /// The variant `launch` uses for this key; `None` where it runs the
+            /// fallback kernel.
+            pub fn variant(&self, #key: #key_ty) -> ::core::option::Option<&#rt::Variant<#params>> {
+                match self.loaded.choose(#key as u64) {
+                    #rt::Choice::Variant(index) => ::core::option::Option::Some(self.loaded.variant(index)),
+                    #rt::Choice::Fallback => ::core::option::Option::None,
+                }
+            }
+
+            /// The declared default variant (what any GPU without a table runs).
+            pub fn default_variant(&self) -> &#rt::Variant<#params> {
+                self.loaded.default_variant()
+            }
+
             /// Which plan is in use and why (a tuned table, or the defaults).
             pub fn selection(&self) -> &#rt::Selection {
                 self.loaded.selection()

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // each benchmark uses part of this
 //! What the benchmarks share: timing like the sweep, and running a Python anchor.
 
 use std::process::Command;

@@ -219,7 +219,15 @@ impl Build {
         if table.gpu != *gpu {
             table = fresh_table(gpu);
         }
-        let todo = stale(&Some(table.clone()));
+        // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
+        let mut todo = stale(&Some(table.clone()));
+        todo.sort_by_key(|(spec, _, _)| {
+            tunables
+                .specs()
+                .any(|other| other.fallback.is_some_and(|f| f.name == spec.name))
+                .then_some(0)
+                .unwrap_or(1)
+        });
         let exe = std::env::current_exe().map_err(|e| {
             BuildError::Worker(format!("cannot find this build script's path: {e}"))
         })?;
@@ -252,7 +260,14 @@ impl Build {
                 nvcc.version,
                 self.settings.seed
             );
-            let result = tuner.tune(spec, fp, &mut log);
+            let fallback_table = spec.fallback.and_then(|f| {
+                let entry = table.kernels.get(f.name)?;
+                let fresh = fingerprints.iter().find(|(s, _)| s.name == f.name)?;
+                fingerprint::differences(&entry.fingerprint, &fresh.1)
+                    .is_empty()
+                    .then_some(entry)
+            });
+            let result = tuner.tune(spec, fp, fallback_table, &mut log);
             table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;
             let entry = result?;
             done.push(format!("{} in {:.1} s", spec.name, entry.seconds.total));

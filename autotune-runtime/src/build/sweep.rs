@@ -31,8 +31,9 @@ pub struct SweepPlan {
     pub variants: Vec<JobVariant>,
     /// Variants already out before the sweep (compile errors, resources).
     pub rejected: Vec<Option<Rejection>>,
-    /// What a challenger must beat: the fallback when declared, else the default.
-    pub incumbent: usize,
+    /// What a challenger must beat, by ranges of the key `(first, last, variant)`:
+    /// the fallback as its own plan runs it when declared, else the default.
+    pub incumbents: Vec<(u64, u64, usize)>,
     pub device: usize,
     pub seed: u64,
     pub timing: TimingConfig,
@@ -41,6 +42,16 @@ pub struct SweepPlan {
     pub task_timeout: Duration,
     /// Identifies the sweep for resumption: a journal with another header is stale.
     pub journal_header: String,
+}
+
+impl SweepPlan {
+    /// The incumbent at `key`.
+    pub fn incumbent_at(&self, key: u64) -> usize {
+        self.incumbents
+            .iter()
+            .find(|&&(first, last, _)| first <= key && key <= last)
+            .map_or(0, |&(_, _, v)| v)
+    }
 }
 
 /// Everything the sweep learned.
@@ -153,9 +164,15 @@ impl State<'_> {
     /// At `key`: the incumbent, the `others`, then the incumbent again (unchecked),
     /// skipping what is out or already measured.
     fn size_tasks(&self, key: u64, others: &[usize]) -> Vec<Task> {
-        let incumbent = self.plan.incumbent;
+        let incumbent = self.plan.incumbent_at(key);
         let mut order = vec![incumbent];
-        order.extend(others.iter().copied().filter(|&v| v != incumbent));
+        // Fallback variants other than the one its plan runs at this key are not timed here.
+        order.extend(
+            others
+                .iter()
+                .copied()
+                .filter(|&v| v != incumbent && !self.plan.variants[v].fallback),
+        );
         let mut tasks: Vec<Task> = order
             .into_iter()
             .map(|variant| Task {
@@ -472,7 +489,7 @@ impl State<'_> {
                     .measured
                     .get(&TaskId {
                         key,
-                        variant: self.plan.incumbent,
+                        variant: self.plan.incumbent_at(key),
                         repeat: true,
                     })
                     .map(|m| m.median_us);
@@ -482,7 +499,7 @@ impl State<'_> {
                     incumbent_again: again,
                     refinement: refinements.contains(&key),
                 };
-                ranges::decide(&timings, self.plan.incumbent, self.plan.min_margin)
+                ranges::decide(&timings, self.plan.incumbent_at(key), self.plan.min_margin)
             })
             .collect()
     }

@@ -34,40 +34,61 @@ pub struct Tuner<'a> {
     pub exe: PathBuf,
 }
 
-/// One compile job per point of `spec`, then one for the fallback's default point.
+/// A compile job, with the name, values and role of what it compiles.
+#[derive(Debug, Clone)]
+pub struct PointJob {
+    pub name: String,
+    pub values: Vec<u32>,
+    pub fallback: bool,
+    pub job: CompileJob,
+}
+
+/// One compile job per point of `spec`, then one per point of its fallback that
+/// `fallback_points` names (the points its own plan runs; its default without one).
 pub fn compile_jobs(
     spec: &'static KernelSpec,
     root: &Path,
     target: &Target,
-) -> Vec<(String, Vec<u32>, bool, CompileJob)> {
-    let mut jobs = Vec::new();
-    for point in spec.points {
-        let job = CompileJob {
-            kernel: spec.name.to_string(),
-            label: slug(spec, point),
-            source: root.join(spec.source),
-            entries: spec.entries.iter().map(|e| e.to_string()).collect(),
-            defines: spec.defines(point),
-            flags: spec.flags.iter().map(|f| f.to_string()).collect(),
-            target: target.clone(),
-        };
-        jobs.push((spec.point_name(point), point.to_vec(), false, job));
-    }
+    fallback_points: &[Vec<u32>],
+) -> Vec<PointJob> {
+    let job = |spec: &'static KernelSpec, label: String, values: &[u32]| CompileJob {
+        kernel: spec.name.to_string(),
+        label,
+        source: root.join(spec.source),
+        entries: spec.entries.iter().map(|e| e.to_string()).collect(),
+        defines: spec.defines(values),
+        flags: spec.flags.iter().map(|f| f.to_string()).collect(),
+        target: target.clone(),
+    };
+    let mut jobs: Vec<PointJob> = spec
+        .points
+        .iter()
+        .map(|point| PointJob {
+            name: spec.point_name(point),
+            values: point.to_vec(),
+            fallback: false,
+            job: job(spec, slug(spec, point), point),
+        })
+        .collect();
     if let Some(fallback) = spec.fallback {
-        let job = CompileJob {
-            kernel: spec.name.to_string(),
-            label: format!(
-                "fallback-{}-{}",
-                fallback.name,
-                slug(fallback, fallback.default)
-            ),
-            source: root.join(fallback.source),
-            entries: fallback.entries.iter().map(|e| e.to_string()).collect(),
-            defines: fallback.defines(fallback.default),
-            flags: fallback.flags.iter().map(|f| f.to_string()).collect(),
-            target: target.clone(),
+        let default = [fallback.default.to_vec()];
+        let points = if fallback_points.is_empty() {
+            &default[..]
+        } else {
+            fallback_points
         };
-        jobs.push((FALLBACK.to_string(), fallback.default.to_vec(), true, job));
+        for point in points {
+            jobs.push(PointJob {
+                name: format!("{FALLBACK}:{}", fallback.point_name(point)),
+                values: point.clone(),
+                fallback: true,
+                job: job(
+                    fallback,
+                    format!("fallback-{}-{}", fallback.name, slug(fallback, point)),
+                    point,
+                ),
+            });
+        }
     }
     jobs
 }
@@ -85,15 +106,39 @@ pub fn slug(spec: &KernelSpec, values: &[u32]) -> String {
 }
 
 impl Tuner<'_> {
+    /// Tunes `spec`. `fallback_table` is its fallback's own (fresh) table entry, whose
+    /// plan decides which fallback variant is timed at each key.
     pub fn tune(
         &self,
         spec: &'static KernelSpec,
         fingerprint: &Fingerprint,
+        fallback_table: Option<&KernelTable>,
         log: &mut dyn Write,
     ) -> Result<KernelTable, BuildError> {
         let started = std::time::Instant::now();
-        let jobs = compile_jobs(spec, self.root, &Target::Cubin(self.gpu.arch()));
-        let compile_jobs: Vec<CompileJob> = jobs.iter().map(|(_, _, _, job)| job.clone()).collect();
+        let fallback_default = spec
+            .fallback
+            .map(|f| f.default.to_vec())
+            .unwrap_or_default();
+        let fallback_plan: Vec<(u64, u64, Vec<u32>)> = fallback_table
+            .map(|table| {
+                plan_points(table)
+                    .into_iter()
+                    .map(|(a, b, v)| (a, b, v.unwrap_or_else(|| fallback_default.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut fallback_points: Vec<Vec<u32>> =
+            fallback_plan.iter().map(|(_, _, v)| v.clone()).collect();
+        fallback_points.sort();
+        fallback_points.dedup();
+        let jobs = compile_jobs(
+            spec,
+            self.root,
+            &Target::Cubin(self.gpu.arch()),
+            &fallback_points,
+        );
+        let compile_jobs: Vec<CompileJob> = jobs.iter().map(|p| p.job.clone()).collect();
         let (compiled, compile_seconds) = self.nvcc.compile_all(&compile_jobs, &self.cache_dir);
         let fresh = compiled
             .iter()
@@ -110,7 +155,16 @@ impl Tuner<'_> {
         let mut variants = Vec::new();
         let mut rejected = Vec::new();
         let mut resources = Vec::new();
-        for ((name, values, fallback, job), result) in jobs.iter().zip(compiled) {
+        for (
+            PointJob {
+                name,
+                values,
+                fallback,
+                job,
+            },
+            result,
+        ) in jobs.iter().zip(compiled)
+        {
             let (binary, rejection, used) = match result {
                 Err(message) => (
                     PathBuf::new(),
@@ -164,7 +218,20 @@ impl Tuner<'_> {
             message: "the default is not a point of the space".into(),
         })?;
         let fallback = variants.iter().position(|v| v.fallback);
-        let incumbent = fallback.unwrap_or(default);
+        let index_of = |values: &[u32]| {
+            variants
+                .iter()
+                .position(|v| v.fallback && v.values == values)
+        };
+        let incumbents: Vec<(u64, u64, usize)> = match fallback {
+            None => vec![(0, u64::MAX, default)],
+            Some(first) if fallback_plan.is_empty() => vec![(0, u64::MAX, first)],
+            Some(first) => fallback_plan
+                .iter()
+                .map(|(a, b, v)| (*a, *b, index_of(v).unwrap_or(first)))
+                .collect(),
+        };
+        let incumbent = incumbents.last().map_or(default, |&(_, _, v)| v);
         let header = journal_header(spec, fingerprint, self.gpu, &variants, self.settings);
         let plan = SweepPlan {
             spec,
@@ -172,7 +239,7 @@ impl Tuner<'_> {
             work_dir: self.work_dir.clone(),
             variants: variants.clone(),
             rejected,
-            incumbent,
+            incumbents,
             device: self.settings.device,
             seed: self.settings.seed,
             timing: self.settings.timing,
@@ -183,6 +250,14 @@ impl Tuner<'_> {
         };
         let result = sweep::run(&plan, log)?;
         let name = |index: usize| variants[index].name.clone();
+        // In ranges, every fallback variant is the fallback: its plan picks among them.
+        let owner = |index: usize| {
+            if variants[index].fallback {
+                FALLBACK.to_string()
+            } else {
+                name(index)
+            }
+        };
         let sizes: Vec<SizeRecord> = result
             .decisions
             .iter()
@@ -205,14 +280,18 @@ impl Tuner<'_> {
             .find(|&v| result.rejected[v].is_none())
             .or_else(|| result.decisions.last().map(|d| d.winner))
             .unwrap_or(default);
-        let ranges: Vec<RangeRecord> = ranges::ranges(&result.decisions, beyond)
-            .into_iter()
-            .map(|(first, last, owner)| RangeRecord {
-                first,
-                last,
-                variant: name(owner),
-            })
-            .collect();
+        let mut ranges: Vec<RangeRecord> = Vec::new();
+        for (first, last, index) in ranges::ranges(&result.decisions, beyond) {
+            let variant = owner(index);
+            match ranges.last_mut() {
+                Some(previous) if previous.variant == variant => previous.last = last,
+                _ => ranges.push(RangeRecord {
+                    first,
+                    last,
+                    variant,
+                }),
+            }
+        }
         let records: Vec<VariantRecord> = variants
             .iter()
             .enumerate()
@@ -254,6 +333,25 @@ impl Tuner<'_> {
         })?;
         Ok(table)
     }
+}
+
+/// The points a table's plan runs, by range of the key; `None` where it runs its
+/// own fallback (a fallback's fallback is not followed: its default stands in).
+fn plan_points(table: &KernelTable) -> Vec<(u64, u64, Option<Vec<u32>>)> {
+    table
+        .ranges
+        .iter()
+        .map(|r| {
+            (
+                r.first,
+                r.last,
+                table
+                    .variant(&r.variant)
+                    .filter(|v| v.role == Role::Tuned)
+                    .map(|v| v.values.clone()),
+            )
+        })
+        .collect()
 }
 
 fn journal_header(

@@ -1,0 +1,239 @@
+// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out, on the tensor cores
+// (mma.sync m16n8k16 with ldmatrix, cp.async multi-stage shared-memory pipeline).
+//
+// A block computes a BM x BN tile of C over its share of K (split-K: SPLIT blocks
+// share a tile, each adding its partial sum into an f32 workspace; the last of them
+// to arrive converts the tile to bf16 and clears the workspace and its counter, so
+// the workspace is zero again after every call). Tiles are visited in groups of 8
+// block-rows so that neighbouring blocks share B and A in L2.
+//
+// WARPS warps form a WM x WN grid (WM = 2 for BM >= 64, else 1); each owns a
+// (BM/WM) x (BN/WN) sub-tile. Requirements checked by the wrapper: K % 8 == 0 and
+// N % 8 == 0 (16-byte rows); any M, and N, K that are not multiples of the tile.
+//
+// Workspace (f32): acc[M * N] | counters[tiles] (as u32), zero before the first call.
+
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef WARPS
+#define WARPS 8
+#endif
+#ifndef SPLIT
+#define SPLIT 1
+#endif
+
+constexpr int kThreads = WARPS * 32;
+constexpr int kWM = BM >= 64 ? 2 : 1;
+constexpr int kWN = WARPS / kWM;
+constexpr int kTM = BM / kWM;  // warp tile rows
+constexpr int kTN = BN / kWN;  // warp tile columns
+constexpr int kMT = kTM / 16;  // mma tiles per warp, along M
+constexpr int kNT = kTN / 8;   // along N
+constexpr int kAPad = BK + 8;  // bf16 per shared row of A (conflict-free ldmatrix)
+constexpr int kBPad = BN + 8;  // bf16 per shared row of B
+constexpr int kGroup = 8;      // block-rows per raster group
+
+static_assert(kTM % 16 == 0 && kTN % 16 == 0, "warp tiles are multiples of 16x16");
+static_assert(BK % 16 == 0, "BK is a multiple of 16");
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16(
+    const __nv_bfloat16* __restrict__ A,
+    const __nv_bfloat16* __restrict__ B,
+    __nv_bfloat16* __restrict__ C,
+    float* __restrict__ workspace,
+    int M,
+    int N,
+    int K) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);
+    __nv_bfloat16* Bs = As + STAGES * BM * kAPad;
+    const int tid = threadIdx.x;
+    const int lane = tid % 32;
+    const int warp = tid / 32;
+    const int warp_m = warp / kWN;
+    const int warp_n = warp % kWN;
+
+    // Grouped rasterization of the (tiles_m x tiles_n) grid.
+    const int tiles_m = (M + BM - 1) / BM;
+    const int tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;
+    const int in_group = kGroup * tiles_n;
+    const int first_m = (pid / in_group) * kGroup;
+    const int group_rows = min(tiles_m - first_m, kGroup);
+    const int tile_m = first_m + (pid % in_group) % group_rows;
+    const int tile_n = (pid % in_group) / group_rows;
+    const int m0 = tile_m * BM;
+    const int n0 = tile_n * BN;
+
+    // This block's share of K.
+    const int k_tiles = (K + BK - 1) / BK;
+    const int per_split = (k_tiles + SPLIT - 1) / SPLIT;
+    const int kt_begin = blockIdx.z * per_split;
+    const int kt_end = min(kt_begin + per_split, k_tiles);
+    const int tiles = max(kt_end - kt_begin, 0);
+
+    auto load_tile = [&](int t, int stage) {
+        const int k0 = (kt_begin + t) * BK;
+        __nv_bfloat16* as = As + stage * BM * kAPad;
+        __nv_bfloat16* bs = Bs + stage * BK * kBPad;
+        for (int c = tid; c < BM * (BK / 8); c += kThreads) {
+            const int r = c / (BK / 8);
+            const int col = (c % (BK / 8)) * 8;
+            const int gm = m0 + r;
+            const int gk = k0 + col;
+            const bool valid = gm < M && gk < K;
+            cp_async16(as + r * kAPad + col, A + static_cast<size_t>(valid ? gm : 0) * K + (valid ? gk : 0), valid ? 16 : 0);
+        }
+        for (int c = tid; c < BK * (BN / 8); c += kThreads) {
+            const int r = c / (BN / 8);
+            const int col = (c % (BN / 8)) * 8;
+            const int gk = k0 + r;
+            const int gn = n0 + col;
+            const bool valid = gk < K && gn < N;
+            cp_async16(bs + r * kBPad + col, B + static_cast<size_t>(valid ? gk : 0) * N + (valid ? gn : 0), valid ? 16 : 0);
+        }
+    };
+
+    float acc[kMT][kNT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < tiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int t = 0; t < tiles; ++t) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        const int next = t + STAGES - 1;
+        if (next < tiles) load_tile(next, next % STAGES);
+        cp_async_commit();
+        const __nv_bfloat16* as = As + (t % STAGES) * BM * kAPad;
+        const __nv_bfloat16* bs = Bs + (t % STAGES) * BK * kBPad;
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+            unsigned a[kMT][4];
+            unsigned b[kNT][2];
+#pragma unroll
+            for (int i = 0; i < kMT; ++i) {
+                ldmatrix_x4(a[i], as + (warp_m * kTM + i * 16 + (lane % 16)) * kAPad + kk * 16 + (lane / 16) * 8);
+            }
+#pragma unroll
+            for (int j = 0; j < kNT; j += 2) {
+                unsigned r[4];
+                ldmatrix_x4_trans(r, bs + (kk * 16 + (lane % 16)) * kBPad + warp_n * kTN + j * 8 + (lane / 16) * 8);
+                b[j][0] = r[0];
+                b[j][1] = r[1];
+                b[j + 1][0] = r[2];
+                b[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < kMT; ++i)
+#pragma unroll
+                for (int j = 0; j < kNT; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: rows m0 + warp_m*kTM + i*16 + lane/4 (+8), columns
+    // n0 + warp_n*kTN + j*8 + (lane%4)*2 (+1); N % 8 == 0 keeps pairs whole.
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + warp_m * kTM + i * 16 + lane / 4 + h * 8;
+                const int col = n0 + warp_n * kTN + j * 8 + (lane % 4) * 2;
+                if (row < M && col < N) {
+                    const float v0 = acc[i][j][2 * h];
+                    const float v1 = acc[i][j][2 * h + 1];
+                    if constexpr (SPLIT == 1) {
+                        *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(row) * N + col) =
+                            __floats2bfloat162_rn(v0, v1);
+                    } else {
+                        float* w = workspace + static_cast<size_t>(row) * N + col;
+                        atomicAdd(w, v0);
+                        atomicAdd(w + 1, v1);
+                    }
+                }
+            }
+    if constexpr (SPLIT > 1) {
+        __shared__ bool s_last;
+        unsigned* counters = reinterpret_cast<unsigned*>(workspace + static_cast<size_t>(M) * N);
+        const int tile = tile_m * tiles_n + tile_n;
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) s_last = atomicAdd(&counters[tile], 1u) == SPLIT - 1;
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+        // The last split of this tile: convert to bf16, clear for the next call.
+        for (int c = tid; c < BM * (BN / 2); c += kThreads) {
+            const int r = m0 + c / (BN / 2);
+            const int col = n0 + (c % (BN / 2)) * 2;
+            if (r < M && col < N) {
+                float* w = workspace + static_cast<size_t>(r) * N + col;
+                const float v0 = __ldcg(w);
+                const float v1 = __ldcg(w + 1);
+                *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(r) * N + col) = __floats2bfloat162_rn(v0, v1);
+                __stcg(w, 0.0f);
+                __stcg(w + 1, 0.0f);
+            }
+        }
+        if (tid == 0) counters[tile] = 0;
+    }
+}
