@@ -1,5 +1,9 @@
-// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out, on the tensor cores
-// (mma.sync m16n8k16 with ldmatrix, cp.async multi-stage shared-memory pipeline).
+// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out. Two kernels, chosen by
+// the wrapper from ALGO:
+//   gemm_bf16 (ALGO 0): the tensor cores (mma.sync m16n8k16 with ldmatrix, cp.async
+//     multi-stage shared-memory pipeline);
+//   gemv_bf16 (ALGO 1): decode shapes on the CUDA cores, streaming B once with
+//     16-byte loads (a product with a few rows of A is a pass over B).
 //
 // A block computes a BM x BN tile of C over its share of K (split-K: SPLIT blocks
 // share a tile, each adding its partial sum into an f32 workspace; the last of them
@@ -34,6 +38,9 @@
 #ifndef SPLIT
 #define SPLIT 1
 #endif
+#ifndef ALGO
+#define ALGO 0
+#endif
 
 constexpr int kThreads = WARPS * 32;
 constexpr int kWM = BM >= 64 ? 2 : 1;
@@ -46,7 +53,9 @@ constexpr int kAPad = BK + 8;  // bf16 per shared row of A (conflict-free ldmatr
 constexpr int kBPad = BN + 8;  // bf16 per shared row of B
 constexpr int kGroup = 8;      // block-rows per raster group
 
+#if ALGO == 0
 static_assert(kTM % 16 == 0 && kTN % 16 == 0, "warp tiles are multiples of 16x16");
+#endif
 static_assert(BK % 16 == 0, "BK is a multiple of 16");
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -84,6 +93,35 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Split-K: after adding its partial tile into the workspace, each block takes a
+// ticket; the last of the SPLIT blocks of a tile converts the tile to bf16 and
+// clears its workspace and counter for the next call.
+__device__ void finish_split(__nv_bfloat16* __restrict__ C, float* __restrict__ workspace, int tile, int m0, int n0,
+                             int M, int N) {
+    __shared__ bool s_last;
+    unsigned* counters = reinterpret_cast<unsigned*>(workspace + static_cast<size_t>(M) * N);
+    const int tid = threadIdx.x;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&counters[tile], 1u) == SPLIT - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int c = tid; c < BM * (BN / 2); c += kThreads) {
+        const int r = m0 + c / (BN / 2);
+        const int col = n0 + (c % (BN / 2)) * 2;
+        if (r < M && col < N) {
+            float* w = workspace + static_cast<size_t>(r) * N + col;
+            const float v0 = __ldcg(w);
+            const float v1 = __ldcg(w + 1);
+            *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(r) * N + col) = __floats2bfloat162_rn(v0, v1);
+            __stcg(w, 0.0f);
+            __stcg(w + 1, 0.0f);
+        }
+    }
+    if (tid == 0) counters[tile] = 0;
+}
+
 extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16(
     const __nv_bfloat16* __restrict__ A,
     const __nv_bfloat16* __restrict__ B,
@@ -92,6 +130,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16(
     int M,
     int N,
     int K) {
+#if ALGO == 0
     extern __shared__ __align__(16) unsigned char smem[];
     __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);
     __nv_bfloat16* Bs = As + STAGES * BM * kAPad;
@@ -212,28 +251,124 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16(
                 }
             }
     if constexpr (SPLIT > 1) {
-        __shared__ bool s_last;
-        unsigned* counters = reinterpret_cast<unsigned*>(workspace + static_cast<size_t>(M) * N);
-        const int tile = tile_m * tiles_n + tile_n;
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) s_last = atomicAdd(&counters[tile], 1u) == SPLIT - 1;
-        __syncthreads();
-        if (!s_last) return;
-        __threadfence();
-        // The last split of this tile: convert to bf16, clear for the next call.
-        for (int c = tid; c < BM * (BN / 2); c += kThreads) {
-            const int r = m0 + c / (BN / 2);
-            const int col = n0 + (c % (BN / 2)) * 2;
-            if (r < M && col < N) {
-                float* w = workspace + static_cast<size_t>(r) * N + col;
-                const float v0 = __ldcg(w);
-                const float v1 = __ldcg(w + 1);
-                *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(r) * N + col) = __floats2bfloat162_rn(v0, v1);
-                __stcg(w, 0.0f);
-                __stcg(w + 1, 0.0f);
+        finish_split(C, workspace, tile_m * tiles_n + tile_n, m0, n0, M, N);
+    }
+#endif
+}
+
+// Decode shapes: a block owns BN columns and up to BM rows; each thread owns 8
+// adjacent columns (a 16-byte load of B per row of K) and walks a slice of K with
+// the other threads of its column, four rows of K in flight; the slices are summed
+// in shared memory. Grid: (ceil(N / BN), ceil(M / BM), SPLIT).
+constexpr int kGemvCols = BN / 8;
+constexpr int kGemvLanes = kThreads / kGemvCols;
+#if ALGO == 1
+static_assert(kThreads % kGemvCols == 0, "BN / 8 must divide the block");
+#endif
+
+extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
+    const __nv_bfloat16* __restrict__ A,
+    const __nv_bfloat16* __restrict__ B,
+    __nv_bfloat16* __restrict__ C,
+    float* __restrict__ workspace,
+    int M,
+    int N,
+    int K) {
+#if ALGO == 1
+    __shared__ float partial[BM][BN];
+    const int tid = threadIdx.x;
+    for (int i = tid; i < BM * BN; i += kThreads) (&partial[0][0])[i] = 0.0f;
+    __syncthreads();
+    const int column = tid % kGemvCols;
+    const int lane_k = tid / kGemvCols;
+    const int n0 = blockIdx.x * BN;
+    const int m0 = blockIdx.y * BM;
+    const int rows = min(BM, M - m0);
+    const int n = n0 + column * 8;
+    const int per_split = ((K + SPLIT - 1) / SPLIT + 7) / 8 * 8;
+    const int k_begin = blockIdx.z * per_split;
+    const int k_end = min(K, k_begin + per_split);
+    float acc[BM][8];
+#pragma unroll
+    for (int m = 0; m < BM; ++m)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[m][j] = 0.0f;
+    if (n < N) {
+        const __nv_bfloat16* a_rows = A + static_cast<size_t>(m0) * K;
+        int k = k_begin + lane_k;
+        for (; k + 3 * kGemvLanes < k_end; k += 4 * kGemvLanes) {
+            uint4 bv[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                bv[u] = __ldg(reinterpret_cast<const uint4*>(B + static_cast<size_t>(k + u * kGemvLanes) * N + n));
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&bv[u]);
+                float b[8];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float2 f = __bfloat1622float2(b2[j]);
+                    b[2 * j] = f.x;
+                    b[2 * j + 1] = f.y;
+                }
+                const int kk = k + u * kGemvLanes;
+#pragma unroll
+                for (int m = 0; m < BM; ++m) {
+                    if (m < rows) {
+                        const float a = __bfloat162float(a_rows[static_cast<size_t>(m) * K + kk]);
+#pragma unroll
+                        for (int j = 0; j < 8; ++j) acc[m][j] += a * b[j];
+                    }
+                }
             }
         }
-        if (tid == 0) counters[tile] = 0;
+        for (; k < k_end; k += kGemvLanes) {
+            const uint4 bv = __ldg(reinterpret_cast<const uint4*>(B + static_cast<size_t>(k) * N + n));
+            const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&bv);
+            float b[8];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float2 f = __bfloat1622float2(b2[j]);
+                b[2 * j] = f.x;
+                b[2 * j + 1] = f.y;
+            }
+#pragma unroll
+            for (int m = 0; m < BM; ++m) {
+                if (m < rows) {
+                    const float a = __bfloat162float(a_rows[static_cast<size_t>(m) * K + k]);
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) acc[m][j] += a * b[j];
+                }
+            }
+        }
     }
+#pragma unroll
+    for (int m = 0; m < BM; ++m) {
+        if (m < rows) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) atomicAdd(&partial[m][column * 8 + j], acc[m][j]);
+        }
+    }
+    __syncthreads();
+    for (int c = tid; c < BM * (BN / 2); c += kThreads) {
+        const int r = c / (BN / 2);
+        const int col = (c % (BN / 2)) * 2;
+        const int gm = m0 + r;
+        const int gn = n0 + col;
+        if (gm < M && gn < N) {
+            if constexpr (SPLIT == 1) {
+                *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(gm) * N + gn) =
+                    __floats2bfloat162_rn(partial[r][col], partial[r][col + 1]);
+            } else {
+                float* w = workspace + static_cast<size_t>(gm) * N + gn;
+                atomicAdd(w, partial[r][col]);
+                atomicAdd(w + 1, partial[r][col + 1]);
+            }
+        }
+    }
+    if constexpr (SPLIT > 1) {
+        finish_split(C, workspace, blockIdx.y * gridDim.x + blockIdx.x, m0, n0, M, N);
+    }
+#endif
 }

@@ -1,6 +1,7 @@
-//! `C = A · B` in bf16 (f32 accumulate) on the tensor cores, row-major, tuned over
-//! tile shape, pipeline depth, warps and split-K across M (the key): from decode
-//! (M = 1) to large square products.
+//! `C = A · B` in bf16 (f32 accumulate), row-major, tuned across M (the key) from
+//! decode (M = 1) to large square products: `algo = 0` is the tensor-core kernel
+//! (tile shape, pipeline depth, warps, split-K), `algo = 1` the CUDA-core kernel for
+//! a few rows of A (rows per block, columns per block, warps, split-K).
 //!
 //! The sweep's cases use `(N, K) = (4096, 4096)` up to M = 4096 and `N = K = M`
 //! above: the plan is tuned on those shapes and applied to any `(N, K)`.
@@ -11,10 +12,10 @@ use autotune_runtime::cudarc::driver::{CudaSlice, PinnedHostSlice};
 use autotune_runtime::prelude::*;
 
 /// The `f32`s of workspace a call of shape `m x n` needs with any variant: the
-/// split-K accumulator and one counter per output tile. Allocate it zeroed; every
-/// call leaves it zero.
+/// split-K accumulator and one counter per output tile (tiles are at least 1 x 64).
+/// Allocate it zeroed; every call leaves it zero.
 pub fn workspace_len(m: usize, n: usize) -> usize {
-    m * n + m.div_ceil(16) * n.div_ceil(64)
+    m * n + m * n.div_ceil(64)
 }
 
 /// `(N, K)` of the sweep's case at `M = m`.
@@ -26,21 +27,24 @@ pub fn case_shape(m: usize) -> (usize, usize) {
 /// multiples of 8.
 #[autotune(
     source = "kernels/gemm.cu",
-    entry = "gemm_bf16",
+    entry = ["gemm_bf16", "gemv_bf16"],
     key = m,
     sizes = [1, 16, 64, 256, 1k, 4k, 8k],
     case = GemmCase,
-    bm = [16, 64, 128],
+    algo = [0, 1],
+    bm = [1, 4, 16, 64, 128],
     bn = [64, 128, 256],
     bk = 32,
     stages = [3, 4],
     warps = [4, 8],
     split = [1, 4, 16],
-    where = "((bm < 64 && bn % (16 * warps) == 0 && (bm / 16) * (bn / warps / 8) <= 32)
-              || (bm >= 64 && bn % (8 * warps) == 0 && (bm / 32) * (bn * 2 / warps / 8) <= 32))
-             && stages * (bm * (bk + 8) + bk * (bn + 8)) * 2 <= 200000
-             && (split == 1 || bm <= 64)",
-    default = (bm = 128, bn = 128, bk = 32, stages = 3, warps = 8, split = 1),
+    where = "(algo == 0 && bm >= 16
+              && ((bm < 64 && bn % (16 * warps) == 0 && (bm / 16) * (bn / warps / 8) <= 32)
+                  || (bm >= 64 && bn % (8 * warps) == 0 && (bm / 32) * (bn * 2 / warps / 8) <= 32))
+              && stages * (bm * (bk + 8) + bk * (bn + 8)) * 2 <= 200000
+              && (split == 1 || bm <= 64))
+             || (algo == 1 && bm <= 16 && bn >= 128 && bk == 32 && stages == 3)",
+    default = (algo = 0, bm = 128, bn = 128, bk = 32, stages = 3, warps = 8, split = 1),
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn gemm(
@@ -92,19 +96,32 @@ pub fn gemm(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let shared = p.stages * (p.bm * (p.bk + 8) + p.bk * (p.bn + 8)) * 2;
-    if shared > 48 * 1024 {
-        variant.function().set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            shared as i32,
-        )?;
-    }
-    let config = LaunchConfig {
-        grid_dim: (grid, 1, p.split),
-        block_dim: (p.warps * 32, 1, 1),
-        shared_mem_bytes: shared,
+    let function = variant
+        .functions()
+        .get(p.algo as usize)
+        .ok_or_else(|| KernelError::Arguments(format!("no entry for algo {}", p.algo)))?;
+    let config = if p.algo == 0 {
+        let shared = p.stages * (p.bm * (p.bk + 8) + p.bk * (p.bn + 8)) * 2;
+        if shared > 48 * 1024 {
+            function.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared as i32,
+            )?;
+        }
+        LaunchConfig {
+            grid_dim: (grid, 1, p.split),
+            block_dim: (p.warps * 32, 1, 1),
+            shared_mem_bytes: shared,
+        }
+    } else {
+        let (columns, rows) = (n.div_ceil(bn) as u32, m.div_ceil(bm) as u32);
+        LaunchConfig {
+            grid_dim: (columns, rows, p.split),
+            block_dim: (p.warps * 32, 1, 1),
+            shared_mem_bytes: 0,
+        }
     };
-    let mut launch = stream.launch_builder(variant.function());
+    let mut launch = stream.launch_builder(function);
     launch
         .arg(a)
         .arg(b)
@@ -113,7 +130,7 @@ pub fn gemm(
         .arg(&mi)
         .arg(&ni)
         .arg(&ki);
-    // SAFETY: matches `gemm_bf16(const bf16*, const bf16*, bf16*, float*, int, int,
+    // SAFETY: both entries are `(const bf16*, const bf16*, bf16*, float*, int, int,
     // int)`; sizes and alignment checked above.
     unsafe { launch.launch(config) }?;
     Ok(())

@@ -222,6 +222,7 @@ fn plan(
             min_repeats: 10,
             max_repeats: 5000,
             target_ms,
+            hopeless: 4.0,
         },
         min_margin: 0.01,
         refine_rounds: 1,

@@ -14,6 +14,7 @@ pub const TIMING: TimingConfig = TimingConfig {
     min_repeats: 50,
     max_repeats: 400,
     target_ms: 100.0,
+    hopeless: f64::INFINITY,
 };
 
 /// Median milliseconds of `launch`: CUDA events around each launch, L2 flushed
@@ -23,7 +24,7 @@ pub fn time_ms(
     flush: &mut L2Flush,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<f64, String> {
-    Ok(timing::measure(stream, flush, &TIMING, launch)?.median() / 1e3)
+    Ok(timing::measure(stream, flush, &TIMING, None, launch)?.median() / 1e3)
 }
 
 /// Runs `bench/<script>` with `args` and parses the JSON it prints; `None` (with

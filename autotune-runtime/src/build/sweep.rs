@@ -259,6 +259,11 @@ impl State<'_> {
                 } else {
                     "  (again)".to_string()
                 };
+                let check = if m.repeats == 1 {
+                    format!("{check}  (hopeless: one launch)")
+                } else {
+                    check
+                };
                 let took = seconds.map(|s| format!("  [{s:.2} s]")).unwrap_or_default();
                 let _ = writeln!(
                     self.log,

@@ -15,6 +15,9 @@ pub struct TimingConfig {
     pub max_repeats: u32,
     /// Time budget per variant and key value, flushes included.
     pub target_ms: f64,
+    /// A variant whose first timed launch is this many times slower than the best
+    /// so far at the same key cannot win there: it is not timed further.
+    pub hopeless: f64,
 }
 
 impl Default for TimingConfig {
@@ -24,6 +27,7 @@ impl Default for TimingConfig {
             min_repeats: 15,
             max_repeats: 200,
             target_ms: 30.0,
+            hopeless: 4.0,
         }
     }
 }
@@ -33,8 +37,9 @@ impl TimingConfig {
     pub fn describe(&self) -> String {
         format!(
             "CUDA events around each launch; L2 flushed before each (memset of 2x the L2, outside the events); \
-             {} warm-up launches; median of {}..{} repeats sized to {} ms",
-            self.warmup, self.min_repeats, self.max_repeats, self.target_ms
+             {} warm-up launches; median of {}..{} repeats sized to {} ms; one launch only for a variant \
+             {}x slower than the best so far at its key",
+            self.warmup, self.min_repeats, self.max_repeats, self.target_ms, self.hopeless
         )
     }
 }
@@ -98,16 +103,29 @@ impl L2Flush {
     }
 }
 
-/// Times `launch`. Errors from `launch` come back as `Err(message)`.
+/// Times `launch`. `best_us` is the best median so far at the same key: a variant
+/// whose first flushed launch is `config.hopeless` times slower is timed no further
+/// (one sample). Errors from `launch` come back as `Err(message)`.
 pub fn measure(
     stream: &Arc<CudaStream>,
     flush: &mut L2Flush,
     config: &TimingConfig,
+    best_us: Option<f64>,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Samples, String> {
     let driver = |e: DriverError| format!("CUDA: {e}");
     let ctx = stream.context();
-    for _ in 0..config.warmup {
+    let first = timed_runs(stream, flush, 1, launch)?;
+    if best_us.is_some_and(|best| first.median() > config.hopeless * best) {
+        return Ok(first);
+    }
+    // Long launches warm up by themselves.
+    let warmup = if first.median() > 2_000.0 {
+        0
+    } else {
+        config.warmup
+    };
+    for _ in 0..warmup {
         launch()?;
     }
     stream.synchronize().map_err(driver)?;

@@ -118,6 +118,8 @@ struct Session<K: Kernel> {
     loaded: Vec<(PathBuf, Result<Loaded<K::Params>, String>)>,
     case: Option<(u64, K::Case)>,
     failed_keys: Vec<u64>,
+    /// The best median so far at each key, to stop timing hopeless variants early.
+    best_us: std::collections::BTreeMap<u64, f64>,
 }
 
 impl<K: Kernel> Session<K> {
@@ -134,6 +136,7 @@ impl<K: Kernel> Session<K> {
             loaded: Vec::new(),
             case: None,
             failed_keys: Vec::new(),
+            best_us: std::collections::BTreeMap::new(),
         })
     }
 
@@ -195,6 +198,7 @@ impl<K: Kernel> Session<K> {
             else {
                 continue;
             };
+            let best = self.best_us.get(&task.key).copied();
             match run_task::<K>(
                 job,
                 index,
@@ -203,8 +207,15 @@ impl<K: Kernel> Session<K> {
                 &self.stream,
                 &mut self.flush,
                 loaded,
+                best,
             ) {
-                Ok(event) => emit(event),
+                Ok(event) => {
+                    if let Event::Measured { measurement, .. } = &event {
+                        let best = self.best_us.entry(task.key).or_insert(f64::INFINITY);
+                        *best = best.min(measurement.median_us);
+                    }
+                    emit(event)
+                }
                 Err((_, reason)) if !context_alive(&self.stream) => {
                     // A sticky error: the variant crashed the context, and this
                     // worker can do nothing more.
@@ -225,6 +236,7 @@ impl<K: Kernel> Session<K> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_task<K: Kernel>(
     job: &Job,
     index: usize,
@@ -233,6 +245,7 @@ fn run_task<K: Kernel>(
     stream: &Arc<CudaStream>,
     flush: &mut L2Flush,
     variant: &Loaded<K::Params>,
+    best_us: Option<f64>,
 ) -> Result<Event, (Stage, String)> {
     let launch_error = |e: String| (Stage::Launch, e);
     let mut error = -1.0;
@@ -267,7 +280,7 @@ fn run_task<K: Kernel>(
         }
         error = verdict.error;
     }
-    let samples = timing::measure(stream, flush, &job.timing, &mut || {
+    let samples = timing::measure(stream, flush, &job.timing, best_us, &mut || {
         launch::<K>(case, stream, variant)
     })
     .map_err(launch_error)?;
