@@ -1,7 +1,8 @@
 //! GPU tests: they skip (and say so) where no CUDA GPU is present, and run on the
-//! H200 (see the issue notes for the runs).
+//! H200 (see the issue notes for the runs). They take turns on the GPU: a graph
+//! capture in global mode forbids synchronous calls from every other thread.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_runtime::cudarc::driver::CudaContext;
@@ -9,9 +10,12 @@ use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCa
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
 
-pub(crate) fn gpu() -> Option<Arc<CudaContext>> {
+/// The GPU, held for the caller's test alone (or `None`: no GPU, test skipped).
+pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
+    static TURN: Mutex<()> = Mutex::new(());
+    let turn = TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => Some(ctx),
+        Ok(ctx) => Some((turn, ctx)),
         Err(why) => {
             eprintln!("SKIPPED: no GPU ({why})");
             None
@@ -29,7 +33,7 @@ fn inputs(n_rows: usize, seed: u64) -> (Vec<bf16>, Vec<bf16>) {
 
 #[test]
 fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
-    let Some(ctx) = gpu() else { return };
+    let Some((_turn, ctx)) = gpu() else { return };
     let norm = RmsNorm::load(&ctx).unwrap();
     let stream = ctx.default_stream();
     let mut keys: Vec<usize> = norm
@@ -81,7 +85,7 @@ fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
 
 #[test]
 fn dispatch_works_inside_cuda_graph_capture() {
-    let Some(ctx) = gpu() else { return };
+    let Some((_turn, ctx)) = gpu() else { return };
     let norm = RmsNorm::load(&ctx).unwrap();
     // Buffers without cudarc's cross-stream events: capture must see only the launches.
     // SAFETY: everything below runs on one stream.
@@ -163,7 +167,7 @@ mod topk {
 
     #[test]
     fn both_implementations_select_the_top_k_in_every_range() {
-        let Some(ctx) = gpu() else { return };
+        let Some((_turn, ctx)) = gpu() else { return };
         let indexer = TopkIndexer::load(&ctx).unwrap();
         let keep_all = TopkKeepAll::load(&ctx).unwrap();
         let stream = ctx.default_stream();
@@ -205,7 +209,7 @@ mod topk {
 
     #[test]
     fn all_equal_scores_take_the_overflow_path_and_stay_correct() {
-        let Some(ctx) = gpu() else { return };
+        let Some((_turn, ctx)) = gpu() else { return };
         let indexer = TopkIndexer::load(&ctx).unwrap();
         let stream = ctx.default_stream();
         let n_ctx = 40_000;
@@ -233,7 +237,7 @@ mod topk {
 
     #[test]
     fn the_multi_kernel_dispatch_replays_in_a_cuda_graph() {
-        let Some(ctx) = gpu() else { return };
+        let Some((_turn, ctx)) = gpu() else { return };
         let indexer = TopkIndexer::load(&ctx).unwrap();
         // SAFETY: one stream only.
         unsafe { ctx.disable_event_tracking() };
@@ -282,7 +286,7 @@ mod gemm {
 
     #[test]
     fn dispatch_is_correct_in_every_range_and_on_tails() {
-        let Some(ctx) = gpu() else { return };
+        let Some((_turn, ctx)) = gpu() else { return };
         let kernel = Gemm::load(&ctx).unwrap();
         let stream = ctx.default_stream();
         let mut shapes: Vec<(usize, usize, usize)> = kernel
