@@ -1,6 +1,7 @@
 //! Every point of every shipped kernel compiles with the real nvcc for the H200
 //! (sm_90), without register spills: what the sweep would prune, CI sees first.
 //! Skips (and says so) where nvcc is missing, unless AUTOTUNE_REQUIRE_NVCC=1.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
 use autotune_kernels::{RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::build::nvcc::{Nvcc, Target};

@@ -6,6 +6,7 @@
 //!
 //! This test binary is also the sweep's worker: the sweep starts it again with
 //! `AUTOTUNE_WORKER` set (hence `harness = false`).
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary without libtest (harness = false)
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -165,10 +165,12 @@ impl Spec {
         let space = Space { params, constraint };
         let product = space.product();
         let mut any_kept = false;
+        let mut eval_failed = false;
         for (point, verdict) in &product {
             match verdict {
                 Ok(keep) => any_kept |= keep,
                 Err(error) => {
+                    eval_failed = true;
                     if let Some(e) = options.get("where") {
                         diag.at(
                             &e.value,
@@ -184,6 +186,7 @@ impl Spec {
         }
         if !product.is_empty()
             && !any_kept
+            && !eval_failed
             && let Some(e) = options.get("where")
         {
             diag.at(&e.value, "the constraint removes every point of the space");

@@ -221,13 +221,12 @@ impl Build {
         }
         // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
         let mut todo = stale(&Some(table.clone()));
-        todo.sort_by_key(|(spec, _, _)| {
+        let is_a_fallback = |name: &str| {
             tunables
                 .specs()
-                .any(|other| other.fallback.is_some_and(|f| f.name == spec.name))
-                .then_some(0)
-                .unwrap_or(1)
-        });
+                .any(|other| other.fallback.is_some_and(|f| f.name == name))
+        };
+        todo.sort_by_key(|(spec, _, _)| !is_a_fallback(spec.name));
         let exe = std::env::current_exe().map_err(|e| {
             BuildError::Worker(format!("cannot find this build script's path: {e}"))
         })?;

@@ -109,13 +109,15 @@ pub fn serve<K: Kernel>(
     }
 }
 
+/// A loaded binary by its path; `Err` holds a load error not yet reported.
+type LoadedBinary<P> = (PathBuf, Result<Loaded<P>, String>);
+
 /// A worker's CUDA state, kept across the jobs of one sweep.
 struct Session<K: Kernel> {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     flush: L2Flush,
-    /// Loaded binaries by path; `Err` holds a load error not yet reported.
-    loaded: Vec<(PathBuf, Result<Loaded<K::Params>, String>)>,
+    loaded: Vec<LoadedBinary<K::Params>>,
     case: Option<(u64, K::Case)>,
     failed_keys: Vec<u64>,
     /// The best median so far at each key, to stop timing hopeless variants early.

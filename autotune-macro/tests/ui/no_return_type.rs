@@ -1,0 +1,8 @@
+use autotune_runtime::prelude::*;
+
+#[autotune(source = "kernels/k.cu", key = n, sizes = [1k, 4k], case = Case, block = [64])]
+fn kernel(stream: &CudaStream, variant: &Variant<Params>, n: usize) {
+    let _ = (stream, variant, n);
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use autotune_runtime::prelude::*;
+
+#[autotune(source = "kernels/k.cu", key = n, sizes = [1k, 4k], case = Case, block = [64])]
+fn kernel(stream: &CudaStream, variant: &Variant<()>, n: usize) -> Result<(), KernelError> {
+    let _ = (stream, variant, n);
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,165 @@
+//! Build-side faults without a GPU: nvcc failing for some variants costs only
+//! those (and leaves nothing half-written in the cache); concurrent writers of a
+//! table under the lock lose no update, and readers never see a partial file.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use autotune_runtime::build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_runtime::build::table::{self, TablesLock, TuningTable};
+
+fn temp(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// An nvcc that fails for `-DBLOCK=128` and otherwise writes a stand-in binary
+/// and a ptxas report; every call is logged beside it.
+fn fake_nvcc(dir: &Path) -> Nvcc {
+    let path = dir.join("nvcc");
+    std::fs::write(
+        &path,
+        r#"#!/bin/sh
+echo "$@" >> "$(dirname "$0")/calls.log"
+for a in "$@"; do
+  if [ "$a" = "-DBLOCK=128" ]; then echo "k.cu(3): error: planted failure" >&2; exit 1; fi
+done
+out=""
+while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then out="$2"; fi; shift; done
+echo binary > "$out"
+echo "ptxas info    : Compiling entry function 'k' for 'sm_90'"
+echo "ptxas info    : Function properties for k"
+echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+echo "ptxas info    : Used 10 registers, used 0 barriers"
+"#,
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    Nvcc {
+        path,
+        version: "13.0.88".into(),
+    }
+}
+
+fn calls(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("calls.log")).map_or(0, |t| t.lines().count())
+}
+
+#[test]
+fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
+    let dir = temp("fake-nvcc");
+    let source = dir.join("k.cu");
+    std::fs::write(&source, "extern \"C\" __global__ void k() {}\n").unwrap();
+    let nvcc = fake_nvcc(&dir);
+    let jobs: Vec<CompileJob> = [64, 128, 256]
+        .iter()
+        .map(|block| CompileJob {
+            kernel: "k".into(),
+            label: format!("block{block}"),
+            source: source.clone(),
+            entries: vec!["k".into()],
+            defines: vec![format!("-DBLOCK={block}")],
+            flags: vec![],
+            target: Target::Cubin("sm_90".into()),
+        })
+        .collect();
+    let cache = dir.join("cache");
+    let (results, _) = nvcc.compile_all(&jobs, &cache);
+    assert!(
+        results[1]
+            .as_ref()
+            .is_err_and(|e| e.contains("planted failure")),
+        "{:?}",
+        results[1]
+    );
+    for ok in [&results[0], &results[2]] {
+        let compiled = ok.as_ref().unwrap();
+        assert!(compiled.binary.is_file() && !compiled.cached);
+        assert_eq!(compiled.resources.unwrap().registers, 10);
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(cache.join("k"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name().to_string_lossy().contains("block128")
+                || e.file_name().to_string_lossy().contains("partial")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "nothing half-written: {leftovers:?}");
+    // Again: the good ones come from the cache (nvcc not run), the bad one fails again.
+    let before = calls(&dir);
+    let (again, _) = nvcc.compile_all(&jobs, &cache);
+    assert!(again[0].as_ref().unwrap().cached && again[2].as_ref().unwrap().cached);
+    assert!(again[1].is_err());
+    assert_eq!(
+        calls(&dir),
+        before + 1,
+        "only the failing variant ran nvcc again"
+    );
+}
+
+const TABLE: &str = r#"{
+  "format": 1,
+  "gpu": { "name": "NVIDIA H200", "compute_capability": [9, 0], "sm_count": 132, "driver": "13.0", "l2_bytes": 62914560 },
+  "kernels": { "k": {
+    "fingerprint": { "source_sha256": "a", "attribute_sha256": "b", "nvcc": "13.0.88", "flags": [], "crate_version": "c 0.1.0", "runtime_version": "0.1.0" },
+    "tuned_on": "2026-11-30", "seed": 0, "key": "n", "default": "block=64", "fallback": null, "timing": "test", "min_margin": 0.01,
+    "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null, "measurements": [] }],
+    "sizes": [],
+    "ranges": [{ "first": 0, "last": 18446744073709551615, "variant": "block=64" }],
+    "seconds": { "compile": 0.0, "sweep": 0.0, "total": 0.0 }
+  } }
+}"#;
+
+#[test]
+fn concurrent_writers_under_the_lock_lose_nothing_and_readers_see_whole_files() {
+    let dir = temp("table-lock");
+    let path = dir.join("nvidia-h200.json");
+    let start: TuningTable = serde_json::from_str(TABLE).unwrap();
+    table::write_atomic(&path, &start).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (path, done) = (path.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            while !done.load(Ordering::Relaxed) {
+                table::read(&path)
+                    .unwrap_or_else(|e| panic!("a reader saw an unreadable table: {}", e.reason));
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let (dir, path) = (dir.clone(), path.clone());
+            std::thread::spawn(move || {
+                for _ in 0..25 {
+                    // What tune_stale does: lock, read, modify, write atomically.
+                    let _lock = TablesLock::acquire(&dir).unwrap();
+                    let mut current = table::read(&path).unwrap_or_else(|e| panic!("{}", e.reason));
+                    current.kernels.get_mut("k").unwrap().seed += 1;
+                    table::write_atomic(&path, &current).unwrap();
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+    assert_eq!(
+        table::read(&path).unwrap().kernels["k"].seed,
+        100,
+        "no update lost"
+    );
+}

@@ -1,0 +1,226 @@
+//! The sweep's supervising half without a GPU, against a scripted worker (this test
+//! binary, started again with `AUTOTUNE_WORKER` set): a worker that crashes, hangs
+//! or reports a wrong result costs only the variant it was running; decisions keep
+//! the incumbent unless beaten by more than the noise; a sweep killed half-way
+//! resumes from its journal without timing again what it had. Runs in CI.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary without libtest (harness = false)
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use autotune_runtime::KernelSpec;
+use autotune_runtime::build::sweep::{self, SweepPlan};
+use autotune_runtime::build::table::{Measurement, Stage};
+use autotune_runtime::build::timing::TimingConfig;
+use autotune_runtime::build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
+
+/// Variants by behaviour: the scripted worker reads the name.
+const SPEC: KernelSpec = KernelSpec {
+    name: "scripted",
+    wrapper_file: "tests/sweep_protocol.rs",
+    source: "none.cu",
+    entries: &["none"],
+    key: "n",
+    sizes: &[100, 400, 1600, 6400],
+    params: &["v"],
+    points: &[&[0], &[1], &[2], &[3], &[4], &[5]],
+    default: &[0],
+    constraint: None,
+    flags: &[],
+    fallback: None,
+    attribute: "scripted",
+};
+
+/// The median of a scripted variant at `key`: v=0 is the incumbent, 10 us
+/// everywhere; v=1 is faster only at large keys; v=2 is 0.5% faster (inside the
+/// noise floor). v=3 crashes, v=4 hangs, v=5 computes something else.
+fn script(name: &str, key: u64) -> Option<f64> {
+    match name {
+        "v=0" => Some(10.0),
+        "v=1" => Some(if key >= 1600 { 6.0 } else { 14.0 }),
+        "v=2" => Some(9.95),
+        _ => None,
+    }
+}
+
+fn worker() -> ! {
+    let stdin = std::io::stdin();
+    let slow = std::env::var_os("SCRIPTED_SLOW").is_some();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let job: Job = serde_json::from_str(&line).expect("a job line");
+        for (task_index, task) in job.tasks.iter().enumerate() {
+            let name = job.variants[task.variant].name.as_str();
+            emit_line(&Event::Started { task: task_index });
+            if slow {
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            match name {
+                "v=3" => std::process::exit(9),
+                "v=4" => std::thread::sleep(Duration::from_secs(3600)),
+                "v=5" => emit_line(&Event::Rejected {
+                    task: task_index,
+                    stage: Stage::WrongResult,
+                    reason: "relative error 0.77".into(),
+                }),
+                _ => {
+                    let median = script(name, task.key).expect("a scripted variant");
+                    let measurement = Measurement {
+                        key: task.key,
+                        median_us: median,
+                        p25_us: median * 0.999,
+                        p75_us: median * 1.001,
+                        min_us: median * 0.99,
+                        repeats: 50,
+                        error: if task.check { 1e-3 } else { -1.0 },
+                        bytes: 0,
+                        flops: 0,
+                    };
+                    emit_line(&Event::Measured {
+                        task: task_index,
+                        measurement,
+                    });
+                }
+            }
+        }
+        emit_line(&Event::Done);
+    }
+    std::process::exit(0)
+}
+
+fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
+    SweepPlan {
+        spec: const { &SPEC },
+        exe: std::env::current_exe().expect("this test binary"),
+        work_dir: work.to_path_buf(),
+        variants: variants.to_vec(),
+        rejected: vec![None; variants.len()],
+        incumbents: vec![(0, u64::MAX, 0)],
+        device: 0,
+        seed: 1,
+        timing: TimingConfig::default(),
+        min_margin: 0.01,
+        refine_rounds: 2,
+        task_timeout: Duration::from_secs(2),
+        journal_header: format!("scripted {}", variants.len()),
+    }
+}
+
+fn variants(count: usize) -> Vec<JobVariant> {
+    (0..count)
+        .map(|v| JobVariant {
+            name: format!("v={v}"),
+            values: vec![v as u32],
+            binary: PathBuf::from("unused"),
+            entries: vec!["none".into()],
+            fallback: false,
+        })
+        .collect()
+}
+
+fn main() {
+    if std::env::var_os(WORKER_ENV).is_some() {
+        worker();
+    }
+    let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sweep-protocol");
+    if std::env::var_os("SCRIPTED_CHILD").is_some() {
+        // The sweep that the resume test kills.
+        let _ = sweep::run(
+            &plan(&work.join("killed"), &variants(3)),
+            &mut std::io::sink(),
+        );
+        std::process::exit(0);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    failures_cost_only_their_variant(&work.join("faults"));
+    a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
+    println!("sweep_protocol: all passed");
+}
+
+fn failures_cost_only_their_variant(work: &Path) {
+    let mut log = Vec::new();
+    let result = sweep::run(&plan(work, &variants(6)), &mut log).expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    let stage = |v: usize| result.rejected[v].as_ref().map(|r| r.stage);
+    assert_eq!(stage(3), Some(Stage::Crash), "{log}");
+    assert!(
+        result.rejected[3]
+            .as_ref()
+            .is_some_and(|r| r.reason.contains("worker died")),
+        "{:?}",
+        result.rejected[3]
+    );
+    assert_eq!(stage(4), Some(Stage::Timeout), "{log}");
+    assert_eq!(stage(5), Some(Stage::WrongResult), "{log}");
+    for v in 0..3 {
+        assert_eq!(stage(v), None, "variant {v}: {log}");
+    }
+    assert!(
+        result.measurements[1].len() >= SPEC.sizes.len(),
+        "timed at every size: {log}"
+    );
+    assert!(result.measurements[3].is_empty() && result.measurements[5].is_empty());
+    // 0.5% faster is inside the 1% floor: the incumbent keeps small keys; v=1 wins
+    // the large ones, and the boundary was refined between 400 and 1600.
+    let winner = |key: u64| {
+        result
+            .decisions
+            .iter()
+            .find(|d| d.key == key)
+            .map(|d| d.winner)
+    };
+    assert_eq!(winner(100), Some(0));
+    assert_eq!(winner(400), Some(0));
+    assert_eq!(winner(1600), Some(1));
+    assert_eq!(winner(6400), Some(1));
+    assert!(
+        result
+            .decisions
+            .iter()
+            .any(|d| d.refinement && d.key > 400 && d.key < 1600),
+        "{:?}",
+        result.decisions
+    );
+    println!("failures cost only their variant: ok");
+}
+
+fn a_killed_sweep_resumes_from_its_journal(work: &Path) {
+    std::fs::create_dir_all(work).expect("work dir");
+    let journal = work.join(format!("{}.journal", SPEC.name));
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .env("SCRIPTED_CHILD", "1")
+        .env("SCRIPTED_SLOW", "1")
+        .spawn()
+        .expect("spawn the sweep to kill");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&journal).map_or(0, |t| t.lines().count()) < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child sweep journaled nothing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().expect("kill the sweep");
+    let _ = child.wait();
+    let journaled = std::fs::read_to_string(&journal)
+        .expect("the journal survives")
+        .lines()
+        .count()
+        - 1;
+    let mut log = Vec::new();
+    let result =
+        sweep::run(&plan(work, &variants(3)), &mut log).expect("the resumed sweep finishes");
+    let _ = std::io::stdout().write_all(&log);
+    assert!(
+        result.resumed >= 3 && result.resumed <= journaled,
+        "resumed {} of {journaled}",
+        result.resumed
+    );
+    assert!(result.measurements[0].len() >= SPEC.sizes.len());
+    assert!(!journal.exists(), "a finished sweep removes its journal");
+    println!(
+        "killed sweep resumed {} of {journaled} results: ok",
+        result.resumed
+    );
+}

@@ -1,0 +1,106 @@
+//! What a build on any machine bakes from the committed H200 table: the plan's
+//! ranges are the table's, the picks are valid points, and another GPU gets the
+//! defaults (said once, in `selection()`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+
+use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
+use autotune_runtime::Kernel;
+use autotune_runtime::build::table;
+use autotune_runtime::dispatch::{Baked, Choice, Selection};
+use autotune_runtime::gpu::GpuIdentity;
+
+fn committed() -> table::TuningTable {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kernels/tuning/nvidia-h200.json"
+    );
+    table::read(std::path::Path::new(path))
+        .unwrap_or_else(|e| panic!("{}: {}", e.path.display(), e.reason))
+}
+
+fn check(baked: &'static Baked, name: &str) {
+    let table = committed();
+    let entry = &table.kernels[name];
+    assert_eq!(
+        baked.plans.len(),
+        1,
+        "{name}: the committed table is baked ({})",
+        baked.note
+    );
+    let plan = &baked.plans[0];
+    assert_eq!(plan.ranges.len(), entry.ranges.len(), "{name}");
+    for (range, record) in plan.ranges.iter().zip(&entry.ranges) {
+        assert_eq!(
+            (range.first, range.last),
+            (record.first, record.last),
+            "{name}"
+        );
+        let picked = match range.choice {
+            Choice::Variant(index) => baked.images[index].name,
+            Choice::Fallback => table::FALLBACK,
+        };
+        assert_eq!(
+            picked, record.variant,
+            "{name} at {}..={}",
+            range.first, range.last
+        );
+        // The match agrees with the ranges at both ends.
+        assert_eq!((plan.select)(range.first), range.choice);
+        assert_eq!((plan.select)(range.last), range.choice);
+    }
+    let h200 = GpuIdentity {
+        name: "NVIDIA H200".into(),
+        compute_capability: (9, 0),
+        sm_count: 132,
+    };
+    assert!(matches!(baked.plan_for(&h200).1, Selection::Tuned { .. }));
+    let b200 = GpuIdentity {
+        name: "NVIDIA B200".into(),
+        compute_capability: (10, 0),
+        sm_count: 148,
+    };
+    let (defaults, selection) = baked.plan_for(&b200);
+    assert!(defaults.origin.is_none());
+    match selection {
+        Selection::Defaults { reason, .. } => assert!(reason.contains("NVIDIA H200"), "{reason}"),
+        other => panic!("{name}: a B200 must not use the H200 table: {other:?}"),
+    }
+}
+
+#[test]
+fn the_committed_h200_table_is_what_dispatch_bakes() {
+    check(RmsNorm::baked(), RmsNorm::SPEC.name);
+    check(TopkIndexer::baked(), TopkIndexer::SPEC.name);
+    check(TopkKeepAll::baked(), TopkKeepAll::SPEC.name);
+    check(Gemm::baked(), Gemm::SPEC.name);
+}
+
+#[test]
+fn baked_variants_are_compiled_points_of_their_space() {
+    for (baked, spec) in [
+        (RmsNorm::baked(), &RmsNorm::SPEC),
+        (TopkIndexer::baked(), &TopkIndexer::SPEC),
+        (Gemm::baked(), &Gemm::SPEC),
+    ] {
+        for image in baked.images {
+            assert!(
+                spec.points.contains(&image.values),
+                "{}: {} is not a point",
+                spec.name,
+                image.name
+            );
+            if baked.not_compiled.is_none() {
+                assert!(
+                    !image.binary.is_empty(),
+                    "{}: {} has no binary",
+                    spec.name,
+                    image.name
+                );
+            }
+        }
+        assert_eq!(
+            baked.images[0].values, spec.default,
+            "the default is baked first"
+        );
+    }
+}

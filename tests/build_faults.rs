@@ -1,0 +1,199 @@
+//! The build step where there is no GPU (CI): a downstream crate
+//! (`tests/fixtures/scale`) built by real cargo bakes what it can and says so in
+//! one cargo warning, and never fails for lack of a GPU or nvcc; tables it cannot
+//! use are named, not used, and left as they were.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use autotune_runtime::build::table::{
+    FORMAT, Fingerprint, GpuRecord, KernelTable, RangeRecord, Role, Seconds, TuningTable,
+    VariantRecord,
+};
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh copy of the fixture crate in its own folder.
+fn fixture(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("build-faults")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let from = workspace().join("tests/fixtures/scale");
+    for file in ["build.rs", "kernels/scale.cu", "src/lib.rs", "src/scale.rs"] {
+        let to = dir.join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from.join(file), &to).unwrap();
+    }
+    let manifest = std::fs::read_to_string(from.join("Cargo.toml.in")).unwrap();
+    let runtime = workspace().join("autotune-runtime");
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        manifest.replace("@RUNTIME@", &runtime.to_string_lossy()),
+    )
+    .unwrap();
+    std::fs::copy(workspace().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    dir
+}
+
+/// `cargo build` of `dir` (a shared target folder, so dependencies build once).
+fn build(dir: &Path, args: &[&str], no_nvcc: bool) -> Output {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .arg("build")
+        .arg("--offline")
+        .args(args)
+        .current_dir(dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-faults-target"),
+        )
+        .env_remove("CARGO_FEATURE_AUTOTUNE");
+    if no_nvcc {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let kept: Vec<PathBuf> = std::env::split_paths(&path)
+            .filter(|p| !p.join("nvcc").exists())
+            .collect();
+        command
+            .env("PATH", std::env::join_paths(kept).unwrap())
+            .env("NVCC", "/nonexistent/nvcc");
+        command.env_remove("CUDA_PATH").env_remove("CUDA_HOME");
+    }
+    command.output().unwrap()
+}
+
+/// The one `autotune:` warning of the build, or a panic with the whole output.
+fn warning(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the build failed:\n{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: fixture-scale@0.1.0: autotune:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "exactly one autotune warning:\n{stderr}");
+    lines[0].to_string()
+}
+
+#[test]
+fn without_nvcc_the_defaults_are_baked_with_one_warning() {
+    let dir = fixture("no-nvcc");
+    let line = warning(&build(&dir, &[], true));
+    assert!(line.contains("nvcc not found"), "{line}");
+    assert!(line.contains("load() will fail"), "{line}");
+    assert!(line.contains("scale: defaults (block=128)"), "{line}");
+}
+
+#[test]
+fn the_autotune_feature_without_a_gpu_tunes_nothing_and_still_builds() {
+    let dir = fixture("feature-no-gpu");
+    let line = warning(&build(&dir, &["--features", "autotune"], false));
+    if autotune_runtime::gpu::driver_present() {
+        eprintln!("SKIPPED: this machine has a CUDA driver");
+        return;
+    }
+    assert!(
+        line.contains("feature `autotune` is on, but no CUDA driver"),
+        "{line}"
+    );
+    assert!(line.contains("scale: defaults (block=128)"), "{line}");
+}
+
+#[test]
+fn a_corrupt_table_is_named_not_used_and_left_alone() {
+    let dir = fixture("corrupt");
+    let table = dir.join("tuning/nvidia-h200.json");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let text = "{ \"format\": 1, \"gpu\": ";
+    std::fs::write(&table, text).unwrap();
+    let line = warning(&build(&dir, &[], false));
+    assert!(
+        line.contains("tuning/nvidia-h200.json is unreadable (not JSON"),
+        "{line}"
+    );
+    assert!(line.contains("; defaults (block=128)"), "{line}");
+    assert_eq!(
+        std::fs::read_to_string(&table).unwrap(),
+        text,
+        "the file is not touched"
+    );
+}
+
+/// A table for `scale` that picks block=64 everywhere, under `fingerprint`.
+fn table(fingerprint: Fingerprint) -> TuningTable {
+    let variant = VariantRecord {
+        name: "block=64".into(),
+        values: vec![64],
+        role: Role::Tuned,
+        resources: None,
+        rejected: None,
+        measurements: vec![],
+    };
+    let kernel = KernelTable {
+        fingerprint,
+        tuned_on: "2026-11-30".into(),
+        seed: 1,
+        key: "n".into(),
+        default: "block=128".into(),
+        fallback: None,
+        timing: "hand-made for a test".into(),
+        min_margin: 0.01,
+        variants: vec![variant],
+        sizes: vec![],
+        ranges: vec![RangeRecord {
+            first: 0,
+            last: u64::MAX,
+            variant: "block=64".into(),
+        }],
+        seconds: Seconds {
+            compile: 0.0,
+            sweep: 0.0,
+            total: 0.0,
+        },
+    };
+    TuningTable {
+        format: FORMAT,
+        gpu: GpuRecord {
+            name: "NVIDIA H200".into(),
+            compute_capability: [9, 0],
+            sm_count: 132,
+            driver: "13.0".into(),
+            l2_bytes: 62_914_560,
+        },
+        kernels: [("scale".to_string(), kernel)].into(),
+    }
+}
+
+#[test]
+fn a_table_with_a_foreign_fingerprint_is_not_used() {
+    let dir = fixture("stale");
+    let path = dir.join("tuning/nvidia-h200.json");
+    let foreign = Fingerprint {
+        source_sha256: "0".repeat(64),
+        attribute_sha256: "1".repeat(64),
+        nvcc: "13.0.88".into(),
+        flags: vec!["-O3".into(), "-std=c++17".into()],
+        crate_version: "fixture-scale 0.1.0".into(),
+        runtime_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    autotune_runtime::build::table::write_atomic(&path, &table(foreign)).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let line = warning(&build(&dir, &[], false));
+    assert!(
+        line.contains("tuning/nvidia-h200.json is stale for NVIDIA H200"),
+        "{line}"
+    );
+    assert!(
+        line.contains("the CUDA source or the wrapper changed"),
+        "{line}"
+    );
+    assert!(line.contains("; defaults (block=128)"), "{line}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the table is not rewritten"
+    );
+}
