@@ -21,7 +21,8 @@ pub const ENV: [&str; 9] = [
 pub struct Settings {
     /// `AUTOTUNE_DEVICE`: the CUDA device to tune on (default 0).
     pub device: usize,
-    /// `AUTOTUNE_ARCH`: extra architectures to bake machine code for (`sm_90,sm_100`).
+    /// `AUTOTUNE_ARCH`: architectures to compile for (`sm_90a,sm_100`): the first is
+    /// what the sweep compiles and times instead of the device's own; all are baked.
     pub archs: Vec<String>,
     /// `AUTOTUNE_FORCE`: retune these kernels (`all`, or names) even when fresh.
     pub force: Vec<String>,

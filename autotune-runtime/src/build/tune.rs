@@ -132,10 +132,17 @@ impl Tuner<'_> {
             fallback_plan.iter().map(|(_, _, v)| v.clone()).collect();
         fallback_points.sort();
         fallback_points.dedup();
+        // The device's architecture, unless AUTOTUNE_ARCH names one (e.g. sm_90a).
+        let arch = self
+            .settings
+            .archs
+            .first()
+            .cloned()
+            .unwrap_or_else(|| self.gpu.arch());
         let jobs = compile_jobs(
             spec,
             self.root,
-            &Target::Cubin(self.gpu.arch()),
+            &Target::Cubin(arch.clone()),
             &fallback_points,
         );
         let compile_jobs: Vec<CompileJob> = jobs.iter().map(|p| p.job.clone()).collect();
@@ -146,10 +153,9 @@ impl Tuner<'_> {
             .count();
         let _ = writeln!(
             log,
-            "{}: {} variants compiled for {} in {compile_seconds:.1} s ({fresh} by nvcc, {} cached)",
+            "{}: {} variants compiled for {arch} in {compile_seconds:.1} s ({fresh} by nvcc, {} cached)",
             spec.name,
             jobs.len(),
-            self.gpu.arch(),
             jobs.len() - fresh
         );
         let mut variants = Vec::new();
