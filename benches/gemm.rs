@@ -11,12 +11,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use autotune_kernels::gemm::{self, Gemm};
+use autotune_kernels::samples;
 use autotune_runtime::build::timing::L2Flush;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 use common::{out_path, time_ms};
 use serde_json::json;
 
@@ -59,9 +59,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let mut flush = L2Flush::new(&stream)?;
     let mut rows = Vec::new();
     for (m, n, k) in SHAPES {
-        let (mut a, mut b) = (vec![bf16::ZERO; m * k], vec![bf16::ZERO; k * n]);
-        fill_uniform(&mut a, 1, -1.0, 1.0);
-        fill_uniform(&mut b, 2, -1.0, 1.0);
+        let (a, b) = samples::gemm(m, n, k, 1);
         let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
         let mut c = stream.alloc_zeros::<bf16>(m * n)?;
         let mut reference = stream.alloc_zeros::<bf16>(m * n)?;

@@ -12,12 +12,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
+use autotune_kernels::samples;
 use autotune_runtime::Kernel;
 use autotune_runtime::build::timing::L2Flush;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 use common::{out_path, python_anchor, time_ms};
 use serde_json::json;
 
@@ -60,10 +60,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let mut rows = Vec::new();
     for &n_rows in &sizes {
         let elements = n_rows * TUNED_HIDDEN;
-        let mut x = vec![bf16::ZERO; elements];
-        let mut weight = vec![bf16::ZERO; TUNED_HIDDEN];
-        fill_uniform(&mut x, 1, -2.0, 2.0);
-        fill_uniform(&mut weight, 2, 0.5, 1.5);
+        let (x, weight) = samples::rmsnorm(n_rows, TUNED_HIDDEN, 1);
         let dx = stream.clone_htod(&x)?;
         let dw = stream.clone_htod(&weight)?;
         let mut dy = stream.alloc_zeros::<bf16>(elements)?;

@@ -11,12 +11,11 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use autotune_kernels::samples;
 use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::build::timing::L2Flush;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::{self, GpuIdentity};
-use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 use common::{out_path, python_anchor, time_ms};
 use serde_json::json;
 
@@ -51,14 +50,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let anchor = python_anchor("anchor_topk.py", &args);
     let mut rows = Vec::new();
     for n_ctx in CONTEXTS {
-        let (mut q, mut w, mut keys) = (
-            vec![bf16::ZERO; HEADS * DIM],
-            vec![0.0f32; HEADS],
-            vec![bf16::ZERO; n_ctx * DIM],
-        );
-        fill_uniform(&mut q, 1, -1.0, 1.0);
-        fill_uniform(&mut w, 2, -0.25, 1.0);
-        fill_uniform(&mut keys, 3, -1.0, 1.0);
+        let samples::TopkInputs {
+            q,
+            weights: w,
+            keys,
+        } = samples::topk(n_ctx, 1);
         let (dq, dw, dk) = (
             stream.clone_htod(&q)?,
             stream.clone_htod(&w)?,

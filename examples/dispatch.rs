@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
-use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
+use autotune_kernels::samples;
+use autotune_kernels::topk::{self, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::Kernel;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::dispatch::Range;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 
 type Checked = Result<(), Box<dyn std::error::Error>>;
 
@@ -82,10 +82,7 @@ fn rms_norm(ctx: &Arc<CudaContext>) -> Checked {
     let stream = ctx.default_stream();
     for range in norm.ranges() {
         let n_rows = representative(range, 1, 1 << 17);
-        let mut x = vec![bf16::ZERO; n_rows * TUNED_HIDDEN];
-        let mut weight = vec![bf16::ZERO; TUNED_HIDDEN];
-        fill_uniform(&mut x, n_rows as u64, -2.0, 2.0);
-        fill_uniform(&mut weight, 7, 0.5, 1.5);
+        let (x, weight) = samples::rmsnorm(n_rows, TUNED_HIDDEN, n_rows as u64);
         let (dx, dw) = (stream.clone_htod(&x)?, stream.clone_htod(&weight)?);
         let mut out = stream.alloc_zeros::<bf16>(x.len())?;
         autotune_runtime::poison(&stream, &mut out)?;
@@ -119,14 +116,11 @@ fn topk_indexer(ctx: &Arc<CudaContext>) -> Checked {
     let stream = ctx.default_stream();
     for range in indexer.ranges() {
         let n_ctx = representative(range, TOP_K, 1 << 18);
-        let (mut q, mut w, mut keys) = (
-            vec![bf16::ZERO; HEADS * DIM],
-            vec![0.0f32; HEADS],
-            vec![bf16::ZERO; n_ctx * DIM],
-        );
-        fill_uniform(&mut q, 1, -1.0, 1.0);
-        fill_uniform(&mut w, 2, -0.25, 1.0);
-        fill_uniform(&mut keys, n_ctx as u64, -1.0, 1.0);
+        let samples::TopkInputs {
+            q,
+            weights: w,
+            keys,
+        } = samples::topk(n_ctx, n_ctx as u64);
         let (dq, dw, dk) = (
             stream.clone_htod(&q)?,
             stream.clone_htod(&w)?,
@@ -161,9 +155,7 @@ fn gemm(ctx: &Arc<CudaContext>) -> Checked {
     let (n, k) = (4096, 1024);
     for range in kernel.ranges() {
         let m = representative(range, 1, 512);
-        let (mut a, mut b) = (vec![bf16::ZERO; m * k], vec![bf16::ZERO; k * n]);
-        fill_uniform(&mut a, 1, -1.0, 1.0);
-        fill_uniform(&mut b, 2, -1.0, 1.0);
+        let (a, b) = samples::gemm(m, n, k, 1);
         let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
         let mut c = stream.alloc_zeros::<bf16>(m * n)?;
         let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;

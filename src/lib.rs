@@ -8,6 +8,7 @@
 #[allow(clippy::manual_is_multiple_of)]
 pub mod gemm;
 pub mod rmsnorm;
+pub mod samples;
 #[allow(clippy::too_many_arguments)]
 pub mod topk;
 

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
+use autotune_kernels::samples;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::half::bf16;
@@ -24,11 +25,7 @@ pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
 }
 
 fn inputs(n_rows: usize, seed: u64) -> (Vec<bf16>, Vec<bf16>) {
-    let mut x = vec![bf16::ZERO; n_rows * TUNED_HIDDEN];
-    let mut w = vec![bf16::ZERO; TUNED_HIDDEN];
-    fill_uniform(&mut x, seed, -3.0, 3.0);
-    fill_uniform(&mut w, seed + 1, 0.5, 1.5);
-    (x, w)
+    samples::rmsnorm(n_rows, TUNED_HIDDEN, seed)
 }
 
 #[test]
@@ -142,27 +139,13 @@ fn dispatch_works_inside_cuda_graph_capture() {
 
 mod topk {
     use super::gpu;
-    use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
+    use autotune_kernels::samples::{self, TopkInputs};
+    use autotune_kernels::topk::{self, DIM, TOP_K, TopkIndexer, TopkKeepAll};
     use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     use autotune_runtime::half::bf16;
-    use autotune_runtime::random::fill_uniform;
 
-    struct Inputs {
-        q: Vec<bf16>,
-        w: Vec<f32>,
-        keys: Vec<bf16>,
-    }
-
-    fn inputs(n_ctx: usize, seed: u64) -> Inputs {
-        let (mut q, mut w, mut keys) = (
-            vec![bf16::ZERO; HEADS * DIM],
-            vec![0.0f32; HEADS],
-            vec![bf16::ZERO; n_ctx * DIM],
-        );
-        fill_uniform(&mut q, seed, -1.0, 1.0);
-        fill_uniform(&mut w, seed + 1, -0.25, 1.0);
-        fill_uniform(&mut keys, seed + 2, -1.0, 1.0);
-        Inputs { q, w, keys }
+    fn inputs(n_ctx: usize, seed: u64) -> TopkInputs {
+        samples::topk(n_ctx, seed)
     }
 
     #[test]
@@ -179,10 +162,10 @@ mod topk {
         sizes.extend([TOP_K, TOP_K + 1, 5000, 131_072]);
         for n_ctx in sizes {
             let input = inputs(n_ctx, n_ctx as u64);
-            let scores = topk::scores(&input.q, &input.w, &input.keys);
+            let scores = topk::scores(&input.q, &input.weights, &input.keys);
             let (dq, dw, dk) = (
                 stream.clone_htod(&input.q).unwrap(),
-                stream.clone_htod(&input.w).unwrap(),
+                stream.clone_htod(&input.weights).unwrap(),
                 stream.clone_htod(&input.keys).unwrap(),
             );
             let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
@@ -219,10 +202,10 @@ mod topk {
         for row in input.keys.chunks_mut(DIM) {
             row.copy_from_slice(&first);
         }
-        let scores = topk::scores(&input.q, &input.w, &input.keys);
+        let scores = topk::scores(&input.q, &input.weights, &input.keys);
         let (dq, dw, dk) = (
             stream.clone_htod(&input.q).unwrap(),
-            stream.clone_htod(&input.w).unwrap(),
+            stream.clone_htod(&input.weights).unwrap(),
             stream.clone_htod(&input.keys).unwrap(),
         );
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
@@ -246,7 +229,7 @@ mod topk {
         let input = inputs(n_ctx, 11);
         let (dq, dw, dk) = (
             stream.clone_htod(&input.q).unwrap(),
-            stream.clone_htod(&input.w).unwrap(),
+            stream.clone_htod(&input.weights).unwrap(),
             stream.clone_htod(&input.keys).unwrap(),
         );
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
@@ -267,7 +250,7 @@ mod topk {
         graph.launch().unwrap();
         stream.synchronize().unwrap();
         let verdict = topk::check_top_k(
-            &topk::scores(&input.q, &input.w, &input.keys),
+            &topk::scores(&input.q, &input.weights, &input.keys),
             &stream.clone_dtoh(&out).unwrap(),
         );
         assert!(
@@ -281,8 +264,8 @@ mod topk {
 mod gemm {
     use super::gpu;
     use autotune_kernels::gemm::{self, Gemm};
+    use autotune_kernels::samples;
     use autotune_runtime::half::bf16;
-    use autotune_runtime::random::fill_uniform;
 
     #[test]
     fn dispatch_is_correct_in_every_range_and_on_tails() {
@@ -302,9 +285,7 @@ mod gemm {
             (3, 14336, 4096),
         ]);
         for (m, n, k) in shapes {
-            let (mut a, mut b) = (vec![bf16::ZERO; m * k], vec![bf16::ZERO; k * n]);
-            fill_uniform(&mut a, m as u64, -1.0, 1.0);
-            fill_uniform(&mut b, n as u64, -1.0, 1.0);
+            let (a, b) = samples::gemm(m, n, k, (m * n) as u64);
             let (da, db) = (
                 stream.clone_htod(&a).unwrap(),
                 stream.clone_htod(&b).unwrap(),
