@@ -229,6 +229,8 @@ fn plan(
         refine_rounds: 1,
         task_timeout: Duration::from_secs(10),
         journal_header: header.to_string(),
+        strategy: autotune_runtime::build::strategy::Strategy::Grid,
+        default: 0,
     }
 }
 

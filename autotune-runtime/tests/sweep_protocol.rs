@@ -104,6 +104,8 @@ fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
         refine_rounds: 2,
         task_timeout: Duration::from_secs(2),
         journal_header: format!("scripted {}", variants.len()),
+        strategy: autotune_runtime::build::strategy::Strategy::Grid,
+        default: 0,
     }
 }
 
@@ -134,6 +136,7 @@ fn main() {
     }
     let _ = std::fs::remove_dir_all(&work);
     failures_cost_only_their_variant(&work.join("faults"));
+    a_budgeted_search_times_fewer_points(&work.join("budget"));
     a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
     println!("sweep_protocol: all passed");
 }
@@ -183,6 +186,26 @@ fn failures_cost_only_their_variant(work: &Path) {
         result.decisions
     );
     println!("failures cost only their variant: ok");
+}
+
+fn a_budgeted_search_times_fewer_points(work: &Path) {
+    let mut plan = plan(work, &variants(3));
+    plan.strategy = autotune_runtime::build::strategy::Strategy::Local { budget: 2, seed: 5 };
+    plan.refine_rounds = 0;
+    let mut log = Vec::new();
+    let result = sweep::run(&plan, &mut log).expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    for &key in SPEC.sizes {
+        let timed = (0..3)
+            .filter(|&v| result.measurements[v].iter().any(|m| m.key == key))
+            .count();
+        assert_eq!(timed, 2, "a budget of 2 points at n={key}: {log}");
+        assert!(
+            result.measurements[0].iter().any(|m| m.key == key),
+            "the incumbent is always timed"
+        );
+    }
+    println!("budgeted search: ok");
 }
 
 fn a_killed_sweep_resumes_from_its_journal(work: &Path) {

@@ -21,6 +21,7 @@ pub mod nvcc;
 pub mod ptxas;
 pub mod ranges;
 mod settings;
+pub mod strategy;
 pub mod sweep;
 pub mod table;
 pub mod timing;

@@ -5,7 +5,9 @@ use std::time::Duration;
 use super::timing::TimingConfig;
 
 /// Every variable read here, for `cargo::rerun-if-env-changed`.
-pub const ENV: [&str; 9] = [
+pub const ENV: [&str; 11] = [
+    "AUTOTUNE_STRATEGY",
+    "AUTOTUNE_BUDGET",
     "AUTOTUNE_DEVICE",
     "AUTOTUNE_ARCH",
     "AUTOTUNE_FORCE",
@@ -37,6 +39,9 @@ pub struct Settings {
     /// `AUTOTUNE_SEED`: fixes the random inputs (default: from the clock).
     pub seed: u64,
     pub timing: TimingConfig,
+    /// `AUTOTUNE_STRATEGY` (`grid`, `random`, `local`) with `AUTOTUNE_BUDGET` points
+    /// per size: which points the sweep times.
+    pub strategy: super::strategy::Strategy,
 }
 
 impl Settings {
@@ -64,6 +69,13 @@ impl Settings {
                 var("AUTOTUNE_TASK_TIMEOUT_S")
                     .map_or(Ok(120), |t| parse(&t, "AUTOTUNE_TASK_TIMEOUT_S"))?,
             ),
+            strategy: super::strategy::Strategy::parse(
+                &var("AUTOTUNE_STRATEGY").unwrap_or_else(|| "grid".into()),
+                var("AUTOTUNE_BUDGET")
+                    .map(|t| parse(&t, "AUTOTUNE_BUDGET"))
+                    .transpose()?,
+                seed,
+            )?,
             seed,
             timing,
         })

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::BuildError;
 use super::ranges::{self, Decision, SizeTimings, Timed};
+use super::strategy::Strategy;
 use super::table::{Measurement, Rejection, Stage};
 use super::timing::TimingConfig;
 use super::worker::{Event, Job, JobVariant, Task, WORKER_ENV};
@@ -42,6 +43,10 @@ pub struct SweepPlan {
     pub task_timeout: Duration,
     /// Identifies the sweep for resumption: a journal with another header is stale.
     pub journal_header: String,
+    /// Which points to time at each size.
+    pub strategy: Strategy,
+    /// Where a search starts: the declared default.
+    pub default: usize,
 }
 
 impl SweepPlan {
@@ -115,11 +120,16 @@ pub fn run(plan: &SweepPlan, log: &mut dyn Write) -> Result<SweepResult, BuildEr
         worker: None,
     };
     state.replay_journal()?;
-    let mut tasks = Vec::new();
-    for &key in plan.spec.sizes {
-        tasks.extend(state.size_tasks(key, &(0..plan.variants.len()).collect::<Vec<_>>()));
+    if plan.strategy == Strategy::Grid {
+        // Every point at every size, in one job.
+        let mut tasks = Vec::new();
+        for &key in plan.spec.sizes {
+            tasks.extend(state.size_tasks(key, &(0..plan.variants.len()).collect::<Vec<_>>()));
+        }
+        state.run_tasks(&tasks)?;
+    } else {
+        state.search_sizes()?;
     }
-    state.run_tasks(&tasks)?;
     let mut decisions = state.decisions();
     for _ in 0..plan.refine_rounds {
         let points = ranges::refinement_points(&decisions);
@@ -190,6 +200,60 @@ impl State<'_> {
         });
         tasks.retain(|t| !self.is_done(t));
         tasks
+    }
+
+    /// The median of `variant` at `key`, if timed and not out.
+    fn median(&self, key: u64, variant: usize) -> Option<f64> {
+        if self.rejected[variant].is_some() {
+            return None;
+        }
+        self.measured
+            .get(&TaskId {
+                key,
+                variant,
+                repeat: false,
+            })
+            .map(|m| m.median_us)
+    }
+
+    /// A budgeted search at each size over the space's points (the fallback is
+    /// timed as the incumbent, not searched).
+    fn search_sizes(&mut self) -> Result<(), BuildError> {
+        let plan = self.plan;
+        let tuned: Vec<usize> = (0..plan.variants.len())
+            .filter(|&v| !plan.variants[v].fallback)
+            .collect();
+        let points: Vec<Vec<u32>> = tuned
+            .iter()
+            .map(|&v| plan.variants[v].values.clone())
+            .collect();
+        let start = tuned.iter().position(|&v| v == plan.default).unwrap_or(0);
+        for &key in plan.spec.sizes {
+            let mut failure = None;
+            let mut measure = |batch: &[usize]| -> Vec<Option<f64>> {
+                let variants: Vec<usize> = batch.iter().map(|&i| tuned[i]).collect();
+                if failure.is_none() {
+                    let tasks = self.size_tasks(key, &variants);
+                    if let Err(error) = self.run_tasks(&tasks) {
+                        failure = Some(error);
+                    }
+                }
+                variants.iter().map(|&v| self.median(key, v)).collect()
+            };
+            let timed = plan.strategy.search(&points, start, &mut measure);
+            if let Some(error) = failure {
+                return Err(error);
+            }
+            let _ = writeln!(
+                self.log,
+                "  {}={key}: {} timed {} of {} points",
+                plan.spec.key,
+                plan.strategy,
+                timed.len(),
+                points.len()
+            );
+        }
+        Ok(())
     }
 
     fn is_done(&self, task: &Task) -> bool {

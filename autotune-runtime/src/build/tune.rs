@@ -253,6 +253,8 @@ impl Tuner<'_> {
             refine_rounds: self.settings.refine_rounds,
             task_timeout: self.settings.task_timeout,
             journal_header: header,
+            strategy: self.settings.strategy,
+            default,
         };
         let result = sweep::run(&plan, log)?;
         let name = |index: usize| variants[index].name.clone();
@@ -321,7 +323,11 @@ impl Tuner<'_> {
             key: spec.key.to_string(),
             default: name(default),
             fallback: fallback.map(|_| FALLBACK.to_string()),
-            timing: self.settings.timing.describe(),
+            timing: format!(
+                "{}; points: {}",
+                self.settings.timing.describe(),
+                self.settings.strategy
+            ),
             min_margin: self.settings.min_margin,
             variants: records,
             sizes,

@@ -1,0 +1,101 @@
+//! Combines tables of one GPU model tuned on different machines (or at different
+//! times): per kernel, the most recently tuned entry wins.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use autotune_runtime::build::table::{self, TuningTable};
+
+use crate::args::Args;
+
+pub fn run(args: &Args) -> Result<ExitCode, String> {
+    let [out, inputs @ ..] = args.positional() else {
+        return Err("merge OUT.json IN.json...".into());
+    };
+    if inputs.is_empty() {
+        return Err("merge needs at least one input table".into());
+    }
+    let mut tables = Vec::new();
+    for input in inputs {
+        let table = table::read(Path::new(input)).map_err(|e| format!("{input}: {}", e.reason))?;
+        tables.push((input.as_str(), table));
+    }
+    let merged = merge(&tables)?;
+    table::write_atomic(Path::new(out), &merged).map_err(|e| e.to_string())?;
+    println!(
+        "{out}: {} kernels from {} tables",
+        merged.kernels.len(),
+        inputs.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses tables of different GPU models: one file per model.
+pub fn merge(tables: &[(&str, TuningTable)]) -> Result<TuningTable, String> {
+    let Some((first_name, first)) = tables.first() else {
+        return Err("nothing to merge".into());
+    };
+    let mut merged = first.clone();
+    for (name, table) in &tables[1..] {
+        let (a, b) = (&merged.gpu, &table.gpu);
+        if (&a.name, a.compute_capability, a.sm_count)
+            != (&b.name, b.compute_capability, b.sm_count)
+        {
+            return Err(format!(
+                "{name} is for {} ({}), {first_name} for {}: tables are per GPU model",
+                b.name,
+                b.arch(),
+                a.name
+            ));
+        }
+        for (kernel, entry) in &table.kernels {
+            let newer = merged
+                .kernels
+                .get(kernel)
+                .is_none_or(|have| entry.tuned_on >= have.tuned_on);
+            if newer {
+                merged.kernels.insert(kernel.clone(), entry.clone());
+                merged.gpu = table.gpu.clone();
+            }
+        }
+    }
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed() -> TuningTable {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernels/tuning/nvidia-h200.json"
+        );
+        table::read(Path::new(path)).unwrap()
+    }
+
+    #[test]
+    fn the_newest_entry_of_each_kernel_wins() {
+        let mut older = committed();
+        older.kernels.retain(|k, _| k == "gemm" || k == "rms_norm");
+        older.kernels.get_mut("gemm").unwrap().tuned_on = "2026-01-01".into();
+        let mut newer = committed();
+        newer
+            .kernels
+            .retain(|k, _| k == "gemm" || k == "topk_indexer");
+        newer.kernels.get_mut("gemm").unwrap().seed = 42;
+        let merged = merge(&[("old", older), ("new", newer)]).unwrap();
+        assert_eq!(merged.kernels.len(), 3);
+        assert_eq!(merged.kernels["gemm"].seed, 42);
+    }
+
+    #[test]
+    fn tables_of_different_gpu_models_are_refused() {
+        let h200 = committed();
+        let mut b200 = committed();
+        b200.gpu.name = "NVIDIA B200".into();
+        b200.gpu.compute_capability = [10, 0];
+        let error = merge(&[("h200", h200), ("b200", b200)]).unwrap_err();
+        assert!(error.contains("per GPU model"), "{error}");
+    }
+}
