@@ -15,9 +15,9 @@ use autotune_kernels::samples;
 use autotune_runtime::build::timing::L2Flush;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
-use autotune_runtime::gpu::{self, GpuIdentity};
+use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use common::{out_path, time_ms};
+use common::time_ms;
 use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench gemm -- --out bench/results/h200-gemm.json";
@@ -35,20 +35,7 @@ const SHAPES: [(usize, usize, usize); 8] = [
 ];
 
 fn main() -> ExitCode {
-    let ctx = match gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            println!("gemm bench: no GPU ({why}); nothing to time.");
-            return ExitCode::SUCCESS;
-        }
-    };
-    match run(&ctx, out_path().as_deref()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("gemm bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    common::bench_main("gemm", run)
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {

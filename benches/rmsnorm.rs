@@ -16,29 +16,15 @@ use autotune_kernels::samples;
 use autotune_runtime::Kernel;
 use autotune_runtime::build::timing::L2Flush;
 use autotune_runtime::cudarc::driver::CudaContext;
-use autotune_runtime::gpu::{self, GpuIdentity};
+use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use common::{out_path, python_anchor, time_ms};
+use common::{python_anchor, time_ms};
 use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench rmsnorm -- --out bench/results/h200-rmsnorm.json";
 
 fn main() -> ExitCode {
-    let out = out_path();
-    let ctx = match gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            println!("rmsnorm bench: no GPU ({why}); nothing to time.");
-            return ExitCode::SUCCESS;
-        }
-    };
-    match run(&ctx, out.as_deref()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("rmsnorm bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    common::bench_main("rmsnorm", run)
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {

@@ -15,28 +15,15 @@ use autotune_kernels::samples;
 use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::build::timing::L2Flush;
 use autotune_runtime::cudarc::driver::CudaContext;
-use autotune_runtime::gpu::{self, GpuIdentity};
-use common::{out_path, python_anchor, time_ms};
+use autotune_runtime::gpu::GpuIdentity;
+use common::{python_anchor, time_ms};
 use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench topk -- --out bench/results/h200-topk.json";
 const CONTEXTS: [usize; 5] = [4096, 16384, 65536, 102_400, 131_072];
 
 fn main() -> ExitCode {
-    let ctx = match gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            println!("topk bench: no GPU ({why}); nothing to time.");
-            return ExitCode::SUCCESS;
-        }
-    };
-    match run(&ctx, out_path().as_deref()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("topk bench: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    common::bench_main("topk", run)
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use autotune_runtime::build::timing::{self, L2Flush, TimingConfig};
-use autotune_runtime::cudarc::driver::CudaStream;
+use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
 use serde_json::Value;
 
 /// Generous: many repeats, so that ratios between rows are stable.
@@ -43,6 +43,27 @@ pub fn python_anchor(script: &str, args: &[String]) -> Option<Value> {
         Err(error) => {
             eprintln!("{script} not run (python3: {error})");
             None
+        }
+    }
+}
+
+/// A benchmark: times on the context, writes JSON to the `--out` path if given.
+pub type Bench = fn(&Arc<CudaContext>, Option<&str>) -> Result<(), Box<dyn std::error::Error>>;
+
+/// A benchmark's `main`: on GPU 0, `run(ctx, --out PATH)`; without a GPU, says so.
+pub fn bench_main(name: &str, run: Bench) -> std::process::ExitCode {
+    let ctx = match autotune_runtime::gpu::open(0) {
+        Ok(ctx) => ctx,
+        Err(why) => {
+            println!("{name} bench: no GPU ({why}); nothing to time.");
+            return std::process::ExitCode::SUCCESS;
+        }
+    };
+    match run(&ctx, out_path().as_deref()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{name} bench: {error}");
+            std::process::ExitCode::FAILURE
         }
     }
 }
