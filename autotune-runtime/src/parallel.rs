@@ -60,14 +60,6 @@ pub fn map_ranges<R: Send>(
     })
 }
 
-/// Sums the pairs `f(range)` over `CHUNK`-sized ranges of `0..len`, in parallel;
-/// chunk results are added in order, so the total is the same on any number of cores.
-pub fn sum_chunks(len: usize, f: impl Fn(Range<usize>) -> (f64, f64) + Sync) -> (f64, f64) {
-    map_ranges(len, CHUNK, f)
-        .into_iter()
-        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,9 +72,13 @@ mod tests {
         });
         assert_eq!(data[0], 1);
         assert_eq!(data[3 * CHUNK + 16], 4);
-        let (sum, count) = sum_chunks(data.len(), |r| {
+        let parts: Vec<(f64, f64)> = map_ranges(data.len(), CHUNK, |r| {
             (r.clone().map(|i| f64::from(data[i])).sum(), r.len() as f64)
         });
+        assert_eq!(parts.len(), 4, "one result per chunk, in order");
+        let (sum, count) = parts
+            .iter()
+            .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
         assert_eq!(count, data.len() as f64);
         assert_eq!(sum, (CHUNK * (1 + 2 + 3) + 17 * 4) as f64);
         assert_eq!(map_indices(5, |i| i * i), [0, 1, 4, 9, 16]);

@@ -79,21 +79,24 @@ pub fn tune(tunables: Tunables) -> Result<(), BuildError> {
     build.watch(&tunables)?;
     let nvcc = Nvcc::find(&build.cache_dir);
     let mut report = Vec::new();
-    if feature {
-        match (&nvcc, probe(build.settings.device)) {
+    // The driver is only touched when tuning was asked for.
+    let gpu = feature.then(|| probe(build.settings.device));
+    if let Some(gpu) = &gpu {
+        match (&nvcc, gpu) {
             (Err(reason), _) => report.push(format!(
                 "feature `autotune` is on, but {reason}: nothing tuned"
             )),
             (_, Err(reason)) => report.push(format!(
                 "feature `autotune` is on, but {reason}: nothing tuned"
             )),
-            (Ok(nvcc), Ok(gpu)) => report.push(build.tune_stale(&tunables, nvcc, &gpu)?),
+            (Ok(nvcc), Ok(gpu)) => report.push(build.tune_stale(&tunables, nvcc, gpu)?),
         }
     }
     let tables = table::read_all(&build.tables_dir);
     let mut archs = build.settings.archs.clone();
-    if let Ok(gpu) = probe_identity_quietly(feature, build.settings.device) {
-        archs.push(gpu);
+    // Bake machine code for the local GPU too.
+    if let Some(Ok(gpu)) = &gpu {
+        archs.push(gpu.arch());
     }
     let nvcc_ref = nvcc.as_ref().map_err(String::as_str);
     let mut baked = Vec::new();
@@ -311,15 +314,6 @@ fn probe(device: usize) -> Result<GpuRecord, String> {
         driver,
         l2_bytes: u64::from(l2.max(0).unsigned_abs()),
     })
-}
-
-/// The local GPU's architecture, to bake machine code for it too; only looked up
-/// when tuning was asked for (a plain build does not touch the driver).
-fn probe_identity_quietly(feature: bool, device: usize) -> Result<String, ()> {
-    if !feature {
-        return Err(());
-    }
-    probe(device).map(|gpu| gpu.arch()).map_err(drop)
 }
 
 /// The worker side of the sweep: serve jobs from stdin, report on stdout.

@@ -93,16 +93,10 @@ pub fn compile_jobs(
     jobs
 }
 
+/// `block128_stages2`: a point of `spec` as a file-name fragment.
 pub fn slug(spec: &KernelSpec, values: &[u32]) -> String {
-    if spec.params.is_empty() {
-        return "default".to_string();
-    }
-    spec.params
-        .iter()
-        .zip(values)
-        .map(|(n, v)| format!("{n}{v}"))
-        .collect::<Vec<_>>()
-        .join("_")
+    let params: Vec<String> = spec.params.iter().map(|p| p.to_string()).collect();
+    autotune_spec::names::point_slug(&params, values)
 }
 
 impl Tuner<'_> {
