@@ -152,6 +152,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             compile: 0.0,
             sweep: 0.0,
             total: 0.0,
+            gpus: 1,
         },
     };
     TuningTable {

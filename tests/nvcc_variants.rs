@@ -5,6 +5,7 @@
 
 use autotune_kernels::{RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::build::nvcc::{Nvcc, Target};
+use autotune_runtime::build::progress::Progress;
 use autotune_runtime::build::tune::compile_jobs;
 use autotune_runtime::{Kernel, KernelSpec};
 
@@ -28,7 +29,7 @@ fn compile_every_point(spec: &'static KernelSpec) {
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nvcc-variants");
     let jobs = compile_jobs(spec, root, &Target::Cubin("sm_90".into()), &[]);
     let batch: Vec<_> = jobs.iter().map(|p| p.job.clone()).collect();
-    let (results, seconds) = nvcc.compile_all(&batch, &cache);
+    let (results, seconds) = nvcc.compile_all(&batch, &cache, &Progress::silent("test"));
     eprintln!("{}: {} variants in {seconds:.1} s", spec.name, batch.len());
     let mut failures = Vec::new();
     for (point, result) in jobs.iter().zip(results) {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autotune_runtime::build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_runtime::build::progress::Progress;
 use autotune_runtime::build::sweep::{self, SweepPlan};
 use autotune_runtime::build::table::Stage;
 use autotune_runtime::build::timing::TimingConfig;
@@ -155,6 +156,7 @@ fn main() {
         // The sweep that the resume test kills.
         let _ = sweep::run(
             &plan(&RESUME, &variants[..1], &work, "resume"),
+            &Progress::silent("test"),
             &mut std::io::sink(),
         );
         std::process::exit(0);
@@ -178,7 +180,7 @@ fn compile(nvcc: &Nvcc, root: &Path, work: &Path) -> Vec<JobVariant> {
             target: Target::Cubin("sm_90".into()),
         })
         .collect();
-    let (compiled, _) = nvcc.compile_all(&jobs, work);
+    let (compiled, _) = nvcc.compile_all(&jobs, work, &Progress::silent("test"));
     SPEC.points
         .iter()
         .zip(compiled)
@@ -216,7 +218,7 @@ fn plan(
         variants: variants.to_vec(),
         rejected: vec![None; variants.len()],
         incumbents: vec![(0, u64::MAX, 0)],
-        device: 0,
+        devices: vec![0],
         seed: 7,
         timing: TimingConfig {
             warmup: 2,
@@ -236,8 +238,12 @@ fn plan(
 
 fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], work: &Path) {
     let mut log = Vec::new();
-    let result =
-        sweep::run(&plan(&SPEC, variants, work, "faults"), &mut log).expect("the sweep finishes");
+    let result = sweep::run(
+        &plan(&SPEC, variants, work, "faults"),
+        &Progress::silent("test"),
+        &mut log,
+    )
+    .expect("the sweep finishes");
     let log = String::from_utf8_lossy(&log);
     println!("{log}");
     let stage = |mode: usize| result.rejected[mode].as_ref().map(|r| r.stage);
@@ -310,8 +316,12 @@ fn a_killed_sweep_resumes_from_its_journal(variants: &[JobVariant], work: &Path)
         .count()
         - 1;
     let mut log = Vec::new();
-    let result = sweep::run(&plan(&RESUME, &variants[..1], work, "resume"), &mut log)
-        .expect("the resumed sweep finishes");
+    let result = sweep::run(
+        &plan(&RESUME, &variants[..1], work, "resume"),
+        &Progress::silent("test"),
+        &mut log,
+    )
+    .expect("the resumed sweep finishes");
     let _ = std::io::stdout().write_all(&log);
     assert!(
         result.resumed >= 2 && result.resumed <= journaled,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use autotune_runtime::build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_runtime::build::progress::Progress;
 use autotune_runtime::build::table::{self, TablesLock, TuningTable};
 
 fn temp(name: &str) -> PathBuf {
@@ -72,7 +73,7 @@ fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
         })
         .collect();
     let cache = dir.join("cache");
-    let (results, _) = nvcc.compile_all(&jobs, &cache);
+    let (results, _) = nvcc.compile_all(&jobs, &cache, &Progress::silent("test"));
     assert!(
         results[1]
             .as_ref()
@@ -96,7 +97,7 @@ fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
     assert!(leftovers.is_empty(), "nothing half-written: {leftovers:?}");
     // Again: the good ones come from the cache (nvcc not run), the bad one fails again.
     let before = calls(&dir);
-    let (again, _) = nvcc.compile_all(&jobs, &cache);
+    let (again, _) = nvcc.compile_all(&jobs, &cache, &Progress::silent("test"));
     assert!(again[0].as_ref().unwrap().cached && again[2].as_ref().unwrap().cached);
     assert!(again[1].is_err());
     assert_eq!(

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use autotune_runtime::KernelSpec;
+use autotune_runtime::build::progress::{Phase, Progress};
 use autotune_runtime::build::sweep::{self, SweepPlan};
 use autotune_runtime::build::table::{Measurement, Stage};
 use autotune_runtime::build::timing::TimingConfig;
@@ -32,16 +33,25 @@ const SPEC: KernelSpec = KernelSpec {
     attribute: "scripted",
 };
 
-/// The median of a scripted variant at `key`: v=0 is the incumbent, 10 us
-/// everywhere; v=1 is faster only at large keys; v=2 is 0.5% faster (inside the
-/// noise floor). v=3 crashes, v=4 hangs, v=5 computes something else.
-fn script(name: &str, key: u64) -> Option<f64> {
-    match name {
-        "v=0" => Some(10.0),
-        "v=1" => Some(if key >= 1600 { 6.0 } else { 14.0 }),
-        "v=2" => Some(9.95),
-        _ => None,
-    }
+/// The median of a scripted variant at `key` on device 0: v=0 is the incumbent,
+/// 10 us everywhere; v=1 is faster only at large keys; v=2 is 0.5% faster (inside
+/// the noise floor). v=3 crashes, v=4 hangs, v=5 computes something else; v=6 and
+/// up are slow. Device 1 runs everything 3% faster.
+fn script(name: &str, key: u64, device: usize) -> Option<f64> {
+    let median = match name {
+        "v=0" => 10.0,
+        "v=1" if key >= 1600 => 6.0,
+        "v=1" => 14.0,
+        "v=2" => 9.95,
+        _ => {
+            12.0 + name
+                .strip_prefix("v=")?
+                .parse::<f64>()
+                .ok()
+                .filter(|&v| v >= 6.0)?
+        }
+    };
+    Some(if device == 1 { median * 0.97 } else { median })
 }
 
 fn worker() -> ! {
@@ -65,7 +75,7 @@ fn worker() -> ! {
                     reason: "relative error 0.77".into(),
                 }),
                 _ => {
-                    let median = script(name, task.key).expect("a scripted variant");
+                    let median = script(name, task.key, job.device).expect("a scripted variant");
                     let measurement = Measurement {
                         key: task.key,
                         median_us: median,
@@ -76,6 +86,7 @@ fn worker() -> ! {
                         error: if task.check { 1e-3 } else { -1.0 },
                         bytes: 0,
                         flops: 0,
+                        device: job.device as u32,
                     };
                     emit_line(&Event::Measured {
                         task: task_index,
@@ -97,7 +108,7 @@ fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
         variants: variants.to_vec(),
         rejected: vec![None; variants.len()],
         incumbents: vec![(0, u64::MAX, 0)],
-        device: 0,
+        devices: vec![0],
         seed: 1,
         timing: TimingConfig::default(),
         min_margin: 0.01,
@@ -130,12 +141,14 @@ fn main() {
         // The sweep that the resume test kills.
         let _ = sweep::run(
             &plan(&work.join("killed"), &variants(3)),
+            &Progress::silent("test"),
             &mut std::io::sink(),
         );
         std::process::exit(0);
     }
     let _ = std::fs::remove_dir_all(&work);
     failures_cost_only_their_variant(&work.join("faults"));
+    two_devices_split_keys_and_compare_through_anchors(&work.join("two"));
     a_budgeted_search_times_fewer_points(&work.join("budget"));
     a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
     println!("sweep_protocol: all passed");
@@ -143,7 +156,12 @@ fn main() {
 
 fn failures_cost_only_their_variant(work: &Path) {
     let mut log = Vec::new();
-    let result = sweep::run(&plan(work, &variants(6)), &mut log).expect("the sweep finishes");
+    let result = sweep::run(
+        &plan(work, &variants(6)),
+        &Progress::silent("test"),
+        &mut log,
+    )
+    .expect("the sweep finishes");
     let log = String::from_utf8_lossy(&log);
     let stage = |v: usize| result.rejected[v].as_ref().map(|r| r.stage);
     assert_eq!(stage(3), Some(Stage::Crash), "{log}");
@@ -188,12 +206,77 @@ fn failures_cost_only_their_variant(work: &Path) {
     println!("failures cost only their variant: ok");
 }
 
+fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
+    let mut plan = plan(work, &variants(14));
+    plan.devices = vec![0, 1];
+    let mut log = Vec::new();
+    let progress = Progress::silent("test");
+    let result = sweep::run(&plan, &progress, &mut log).expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    assert_eq!(result.devices.len(), 2);
+    // The bars end full, though a worker crashed and one hung on the way.
+    for phase in [Phase::Verify, Phase::Time] {
+        let (done, total) = progress.count(phase);
+        assert!(done == total && total > 50, "{phase:?}: {done}/{total}");
+    }
+    for share in &result.devices {
+        assert!(
+            share.tasks > 13,
+            "device {} ran {} tasks: {log}",
+            share.device,
+            share.tasks
+        );
+    }
+    // Each key's 13 challengers were split 7 / 6, and each device timed the incumbent.
+    for &key in SPEC.sizes {
+        for device in [0, 1] {
+            let anchor = format!("gpu{device} n={key:<10} v=0 ");
+            assert!(log.contains(&anchor), "no anchor `{anchor}`: {log}");
+        }
+    }
+    let stage = |v: usize| result.rejected[v].as_ref().map(|r| r.stage);
+    assert_eq!(stage(3), Some(Stage::Crash), "{log}");
+    assert_eq!(stage(4), Some(Stage::Timeout), "{log}");
+    assert_eq!(stage(5), Some(Stage::WrongResult), "{log}");
+    // v=2 ran on device 1: 9.65 us raw, 3.5% under the incumbent's 10 us on device 0,
+    // but 0.5% on its own device, so the incumbent keeps the small keys.
+    assert!(
+        result.measurements[2].iter().all(|m| m.device == 1),
+        "{log}"
+    );
+    assert!(
+        result.measurements[2]
+            .iter()
+            .all(|m| (m.median_us - 9.95).abs() < 1e-9),
+        "stored on device 0's scale: {:?}",
+        result.measurements[2]
+    );
+    let winner = |key: u64| {
+        result
+            .decisions
+            .iter()
+            .find(|d| d.key == key)
+            .map(|d| d.winner)
+    };
+    assert_eq!(winner(100), Some(0), "{log}");
+    assert_eq!(winner(400), Some(0), "{log}");
+    assert_eq!(winner(1600), Some(1), "{log}");
+    assert_eq!(winner(6400), Some(1), "{log}");
+    let at_6400 = result.decisions.iter().find(|d| d.key == 6400);
+    assert!(
+        at_6400.is_some_and(|d| (d.incumbent_us - 10.0).abs() < 1e-9),
+        "times are on device 0's scale: {at_6400:?}"
+    );
+    println!("two devices: ok");
+}
+
 fn a_budgeted_search_times_fewer_points(work: &Path) {
     let mut plan = plan(work, &variants(3));
     plan.strategy = autotune_runtime::build::strategy::Strategy::Local { budget: 2, seed: 5 };
     plan.refine_rounds = 0;
     let mut log = Vec::new();
-    let result = sweep::run(&plan, &mut log).expect("the sweep finishes");
+    let result =
+        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
     let log = String::from_utf8_lossy(&log);
     for &key in SPEC.sizes {
         let timed = (0..3)
@@ -232,8 +315,12 @@ fn a_killed_sweep_resumes_from_its_journal(work: &Path) {
         .count()
         - 1;
     let mut log = Vec::new();
-    let result =
-        sweep::run(&plan(work, &variants(3)), &mut log).expect("the resumed sweep finishes");
+    let result = sweep::run(
+        &plan(work, &variants(3)),
+        &Progress::silent("test"),
+        &mut log,
+    )
+    .expect("the resumed sweep finishes");
     let _ = std::io::stdout().write_all(&log);
     assert!(
         result.resumed >= 3 && result.resumed <= journaled,

@@ -1,16 +1,19 @@
 //! `cargo autotune`: tuning from the terminal, on the same library path as build.rs.
 //!
 //! ```text
-//! cargo autotune tune     [--kernel NAME] [--strategy grid|random|local --budget N] [--device N]
+//! cargo autotune tune     [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N]
 //! cargo autotune report   [--tables DIR] [--kernel NAME]
 //! cargo autotune plot     [--tables DIR] [--out DIR]
 //! cargo autotune check                     exit 0 when every kernel bakes a table for this machine
 //! cargo autotune merge    OUT.json IN.json...
+//! cargo autotune compare  REFERENCE.json OTHER.json --kernel NAME
 //! cargo autotune simulate --table FILE --kernel NAME --strategy random|local --budget N [--runs N]
 //! ```
 
 mod args;
+mod bars;
 mod check;
+mod compare;
 mod merge;
 mod plot;
 mod report;
@@ -22,12 +25,15 @@ use std::process::ExitCode;
 
 use args::Args;
 
-const USAGE: &str = "usage: cargo autotune <tune|report|plot|check|merge|simulate> [options]
-  tune      [--kernel NAME] [--strategy grid|random|local --budget N] [--device N] [--manifest-path PATH]
+const USAGE: &str =
+    "usage: cargo autotune <tune|report|plot|check|merge|compare|simulate> [options]
+  tune      [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N]
+            [--manifest-path PATH]
   report    [--tables DIR] [--kernel NAME]
   plot      [--tables DIR] [--out DIR]
   check     [--manifest-path PATH]
   merge     OUT.json IN.json...
+  compare   REFERENCE.json OTHER.json --kernel NAME
   simulate  --table FILE --kernel NAME --strategy random|local --budget N [--runs N]";
 
 fn main() -> ExitCode {
@@ -47,6 +53,7 @@ fn main() -> ExitCode {
         "plot" => plot::run(&args),
         "check" => check::run(&args),
         "merge" => merge::run(&args),
+        "compare" => compare::run(&args),
         "simulate" => simulate::run(&args),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

@@ -1,10 +1,19 @@
 //! Tuning from the terminal: `cargo build --release --features autotune` (the same
-//! library path as any build), with the options as `AUTOTUNE_*` variables, then the
-//! report of what changed.
+//! library path as any build), with the options as `AUTOTUNE_*` variables, progress
+//! bars drawn from what the build script reports, then a summary of what changed.
 
-use std::process::{Command, ExitCode};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use autotune_runtime::build::progress::PROGRESS_ENV;
+use autotune_runtime::build::table::{self, KernelTable};
 
 use crate::args::Args;
+use crate::bars::Bars;
 
 pub fn run(args: &Args) -> Result<ExitCode, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -22,14 +31,161 @@ pub fn run(args: &Args) -> Result<ExitCode, String> {
     if let Some(budget) = args.number("--budget")? {
         command.env("AUTOTUNE_BUDGET", budget.to_string());
     }
-    if let Some(device) = args.number("--device")? {
-        command.env("AUTOTUNE_DEVICE", device.to_string());
+    if let Some(devices) = args.value("--devices") {
+        command.env("AUTOTUNE_DEVICES", devices);
     }
-    let status = command
-        .status()
+    let progress_path = progress_file()?;
+    command.env(PROGRESS_ENV, &progress_path);
+    let before = tuned_entries(args);
+    let mut progress = File::open(&progress_path)
+        .map_err(|e| format!("cannot read {}: {e}", progress_path.display()))?;
+    let mut child = command
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
+    // Cargo's own lines (and the build script's warning) go above the bars.
+    let (lines, cargo_lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        if let Some(stderr) = stderr {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let mut bars = Bars::new();
+    let status = loop {
+        while let Ok(line) = cargo_lines.try_recv() {
+            bars.println(&line);
+        }
+        bars.poll(&mut progress);
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return Err(format!("waiting for cargo: {e}")),
+        }
+    };
+    let _ = reader.join();
+    for line in cargo_lines.try_iter() {
+        bars.println(&line);
+    }
+    bars.poll(&mut progress);
+    bars.finish();
+    let _ = std::fs::remove_file(&progress_path);
     if !status.success() {
         return Ok(ExitCode::from(1));
     }
-    crate::report::run(args)
+    let after = tuned_entries(args);
+    let changed: Vec<(&String, &KernelTable)> = after
+        .iter()
+        .filter(|&(name, entry)| before.get(name) != Some(entry))
+        .collect();
+    if changed.is_empty() {
+        println!("nothing was tuned: every table is fresh (--kernel NAME, or all, retunes)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", summary(&changed));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An empty file for this run's progress lines, under the system's temp folder.
+fn progress_file() -> Result<PathBuf, String> {
+    let path = std::env::temp_dir().join(format!("cargo-autotune-{}.progress", std::process::id()));
+    File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Every kernel entry of every readable table, by `kernel on GPU`.
+fn tuned_entries(args: &Args) -> BTreeMap<String, KernelTable> {
+    let Ok(dir) = crate::tables_dir(args) else {
+        return BTreeMap::new();
+    };
+    let mut entries = BTreeMap::new();
+    for (_, table) in table::read_all(&dir) {
+        let Ok(table) = table else { continue };
+        for (name, entry) in table.kernels {
+            entries.insert(format!("{name} on {}", table.gpu.name), entry);
+        }
+    }
+    entries
+}
+
+/// One row per kernel tuned in this run.
+fn summary(changed: &[(&String, &KernelTable)]) -> String {
+    let mut rows = vec![[
+        "kernel".to_string(),
+        "points".into(),
+        "valid".into(),
+        "ranges".into(),
+        "picks".into(),
+        "nvcc s".into(),
+        "sweep s".into(),
+        "GPUs".into(),
+    ]];
+    for (name, k) in changed {
+        let valid = k.variants.iter().filter(|v| v.rejected.is_none()).count();
+        let mut picks: Vec<&str> = k.ranges.iter().map(|r| r.variant.as_str()).collect();
+        picks.sort_unstable();
+        picks.dedup();
+        rows.push([
+            name.to_string(),
+            k.variants.len().to_string(),
+            valid.to_string(),
+            k.ranges.len().to_string(),
+            picks.len().to_string(),
+            format!("{:.1}", k.seconds.compile),
+            format!("{:.1}", k.seconds.sweep),
+            k.seconds.gpus.to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::from("\ntuned in this run (`cargo autotune report` for the ranges):\n");
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, &w))| {
+                if c == 0 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        out.push_str("  ");
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_has_a_row_per_tuned_kernel() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/tuning");
+        let tables = table::read_all(&dir);
+        let Some((_, Ok(table))) = tables.into_iter().find(|(_, t)| t.is_ok()) else {
+            panic!("the committed H200 table is readable");
+        };
+        let names: Vec<String> = table.kernels.keys().cloned().collect();
+        let changed: Vec<(&String, &KernelTable)> = names
+            .iter()
+            .filter_map(|n| table.kernels.get(n).map(|k| (n, k)))
+            .collect();
+        let text = summary(&changed);
+        assert_eq!(text.lines().count(), 3 + names.len(), "{text}");
+        assert!(text.contains("rms_norm"), "{text}");
+        assert!(
+            text.lines().nth(2).is_some_and(|l| l.contains("GPUs")),
+            "{text}"
+        );
+    }
 }

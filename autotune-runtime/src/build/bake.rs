@@ -149,7 +149,11 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
                     target: Target::Fatbin(archs.clone()),
                 })
                 .collect();
-            let (results, _) = nvcc.compile_all(&jobs, input.cache_dir);
+            let (results, _) = nvcc.compile_all(
+                &jobs,
+                input.cache_dir,
+                &super::progress::Progress::silent(input.spec.name),
+            );
             let mut failure = None;
             for (image, result) in images.iter_mut().zip(results) {
                 match result {

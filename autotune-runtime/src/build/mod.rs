@@ -18,9 +18,10 @@ mod codegen;
 mod error;
 pub mod fingerprint;
 pub mod nvcc;
+pub mod progress;
 pub mod ptxas;
 pub mod ranges;
-mod settings;
+pub mod settings;
 pub mod strategy;
 pub mod sweep;
 pub mod table;
@@ -34,10 +35,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use autotune_spec::names::gpu_slug;
+use cudarc::driver::CudaContext;
 use cudarc::driver::sys::CUdevice_attribute;
 
 pub use error::BuildError;
-pub use settings::Settings;
+pub use settings::{Devices, Settings};
 pub use tunables::{Tunable, Tunables};
 
 use crate::gpu::{self, GpuIdentity};
@@ -80,7 +82,7 @@ pub fn tune(tunables: Tunables) -> Result<(), BuildError> {
     let nvcc = Nvcc::find(&build.cache_dir);
     let mut report = Vec::new();
     // The driver is only touched when tuning was asked for.
-    let gpu = feature.then(|| probe(build.settings.device));
+    let gpu = feature.then(|| probe(&build.settings.devices));
     if let Some(gpu) = &gpu {
         match (&nvcc, gpu) {
             (Err(reason), _) => report.push(format!(
@@ -89,13 +91,15 @@ pub fn tune(tunables: Tunables) -> Result<(), BuildError> {
             (_, Err(reason)) => report.push(format!(
                 "feature `autotune` is on, but {reason}: nothing tuned"
             )),
-            (Ok(nvcc), Ok(gpu)) => report.push(build.tune_stale(&tunables, nvcc, gpu)?),
+            (Ok(nvcc), Ok((gpu, devices))) => {
+                report.push(build.tune_stale(&tunables, nvcc, gpu, devices)?)
+            }
         }
     }
     let tables = table::read_all(&build.tables_dir);
     let mut archs = build.settings.archs.clone();
     // Bake machine code for the local GPU too.
-    if let Some(Ok(gpu)) = &gpu {
+    if let Some(Ok((gpu, _))) = &gpu {
         archs.push(gpu.arch());
     }
     let nvcc_ref = nvcc.as_ref().map_err(String::as_str);
@@ -164,6 +168,7 @@ impl Build {
         tunables: &Tunables,
         nvcc: &Nvcc,
         gpu: &GpuRecord,
+        devices: &[usize],
     ) -> Result<String, BuildError> {
         let path = self
             .tables_dir
@@ -240,6 +245,7 @@ impl Build {
             cache_dir: self.cache_dir.clone(),
             nvcc,
             gpu,
+            devices: devices.to_vec(),
             settings: &self.settings,
             exe,
         };
@@ -253,10 +259,11 @@ impl Build {
             let mut log: Vec<u8> = Vec::new();
             let _ = writeln!(
                 log,
-                "autotune-runtime {}: tuning `{}` on {} (driver {}, {}), {}, nvcc {}, seed {}: {reason}",
+                "autotune-runtime {}: tuning `{}` on {}{} (driver {}, {}), {}, nvcc {}, seed {}: {reason}",
                 env!("CARGO_PKG_VERSION"),
                 spec.name,
                 gpu.name,
+                on_devices(devices),
                 gpu.driver,
                 gpu.arch(),
                 tune::today(),
@@ -293,8 +300,45 @@ fn fresh_table(gpu: &GpuRecord) -> TuningTable {
     }
 }
 
-/// The GPU to tune on, or why there is none.
-fn probe(device: usize) -> Result<GpuRecord, String> {
+/// The GPU model to tune on and the devices of it to use, or why there is none.
+/// Several devices must be one model: a table is measured on one.
+fn probe(devices: &Devices) -> Result<(GpuRecord, Vec<usize>), String> {
+    let count = if gpu::driver_present() {
+        CudaContext::device_count().map_or(0, |c| c.max(0).unsigned_abs() as usize)
+    } else {
+        0
+    };
+    let devices = devices.resolve(count);
+    let mut first: Option<(usize, GpuRecord)> = None;
+    for &device in &devices {
+        let record = probe_one(device)?;
+        match &first {
+            None => first = Some((device, record)),
+            Some((reference, model)) if *model != record => {
+                return Err(format!(
+                    "devices {reference} ({}, {} SMs) and {device} ({}, {} SMs) differ; a table is \
+                     per GPU model, so tune them one at a time (AUTOTUNE_DEVICES)",
+                    model.name, model.sm_count, record.name, record.sm_count
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let (_, record) = first.ok_or_else(|| "AUTOTUNE_DEVICES names no device".to_string())?;
+    Ok((record, devices))
+}
+
+/// ` x2 (devices 0, 1)` when tuning on several devices.
+fn on_devices(devices: &[usize]) -> String {
+    if devices.len() < 2 {
+        return String::new();
+    }
+    let list: Vec<String> = devices.iter().map(usize::to_string).collect();
+    format!(" x{} (devices {})", devices.len(), list.join(", "))
+}
+
+/// One device's model, or why it cannot be used.
+fn probe_one(device: usize) -> Result<GpuRecord, String> {
     let ctx = gpu::open(device).map_err(|e| e.to_string())?;
     let identity =
         GpuIdentity::of(&ctx).map_err(|e| format!("cannot query device {device}: {e}"))?;

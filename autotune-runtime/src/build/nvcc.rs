@@ -9,6 +9,7 @@ use std::time::Instant;
 use autotune_spec::source::SourceSet;
 use sha2::{Digest, Sha256};
 
+use super::progress::{Phase, Progress};
 use super::ptxas::{self, Resources};
 
 /// The environment variables that decide which nvcc is used.
@@ -246,8 +247,10 @@ impl Nvcc {
         &self,
         jobs: &[CompileJob],
         cache_dir: &Path,
+        progress: &Progress,
     ) -> (Vec<Result<Compiled, String>>, f64) {
         let started = Instant::now();
+        progress.expect(Phase::Compile, jobs.len() as i64);
         let jobserver = jobserver_client();
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -269,6 +272,7 @@ impl Nvcc {
                             (_, Some(client)) => client.acquire().ok(),
                         };
                         let result = self.compile(job, cache_dir);
+                        progress.step(Phase::Compile);
                         if let Ok(mut slot) = results[index].lock() {
                             *slot = Some(result);
                         }

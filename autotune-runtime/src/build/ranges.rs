@@ -26,8 +26,9 @@ impl Timed {
 pub struct SizeTimings {
     pub key: u64,
     pub timed: Vec<Timed>,
-    /// The incumbent's median timed a second time, after the others.
-    pub incumbent_again: Option<f64>,
+    /// How far the incumbent's second timing, after the others, fell from its
+    /// first, relative to it (the largest over the GPUs that timed it).
+    pub repeat_noise: Option<f64>,
     pub refinement: bool,
 }
 
@@ -59,10 +60,8 @@ pub fn decide(timings: &SizeTimings, incumbent: usize, min_margin: f64) -> Optio
         .find(|t| t.variant == incumbent)
         .copied()
         .unwrap_or(best);
-    let repeat_noise = match timings.incumbent_again {
-        Some(again) if holder.variant == incumbent && holder.median > 0.0 => {
-            (again - holder.median).abs() / holder.median
-        }
+    let repeat_noise = match timings.repeat_noise {
+        Some(noise) if holder.variant == incumbent => noise,
         _ => 0.0,
     };
     let noise = best.spread().max(holder.spread()).max(repeat_noise);
@@ -162,7 +161,7 @@ mod tests {
         SizeTimings {
             key,
             timed: times.iter().map(|&(v, m)| timed(v, m)).collect(),
-            incumbent_again: None,
+            repeat_noise: None,
             refinement: false,
         }
     }
@@ -175,7 +174,7 @@ mod tests {
         assert_eq!((d.winner, d.runner_up), (1, Some(2)));
         assert!((d.margin - (100.0 / 90.0 - 1.0)).abs() < 1e-12);
         let mut noisy = at(8, &[(0, 100.0), (1, 95.0)]);
-        noisy.incumbent_again = Some(108.0);
+        noisy.repeat_noise = Some(0.08);
         let d = decide(&noisy, 0, 0.01).unwrap();
         assert_eq!(d.winner, 0, "8% repeat noise hides a 5% win");
         assert!((d.noise - 0.08).abs() < 1e-12);

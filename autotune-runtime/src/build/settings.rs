@@ -8,7 +8,7 @@ use super::timing::TimingConfig;
 pub const ENV: [&str; 11] = [
     "AUTOTUNE_STRATEGY",
     "AUTOTUNE_BUDGET",
-    "AUTOTUNE_DEVICE",
+    "AUTOTUNE_DEVICES",
     "AUTOTUNE_ARCH",
     "AUTOTUNE_FORCE",
     "AUTOTUNE_ALLOW_SPILLS",
@@ -21,8 +21,8 @@ pub const ENV: [&str; 11] = [
 
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// `AUTOTUNE_DEVICE`: the CUDA device to tune on (default 0).
-    pub device: usize,
+    /// `AUTOTUNE_DEVICES`: the CUDA devices to tune on (`0,1`, or `all`; default 0).
+    pub devices: Devices,
     /// `AUTOTUNE_ARCH`: architectures to compile for (`sm_90a,sm_100`): the first is
     /// what the sweep compiles and times instead of the device's own; all are baked.
     pub archs: Vec<String>,
@@ -57,7 +57,7 @@ impl Settings {
             timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
         }
         Ok(Self {
-            device: var("AUTOTUNE_DEVICE").map_or(Ok(0), |t| parse(&t, "AUTOTUNE_DEVICE"))?,
+            devices: Devices::parse(var("AUTOTUNE_DEVICES"))?,
             archs: list(var("AUTOTUNE_ARCH")),
             force: list(var("AUTOTUNE_FORCE")),
             allow_spills: var("AUTOTUNE_ALLOW_SPILLS").is_some_and(|v| v == "1" || v == "true"),
@@ -86,6 +86,46 @@ impl Settings {
     }
 }
 
+/// Which GPUs a sweep runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Devices {
+    /// These ordinals, the first one the reference.
+    List(Vec<usize>),
+    /// Every device the driver sees.
+    All,
+}
+
+impl Devices {
+    fn parse(value: Option<String>) -> Result<Self, String> {
+        match value.as_deref().map(str::trim) {
+            None => Ok(Self::List(vec![0])),
+            Some("all") => Ok(Self::All),
+            Some(text) => {
+                let mut devices = Vec::new();
+                for item in list(Some(text.to_string())) {
+                    let device: usize = parse(&item, "AUTOTUNE_DEVICES")?;
+                    if devices.contains(&device) {
+                        return Err(format!("AUTOTUNE_DEVICES names device {device} twice"));
+                    }
+                    devices.push(device);
+                }
+                if devices.is_empty() {
+                    return Err(format!("AUTOTUNE_DEVICES={text:?} names no device"));
+                }
+                Ok(Self::List(devices))
+            }
+        }
+    }
+
+    /// The ordinals, given how many devices the driver sees.
+    pub fn resolve(&self, count: usize) -> Vec<usize> {
+        match self {
+            Self::List(devices) => devices.clone(),
+            Self::All => (0..count.max(1)).collect(),
+        }
+    }
+}
+
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -105,4 +145,23 @@ fn parse<T: std::str::FromStr>(text: &str, name: &str) -> Result<T, String> {
     text.trim()
         .parse()
         .map_err(|_| format!("{name}={text:?} is not a valid value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_lists_and_all() {
+        assert_eq!(Devices::parse(None), Ok(Devices::List(vec![0])));
+        assert_eq!(
+            Devices::parse(Some("1, 0".into())),
+            Ok(Devices::List(vec![1, 0]))
+        );
+        assert_eq!(Devices::parse(Some("all".into())), Ok(Devices::All));
+        assert_eq!(Devices::All.resolve(2), vec![0, 1]);
+        assert!(Devices::parse(Some("0,0".into())).is_err());
+        assert!(Devices::parse(Some("0,x".into())).is_err());
+        assert!(Devices::parse(Some(",".into())).is_err());
+    }
 }

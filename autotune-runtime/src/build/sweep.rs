@@ -1,26 +1,37 @@
-//! The sweep's supervising half: hands tasks to worker processes, records what
-//! they report (in a journal, so a killed build resumes where it stopped), replaces
-//! a worker that crashes or hangs (rejecting the variant it was running), and
-//! refines boundaries between sizes whose winners differ.
+//! The sweep's supervising half: hands tasks to worker processes, one per GPU,
+//! records what they report (in a journal, so a killed build resumes where it
+//! stopped), replaces a worker that crashes or hangs (rejecting the variant it was
+//! running), and refines boundaries between sizes whose winners differ.
+//!
+//! Several GPUs of one model split the work by key value. At a key with many
+//! points to time, every GPU takes an interleaved share of them and times the
+//! incumbent too, as its anchor: a challenger is compared with the incumbent as
+//! timed on its own GPU, and its time is scaled by the ratio of the anchors onto
+//! the first GPU's clock. A key with few points goes whole to whichever GPU is free.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::error::BuildError;
+use super::progress::{Phase, Progress};
 use super::ranges::{self, Decision, SizeTimings, Timed};
 use super::strategy::Strategy;
 use super::table::{Measurement, Rejection, Stage};
 use super::timing::TimingConfig;
 use super::worker::{Event, Job, JobVariant, Task, WORKER_ENV};
 use crate::KernelSpec;
+
+/// A key is split across GPUs when each gets at least this many points of it
+/// (each share costs one more timing of the incumbent).
+const MIN_SHARE: usize = 4;
 
 /// What to sweep and how.
 #[derive(Debug)]
@@ -35,7 +46,9 @@ pub struct SweepPlan {
     /// What a challenger must beat, by ranges of the key `(first, last, variant)`:
     /// the fallback as its own plan runs it when declared, else the default.
     pub incumbents: Vec<(u64, u64, usize)>,
-    pub device: usize,
+    /// The CUDA devices to time on, all of one model. At each key, times are brought
+    /// onto the scale of the lowest-numbered one that timed the incumbent there.
+    pub devices: Vec<usize>,
     pub seed: u64,
     pub timing: TimingConfig,
     pub min_margin: f64,
@@ -62,13 +75,24 @@ impl SweepPlan {
 /// Everything the sweep learned.
 #[derive(Debug)]
 pub struct SweepResult {
-    /// Per variant: its measurements, ascending key (second timings excluded).
+    /// Per variant: its measurements, ascending key (second timings excluded; at a
+    /// key timed on several devices, on the reference device's scale, as decided).
     pub measurements: Vec<Vec<Measurement>>,
     pub rejected: Vec<Option<Rejection>>,
     pub decisions: Vec<Decision>,
     /// Keys where the case itself could not be built, with the reason.
     pub failed_keys: BTreeMap<u64, String>,
     pub resumed: usize,
+    pub seconds: f64,
+    /// Per device used: how many tasks it ran and for how many seconds.
+    pub devices: Vec<DeviceShare>,
+}
+
+/// One GPU's part of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceShare {
+    pub device: usize,
+    pub tasks: usize,
     pub seconds: f64,
 }
 
@@ -77,6 +101,20 @@ struct TaskId {
     key: u64,
     variant: usize,
     repeat: bool,
+    /// The CUDA device it ran on.
+    #[serde(default)]
+    device: usize,
+}
+
+impl TaskId {
+    fn of(task: &Task, device: usize) -> Self {
+        Self {
+            key: task.key,
+            variant: task.variant,
+            repeat: task.repeat,
+            device,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -92,88 +130,275 @@ struct JournalLine {
     outcome: Outcome,
 }
 
-struct State<'a> {
-    plan: &'a SweepPlan,
-    log: &'a mut dyn Write,
+/// What the sweep has learned so far; the device lanes share it behind a lock.
+struct Record<'a> {
+    log: &'a mut (dyn Write + Send),
     measured: BTreeMap<TaskId, Measurement>,
     rejected: Vec<Option<Rejection>>,
     failed_keys: BTreeMap<u64, String>,
-    journal: PathBuf,
     resumed: usize,
-    worker: Option<Worker>,
 }
 
-/// Runs the whole sweep: every valid variant at every size, then up to
-/// `refine_rounds` rounds of boundary refinement.
-pub fn run(plan: &SweepPlan, log: &mut dyn Write) -> Result<SweepResult, BuildError> {
+struct Sweep<'a> {
+    plan: &'a SweepPlan,
+    journal: PathBuf,
+    progress: &'a Progress,
+    record: Mutex<Record<'a>>,
+}
+
+/// One GPU's worker and what it has done.
+struct Lane {
+    index: usize,
+    device: usize,
+    worker: Option<Worker>,
+    share: DeviceShare,
+}
+
+/// A piece of the sweep one lane runs: at `key`, the tasks of some points (the
+/// incumbent's always among them), or a budgeted search; pinned to a lane when it
+/// is a share of a split key.
+struct Unit {
+    key: u64,
+    work: Work,
+    lane: Option<usize>,
+}
+
+enum Work {
+    Tasks(Vec<Task>),
+    Search,
+}
+
+/// Runs the whole sweep: every valid variant at every size (or a search at each),
+/// then up to `refine_rounds` rounds of boundary refinement.
+pub fn run(
+    plan: &SweepPlan,
+    progress: &Progress,
+    log: &mut (dyn Write + Send),
+) -> Result<SweepResult, BuildError> {
     let started = Instant::now();
+    if plan.devices.is_empty() {
+        return Err(BuildError::Worker("no device to sweep on".into()));
+    }
     std::fs::create_dir_all(&plan.work_dir)
         .map_err(BuildError::io("cannot create", &plan.work_dir))?;
-    let mut state = State {
+    let sweep = Sweep {
         plan,
-        log,
-        measured: BTreeMap::new(),
-        rejected: plan.rejected.clone(),
-        failed_keys: BTreeMap::new(),
         journal: plan.work_dir.join(format!("{}.journal", plan.spec.name)),
-        resumed: 0,
-        worker: None,
+        progress,
+        record: Mutex::new(Record {
+            log,
+            measured: BTreeMap::new(),
+            rejected: plan.rejected.clone(),
+            failed_keys: BTreeMap::new(),
+            resumed: 0,
+        }),
     };
-    state.replay_journal()?;
-    if plan.strategy == Strategy::Grid {
-        // Every point at every size, in one job.
-        let mut tasks = Vec::new();
-        for &key in plan.spec.sizes {
-            tasks.extend(state.size_tasks(key, &(0..plan.variants.len()).collect::<Vec<_>>()));
+    let mut lanes: Vec<Lane> = plan
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(index, &device)| Lane {
+            index,
+            device,
+            worker: None,
+            share: DeviceShare {
+                device,
+                tasks: 0,
+                seconds: 0.0,
+            },
+        })
+        .collect();
+    sweep.replay_journal()?;
+    let units = match plan.strategy {
+        Strategy::Grid => {
+            let all: Vec<usize> = (0..plan.variants.len()).collect();
+            sweep.units(
+                plan.spec.sizes.iter().map(|&key| (key, all.clone())),
+                lanes.len(),
+            )
         }
-        state.run_tasks(&tasks)?;
-    } else {
-        state.search_sizes()?;
-    }
-    let mut decisions = state.decisions();
+        _ => plan
+            .spec
+            .sizes
+            .iter()
+            .map(|&key| Unit {
+                key,
+                work: Work::Search,
+                lane: None,
+            })
+            .collect(),
+    };
+    sweep.run_units(&mut lanes, units)?;
+    let mut decisions = sweep.decisions();
     for _ in 0..plan.refine_rounds {
         let points = ranges::refinement_points(&decisions);
         if points.is_empty() {
             break;
         }
-        let mut tasks = Vec::new();
-        for (key, a, b) in points {
-            let _ = writeln!(
-                state.log,
+        for &(key, a, b) in &points {
+            sweep.say(format_args!(
                 "  refining between {} and {}: timing at {}={key}",
                 plan.variants[a].name, plan.variants[b].name, plan.spec.key
-            );
-            tasks.extend(state.size_tasks(key, &[a, b]));
+            ));
         }
-        state.run_tasks(&tasks)?;
-        decisions = state.decisions();
+        let units = sweep.units(
+            points.into_iter().map(|(key, a, b)| (key, vec![a, b])),
+            lanes.len(),
+        );
+        sweep.run_units(&mut lanes, units)?;
+        decisions = sweep.decisions();
     }
+    let mut devices = Vec::new();
+    for lane in lanes {
+        if let Some(worker) = lane.worker {
+            // Closing its stdin ends it; stop() then only reaps it.
+            let _ = worker.stop();
+        }
+        devices.push(lane.share);
+    }
+    let record = sweep.record();
     let mut measurements = vec![Vec::new(); plan.variants.len()];
-    for (id, m) in &state.measured {
-        if !id.repeat {
-            measurements[id.variant].push(m.clone());
+    let mut seen = BTreeSet::new();
+    let mut anchors: BTreeMap<u64, Anchors> = BTreeMap::new();
+    // Ordered by key, variant, repeat, device: the first of a (key, variant) is the
+    // reference device's. Times go onto its scale, as the decisions saw them.
+    for (id, m) in &record.measured {
+        if !id.repeat && seen.insert((id.key, id.variant)) {
+            let s = anchors
+                .entry(id.key)
+                .or_insert_with(|| sweep.anchors_at(&record, id.key))
+                .scale(id.device);
+            measurements[id.variant].push(Measurement {
+                median_us: m.median_us * s,
+                p25_us: m.p25_us * s,
+                p75_us: m.p75_us * s,
+                min_us: m.min_us * s,
+                ..m.clone()
+            });
         }
     }
-    if let Some(worker) = state.worker.take() {
-        // Closing its stdin ends it; stop() then only reaps it.
-        let _ = worker.stop();
-    }
+    let (rejected, failed_keys, resumed) = (
+        record.rejected.clone(),
+        record.failed_keys.clone(),
+        record.resumed,
+    );
+    drop(record);
     // The journal has served its purpose once the caller has the results.
-    let _ = std::fs::remove_file(&state.journal);
+    let _ = std::fs::remove_file(&sweep.journal);
     Ok(SweepResult {
         measurements,
-        rejected: state.rejected,
+        rejected,
         decisions,
-        failed_keys: state.failed_keys,
-        resumed: state.resumed,
+        failed_keys,
+        resumed,
         seconds: started.elapsed().as_secs_f64(),
+        devices,
     })
 }
 
-impl State<'_> {
+impl<'a> Sweep<'a> {
+    fn record(&self) -> MutexGuard<'_, Record<'a>> {
+        // A lane that panicked holding the lock left complete entries behind.
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn say(&self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.record().log, "{line}");
+    }
+
+    /// Units for `(key, points)`: a key with enough points for every lane to get
+    /// `MIN_SHARE` is split into one interleaved share per lane; others go whole.
+    /// With several lanes, the largest keys (the longest to time) come first.
+    fn units(&self, work: impl Iterator<Item = (u64, Vec<usize>)>, lanes: usize) -> Vec<Unit> {
+        let mut units = Vec::new();
+        let mut work: Vec<(u64, Vec<usize>)> = work.collect();
+        if lanes > 1 {
+            work.sort_by_key(|(key, _)| std::cmp::Reverse(*key));
+        }
+        for (key, points) in work {
+            let incumbent = self.plan.incumbent_at(key);
+            let challengers: Vec<usize> = points.into_iter().filter(|&v| v != incumbent).collect();
+            if lanes > 1 && challengers.len() >= MIN_SHARE * lanes {
+                for lane in 0..lanes {
+                    let share: Vec<usize> = challengers
+                        .iter()
+                        .skip(lane)
+                        .step_by(lanes)
+                        .copied()
+                        .collect();
+                    units.push(Unit {
+                        key,
+                        work: Work::Tasks(self.unit_tasks(key, &share)),
+                        lane: Some(lane),
+                    });
+                }
+            } else {
+                units.push(Unit {
+                    key,
+                    work: Work::Tasks(self.unit_tasks(key, &challengers)),
+                    lane: None,
+                });
+            }
+        }
+        // Announced whole, so that a bar's total does not grow as lanes take units.
+        for unit in &units {
+            if let Work::Tasks(tasks) = &unit.work {
+                self.announce(tasks);
+            }
+        }
+        units
+    }
+
+    /// `tasks` will be run (or skipped, which counts as handled).
+    fn announce(&self, tasks: &[Task]) {
+        let checks = tasks.iter().filter(|t| t.check).count();
+        self.progress.expect(Phase::Verify, checks as i64);
+        self.progress.expect(Phase::Time, tasks.len() as i64);
+    }
+
+    /// Runs `units` on the lanes, each lane in its own thread taking the next unit
+    /// it may run; the first error stops every lane after its current unit.
+    fn run_units(&self, lanes: &mut [Lane], units: Vec<Unit>) -> Result<(), BuildError> {
+        let queue = Mutex::new(VecDeque::from(units));
+        let failure: Mutex<Option<BuildError>> = Mutex::new(None);
+        std::thread::scope(|scope| {
+            for lane in lanes.iter_mut() {
+                let (queue, failure) = (&queue, &failure);
+                scope.spawn(move || {
+                    loop {
+                        if failure.lock().map_or(true, |f| f.is_some()) {
+                            return;
+                        }
+                        let unit = queue.lock().ok().and_then(|mut queue| {
+                            let next = queue
+                                .iter()
+                                .position(|u| u.lane.is_none_or(|l| l == lane.index))?;
+                            queue.remove(next)
+                        });
+                        let Some(unit) = unit else { return };
+                        let outcome = match &unit.work {
+                            Work::Tasks(tasks) => self.run_tasks(lane, tasks),
+                            Work::Search => self.search_key(lane, unit.key),
+                        };
+                        if let Err(error) = outcome {
+                            if let Ok(mut failure) = failure.lock() {
+                                failure.get_or_insert(error);
+                            }
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        match failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
     /// At `key`: the incumbent, the `others`, then the incumbent again (unchecked),
-    /// skipping what is out or already measured.
-    fn size_tasks(&self, key: u64, others: &[usize]) -> Vec<Task> {
+    /// skipping fallback variants its plan does not run there.
+    fn unit_tasks(&self, key: u64, others: &[usize]) -> Vec<Task> {
         let incumbent = self.plan.incumbent_at(key);
         let mut order = vec![incumbent];
         // Fallback variants other than the one its plan runs at this key are not timed here.
@@ -198,27 +423,39 @@ impl State<'_> {
             check: false,
             repeat: true,
         });
-        tasks.retain(|t| !self.is_done(t));
         tasks
     }
 
-    /// The median of `variant` at `key`, if timed and not out.
-    fn median(&self, key: u64, variant: usize) -> Option<f64> {
-        if self.rejected[variant].is_some() {
-            return None;
+    /// Whether `task` needs no running on `device`: its variant is out, its key has
+    /// no case, or it was measured (the incumbent: on this device, as its anchor).
+    fn is_done(&self, record: &Record<'_>, task: &Task, device: usize) -> bool {
+        if record.rejected[task.variant].is_some() || record.failed_keys.contains_key(&task.key) {
+            return true;
         }
-        self.measured
-            .get(&TaskId {
-                key,
-                variant,
-                repeat: false,
-            })
-            .map(|m| m.median_us)
+        let id = TaskId::of(task, device);
+        if task.variant == self.plan.incumbent_at(task.key) {
+            return record.measured.contains_key(&id);
+        }
+        let any = TaskId { device: 0, ..id }..=TaskId {
+            device: usize::MAX,
+            ..id
+        };
+        record.measured.range(any).next().is_some()
     }
 
-    /// A budgeted search at each size over the space's points (the fallback is
-    /// timed as the incumbent, not searched).
-    fn search_sizes(&mut self) -> Result<(), BuildError> {
+    /// The median of `variant` at `key` on the reference scale, if timed and not out.
+    fn median(&self, key: u64, variant: usize) -> Option<f64> {
+        let timings = self.timings_at(&self.record(), key);
+        timings
+            .timed
+            .iter()
+            .find(|t| t.variant == variant)
+            .map(|t| t.median)
+    }
+
+    /// A budgeted search at `key` over the space's points on `lane` (the fallback
+    /// is timed as the incumbent, not searched).
+    fn search_key(&self, lane: &mut Lane, key: u64) -> Result<(), BuildError> {
         let plan = self.plan;
         let tuned: Vec<usize> = (0..plan.variants.len())
             .filter(|&v| !plan.variants[v].fallback)
@@ -228,45 +465,37 @@ impl State<'_> {
             .map(|&v| plan.variants[v].values.clone())
             .collect();
         let start = tuned.iter().position(|&v| v == plan.default).unwrap_or(0);
-        for &key in plan.spec.sizes {
-            let mut failure = None;
-            let mut measure = |batch: &[usize]| -> Vec<Option<f64>> {
-                let variants: Vec<usize> = batch.iter().map(|&i| tuned[i]).collect();
-                if failure.is_none() {
-                    let tasks = self.size_tasks(key, &variants);
-                    if let Err(error) = self.run_tasks(&tasks) {
-                        failure = Some(error);
-                    }
+        let mut failure = None;
+        let mut measure = |batch: &[usize]| -> Vec<Option<f64>> {
+            let variants: Vec<usize> = batch.iter().map(|&i| tuned[i]).collect();
+            if failure.is_none() {
+                let mut tasks = self.unit_tasks(key, &variants);
+                {
+                    let record = self.record();
+                    tasks.retain(|t| !self.is_done(&record, t, lane.device));
                 }
-                variants.iter().map(|&v| self.median(key, v)).collect()
-            };
-            let timed = plan.strategy.search(&points, start, &mut measure);
-            if let Some(error) = failure {
-                return Err(error);
+                self.announce(&tasks);
+                if let Err(error) = self.run_tasks(lane, &tasks) {
+                    failure = Some(error);
+                }
             }
-            let _ = writeln!(
-                self.log,
-                "  {}={key}: {} timed {} of {} points",
-                plan.spec.key,
-                plan.strategy,
-                timed.len(),
-                points.len()
-            );
+            variants.iter().map(|&v| self.median(key, v)).collect()
+        };
+        let timed = plan.strategy.search(&points, start, &mut measure);
+        if let Some(error) = failure {
+            return Err(error);
         }
+        self.say(format_args!(
+            "  {}={key}: {} timed {} of {} points",
+            plan.spec.key,
+            plan.strategy,
+            timed.len(),
+            points.len()
+        ));
         Ok(())
     }
 
-    fn is_done(&self, task: &Task) -> bool {
-        self.rejected[task.variant].is_some()
-            || self.failed_keys.contains_key(&task.key)
-            || self.measured.contains_key(&TaskId {
-                key: task.key,
-                variant: task.variant,
-                repeat: task.repeat,
-            })
-    }
-
-    fn replay_journal(&mut self) -> Result<(), BuildError> {
+    fn replay_journal(&self) -> Result<(), BuildError> {
         let Ok(text) = std::fs::read_to_string(&self.journal) else {
             return Ok(());
         };
@@ -275,6 +504,7 @@ impl State<'_> {
             let _ = std::fs::remove_file(&self.journal);
             return Ok(());
         }
+        let mut resumed = 0;
         for line in lines {
             // A line cut short by a kill is simply not replayed.
             let Ok(entry) = serde_json::from_str::<JournalLine>(line) else {
@@ -283,14 +513,15 @@ impl State<'_> {
             if entry.id.variant >= self.plan.variants.len() {
                 continue;
             }
-            self.resumed += 1;
+            resumed += 1;
             self.apply(entry.id, entry.outcome, false, None)?;
         }
-        if self.resumed > 0 {
+        if resumed > 0 {
+            let mut record = self.record();
+            record.resumed = resumed;
             let _ = writeln!(
-                self.log,
-                "  resumed {} results from {}",
-                self.resumed,
+                record.log,
+                "  resumed {resumed} results from {}",
                 self.journal.display()
             );
         }
@@ -298,19 +529,26 @@ impl State<'_> {
     }
 
     fn apply(
-        &mut self,
+        &self,
         id: TaskId,
         outcome: Outcome,
-        record: bool,
+        journal: bool,
         seconds: Option<f64>,
     ) -> Result<(), BuildError> {
-        if record {
+        let mut record = self.record();
+        if journal {
             self.append_journal(&JournalLine {
                 id,
                 outcome: outcome.clone(),
             })?;
         }
-        let name = self.plan.variants[id.variant].name.clone();
+        let name = &self.plan.variants[id.variant].name;
+        let key = format!("{}={}", self.plan.spec.key, id.key);
+        let gpu = if self.plan.devices.len() > 1 {
+            format!("gpu{} ", id.device)
+        } else {
+            String::new()
+        };
         match outcome {
             Outcome::Measured(m) => {
                 let tb_s = if m.bytes > 0 {
@@ -330,40 +568,33 @@ impl State<'_> {
                 };
                 let took = seconds.map(|s| format!("  [{s:.2} s]")).unwrap_or_default();
                 let _ = writeln!(
-                    self.log,
-                    "  {}={:<10} {:<32} {:>10.2} us  IQR ±{:.1}%  n={}{check}{tb_s}{took}",
-                    self.plan.spec.key,
-                    id.key,
-                    name,
+                    record.log,
+                    "  {gpu}{key:<12} {name:<32} {:>10.2} us  IQR ±{:.1}%  n={}{check}{tb_s}{took}",
                     m.median_us,
                     m.spread() * 100.0,
                     m.repeats
                 );
-                self.measured.insert(id, m);
+                record.measured.insert(id, m);
             }
             Outcome::Rejected { stage, reason } => {
                 let _ = writeln!(
-                    self.log,
-                    "  {}={:<10} {:<32} REJECTED ({stage:?}): {reason}",
-                    self.plan.spec.key, id.key, name
+                    record.log,
+                    "  {gpu}{key:<12} {name:<32} REJECTED ({stage:?}): {reason}"
                 );
-                if self.rejected[id.variant].is_none() {
-                    self.rejected[id.variant] = Some(Rejection { stage, reason });
+                if record.rejected[id.variant].is_none() {
+                    record.rejected[id.variant] = Some(Rejection { stage, reason });
                 }
             }
             Outcome::CaseFailed(reason) => {
-                let _ = writeln!(
-                    self.log,
-                    "  {}={:<10} no case: {reason}",
-                    self.plan.spec.key, id.key
-                );
-                self.failed_keys.insert(id.key, reason);
+                let _ = writeln!(record.log, "  {gpu}{key:<12} no case: {reason}");
+                record.failed_keys.insert(id.key, reason);
             }
         }
         Ok(())
     }
 
-    fn append_journal(&mut self, line: &JournalLine) -> Result<(), BuildError> {
+    /// Appends one line (the caller holds the record's lock, which orders lines).
+    fn append_journal(&self, line: &JournalLine) -> Result<(), BuildError> {
         let fresh = !self.journal.exists();
         let mut file = OpenOptions::new()
             .create(true)
@@ -381,31 +612,61 @@ impl State<'_> {
             .map_err(BuildError::io("cannot write", &self.journal))
     }
 
-    /// Runs `tasks`, in the running worker or new ones: a worker that dies or
-    /// hangs takes its current variant with it, and a new one resumes after it.
-    fn run_tasks(&mut self, tasks: &[Task]) -> Result<(), BuildError> {
+    /// Runs `tasks` on `lane`, in its running worker or new ones: a worker that
+    /// dies or hangs takes its current variant with it, and a new one resumes after it.
+    fn run_tasks(&self, lane: &mut Lane, tasks: &[Task]) -> Result<(), BuildError> {
+        let mut steps = Steps::default();
+        let outcome = self.run_pending(lane, tasks, &mut steps);
+        // What was skipped (its variant or key went out, or it was done before) or
+        // left by an error counts as handled, so that the bars end full.
+        let checks = tasks.iter().filter(|t| t.check).count();
+        self.progress
+            .advance(Phase::Verify, checks.saturating_sub(steps.verify));
+        self.progress
+            .advance(Phase::Time, tasks.len().saturating_sub(steps.time));
+        outcome
+    }
+
+    fn run_pending(
+        &self,
+        lane: &mut Lane,
+        tasks: &[Task],
+        steps: &mut Steps,
+    ) -> Result<(), BuildError> {
         loop {
-            let pending: Vec<Task> = tasks.iter().copied().filter(|t| !self.is_done(t)).collect();
+            let pending: Vec<Task> = {
+                let record = self.record();
+                tasks
+                    .iter()
+                    .copied()
+                    .filter(|t| !self.is_done(&record, t, lane.device))
+                    .collect()
+            };
             if pending.is_empty() {
                 return Ok(());
             }
-            let progressed = self.run_job(&pending)?;
+            let progressed = self.run_job(lane, &pending, steps)?;
             if !progressed {
                 return Err(BuildError::Worker(format!(
-                    "a worker for `{}` stopped before finishing any task; see the log above",
-                    self.plan.spec.name
+                    "a worker for `{}` on device {} stopped before finishing any task; see the log above",
+                    self.plan.spec.name, lane.device
                 )));
             }
         }
     }
 
-    /// Hands `tasks` to the worker (started if needed) and records what it reports
-    /// until it is done, dies or hangs. Returns whether anything was learned.
-    fn run_job(&mut self, tasks: &[Task]) -> Result<bool, BuildError> {
+    /// Hands `tasks` to the lane's worker (started if needed) and records what it
+    /// reports until it is done, dies or hangs. Returns whether anything was learned.
+    fn run_job(
+        &self,
+        lane: &mut Lane,
+        tasks: &[Task],
+        steps: &mut Steps,
+    ) -> Result<bool, BuildError> {
         let plan = self.plan;
         let job = Job {
             kernel: plan.spec.name.to_string(),
-            device: plan.device,
+            device: lane.device,
             seed: plan.seed,
             timing: plan.timing,
             variants: plan.variants.clone(),
@@ -413,7 +674,8 @@ impl State<'_> {
         };
         let line =
             serde_json::to_string(&job).map_err(|e| BuildError::Worker(e.to_string()))? + "\n";
-        let mut worker = match self.worker.take() {
+        let job_started = Instant::now();
+        let mut worker = match lane.worker.take() {
             Some(worker) => worker,
             None => Worker::spawn(plan)?,
         };
@@ -436,18 +698,37 @@ impl State<'_> {
                 .map_err(|e| BuildError::Worker(format!("cannot send a job: {e}")))?;
         }
         let mut current: Option<(usize, Instant)> = None;
+        // Per task: checked, and finished (with any outcome).
+        let mut checked = vec![false; tasks.len()];
+        let mut finished = vec![false; tasks.len()];
+        let mut step = |phase: Phase| {
+            self.progress.step(phase);
+            match phase {
+                Phase::Verify => steps.verify += 1,
+                _ => steps.time += 1,
+            }
+        };
         let mut progressed = false;
         let ending = loop {
             match worker.events.recv_timeout(plan.task_timeout) {
                 Ok(line) => {
                     let Ok(event) = serde_json::from_str::<Event>(&line) else {
-                        let _ = writeln!(self.log, "  worker: {line}");
+                        self.say(format_args!("  worker: {line}"));
                         continue;
                     };
                     let (task_index, outcome) = match event {
                         Event::Done => break Ending::Done,
                         Event::Started { task } => {
                             current = Some((task, Instant::now()));
+                            continue;
+                        }
+                        Event::Checked { task } => {
+                            if let Some(flag) = checked.get_mut(task)
+                                && !*flag
+                            {
+                                *flag = true;
+                                step(Phase::Verify);
+                            }
                             continue;
                         }
                         Event::Measured { task, measurement } => {
@@ -460,10 +741,9 @@ impl State<'_> {
                         } => (task, Outcome::Rejected { stage, reason }),
                         Event::CaseFailed { task, reason } => (task, Outcome::CaseFailed(reason)),
                         Event::Fatal { task, reason } => {
-                            let _ = writeln!(
-                                self.log,
+                            self.say(format_args!(
                                 "  worker: the context is lost after task {task}: {reason}"
-                            );
+                            ));
                             (
                                 task,
                                 Outcome::Rejected {
@@ -484,26 +764,21 @@ impl State<'_> {
                         _ => None,
                     };
                     progressed = true;
-                    self.apply(
-                        TaskId {
-                            key: task.key,
-                            variant: task.variant,
-                            repeat: task.repeat,
-                        },
-                        outcome,
-                        true,
-                        seconds,
-                    )?;
+                    finish(task_index, task, &mut checked, &mut finished, &mut step);
+                    lane.share.tasks += 1;
+                    self.apply(TaskId::of(task, lane.device), outcome, true, seconds)?;
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => break Ending::Hung,
                 Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::Died,
             }
         };
         if let Ending::Done = ending {
-            self.worker = Some(worker);
+            lane.worker = Some(worker);
+            lane.share.seconds += job_started.elapsed().as_secs_f64();
             return Ok(progressed);
         }
         let (status, stderr) = worker.stop();
+        lane.share.seconds += job_started.elapsed().as_secs_f64();
         if let Some((index, _)) = current
             && let Some(task) = tasks.get(index)
         {
@@ -517,60 +792,143 @@ impl State<'_> {
                     format!("the worker died ({status}): {}", last_line(&stderr)),
                 ),
             };
-            let id = TaskId {
-                key: task.key,
-                variant: task.variant,
-                repeat: task.repeat,
-            };
-            self.apply(id, Outcome::Rejected { stage, reason }, true, None)?;
+            finish(index, task, &mut checked, &mut finished, &mut step);
+            self.apply(
+                TaskId::of(task, lane.device),
+                Outcome::Rejected { stage, reason },
+                true,
+                None,
+            )?;
             progressed = true;
         } else {
-            let _ = writeln!(self.log, "  worker exited with {status}:\n{stderr}");
+            self.say(format_args!("  worker exited with {status}:\n{stderr}"));
         }
         Ok(progressed)
     }
 
+    /// The incumbent's two medians at `key` per device that timed it (its anchors),
+    /// and the factor that brings each device's times onto the reference's (the
+    /// lowest-numbered device with an anchor). A device without an anchor keeps 1.
+    fn anchors_at(&self, record: &Record<'_>, key: u64) -> Anchors {
+        let incumbent = self.plan.incumbent_at(key);
+        let mut anchors: BTreeMap<usize, (f64, Option<f64>)> = BTreeMap::new();
+        for (id, m) in record.measured.range(key_range(key)) {
+            if id.variant == incumbent {
+                let entry = anchors.entry(id.device).or_insert((f64::NAN, None));
+                if id.repeat {
+                    entry.1 = Some(m.median_us);
+                } else {
+                    entry.0 = m.median_us;
+                }
+            }
+        }
+        anchors.retain(|_, (first, _)| first.is_finite() && *first > 0.0);
+        let reference = anchors.values().next().map(|&(first, _)| first);
+        Anchors {
+            scale: anchors
+                .iter()
+                .filter_map(|(&device, &(first, _))| Some((device, reference? / first)))
+                .collect(),
+            repeat_noise: anchors
+                .values()
+                .filter_map(|&(first, again)| again.map(|again| (again - first).abs() / first))
+                .reduce(f64::max),
+        }
+    }
+
+    /// What was timed at `key`, on the reference device's scale; the repeat noise
+    /// is the largest over the devices.
+    fn timings_at(&self, record: &Record<'_>, key: u64) -> SizeTimings {
+        let anchors = self.anchors_at(record, key);
+        let mut timed: Vec<Timed> = Vec::new();
+        for (id, m) in record.measured.range(key_range(key)) {
+            if id.repeat
+                || record.rejected[id.variant].is_some()
+                || timed.iter().any(|t| t.variant == id.variant)
+            {
+                continue;
+            }
+            let s = anchors.scale(id.device);
+            timed.push(Timed {
+                variant: id.variant,
+                median: m.median_us * s,
+                p25: m.p25_us * s,
+                p75: m.p75_us * s,
+            });
+        }
+        SizeTimings {
+            key,
+            timed,
+            repeat_noise: anchors.repeat_noise,
+            refinement: !self.plan.spec.sizes.contains(&key),
+        }
+    }
+
     /// The decision at every key with valid timings, ascending.
     fn decisions(&self) -> Vec<Decision> {
-        let mut keys: BTreeSet<u64> = BTreeSet::new();
-        keys.extend(self.measured.keys().map(|id| id.key));
-        let refinements: BTreeSet<u64> = keys
-            .iter()
-            .copied()
-            .filter(|k| !self.plan.spec.sizes.contains(k))
-            .collect();
+        let record = self.record();
+        let keys: BTreeSet<u64> = record.measured.keys().map(|id| id.key).collect();
         keys.into_iter()
             .filter_map(|key| {
-                let timed: Vec<Timed> = self
-                    .measured
-                    .iter()
-                    .filter(|(id, _)| {
-                        id.key == key && !id.repeat && self.rejected[id.variant].is_none()
-                    })
-                    .map(|(id, m)| Timed {
-                        variant: id.variant,
-                        median: m.median_us,
-                        p25: m.p25_us,
-                        p75: m.p75_us,
-                    })
-                    .collect();
-                let again = self
-                    .measured
-                    .get(&TaskId {
-                        key,
-                        variant: self.plan.incumbent_at(key),
-                        repeat: true,
-                    })
-                    .map(|m| m.median_us);
-                let timings = SizeTimings {
-                    key,
-                    timed,
-                    incumbent_again: again,
-                    refinement: refinements.contains(&key),
-                };
+                let timings = self.timings_at(&record, key);
                 ranges::decide(&timings, self.plan.incumbent_at(key), self.plan.min_margin)
             })
             .collect()
+    }
+}
+
+/// Every task id at `key`.
+fn key_range(key: u64) -> std::ops::RangeInclusive<TaskId> {
+    let first = TaskId {
+        key,
+        variant: 0,
+        repeat: false,
+        device: 0,
+    };
+    first..=TaskId {
+        variant: usize::MAX,
+        repeat: true,
+        device: usize::MAX,
+        ..first
+    }
+}
+
+/// The incumbent's timings at one key, per device.
+struct Anchors {
+    /// Per device: the reference anchor over this device's.
+    scale: BTreeMap<usize, f64>,
+    /// The largest relative difference between a device's two incumbent timings.
+    repeat_noise: Option<f64>,
+}
+
+impl Anchors {
+    fn scale(&self, device: usize) -> f64 {
+        self.scale.get(&device).copied().unwrap_or(1.0)
+    }
+}
+
+/// Progress steps one unit's jobs made, per phase.
+#[derive(Debug, Default)]
+struct Steps {
+    verify: usize,
+    time: usize,
+}
+
+/// Counts task `index` of a job as through both phases.
+fn finish(
+    index: usize,
+    task: &Task,
+    checked: &mut [bool],
+    finished: &mut [bool],
+    step: &mut impl FnMut(Phase),
+) {
+    if task.check && !checked[index] {
+        checked[index] = true;
+        step(Phase::Verify);
+    }
+    if !finished[index] {
+        finished[index] = true;
+        step(Phase::Time);
     }
 }
 

@@ -120,6 +120,17 @@ pub struct Seconds {
     pub compile: f64,
     pub sweep: f64,
     pub total: f64,
+    /// How many GPUs the sweep ran on.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub gpus: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(value: &u32) -> bool {
+    *value == 1
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,6 +187,15 @@ pub struct Measurement {
     pub error: f64,
     pub bytes: u64,
     pub flops: u64,
+    /// The CUDA device it was timed on, when the sweep ran on several; its times
+    /// are then scaled onto the reference device's by the two devices' timings of
+    /// the incumbent at this key (the log has them raw).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 impl Measurement {
@@ -386,6 +406,7 @@ pub(crate) mod tests {
             error: 1e-3,
             bytes: 1,
             flops: 0,
+            device: 0,
         };
         let variant = |name: &str, values: Vec<u32>| VariantRecord {
             name: name.into(),
@@ -425,6 +446,7 @@ pub(crate) mod tests {
                 compile: 1.0,
                 sweep: 2.0,
                 total: 3.0,
+                gpus: 1,
             },
         };
         TuningTable {

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::BuildError;
 use super::nvcc::{CompileJob, Nvcc, Target, hex};
+use super::progress::Progress;
 use super::ranges;
 use super::settings::Settings;
 use super::sweep::{self, SweepPlan};
@@ -29,6 +30,8 @@ pub struct Tuner<'a> {
     pub cache_dir: PathBuf,
     pub nvcc: &'a Nvcc,
     pub gpu: &'a GpuRecord,
+    /// The CUDA devices the sweep runs on, all of `gpu`'s model.
+    pub devices: Vec<usize>,
     pub settings: &'a Settings,
     /// The executable that acts as the sweep's worker (this build script).
     pub exe: PathBuf,
@@ -107,9 +110,10 @@ impl Tuner<'_> {
         spec: &'static KernelSpec,
         fingerprint: &Fingerprint,
         fallback_table: Option<&KernelTable>,
-        log: &mut dyn Write,
+        log: &mut (dyn Write + Send),
     ) -> Result<KernelTable, BuildError> {
         let started = std::time::Instant::now();
+        let progress = Progress::from_env(spec.name);
         let fallback_default = spec
             .fallback
             .map(|f| f.default.to_vec())
@@ -140,7 +144,9 @@ impl Tuner<'_> {
             &fallback_points,
         );
         let compile_jobs: Vec<CompileJob> = jobs.iter().map(|p| p.job.clone()).collect();
-        let (compiled, compile_seconds) = self.nvcc.compile_all(&compile_jobs, &self.cache_dir);
+        let (compiled, compile_seconds) =
+            self.nvcc
+                .compile_all(&compile_jobs, &self.cache_dir, &progress);
         let fresh = compiled
             .iter()
             .filter(|c| c.as_ref().is_ok_and(|c| !c.cached))
@@ -240,7 +246,7 @@ impl Tuner<'_> {
             variants: variants.clone(),
             rejected,
             incumbents,
-            device: self.settings.device,
+            devices: self.devices.clone(),
             seed: self.settings.seed,
             timing: self.settings.timing,
             min_margin: self.settings.min_margin,
@@ -250,7 +256,21 @@ impl Tuner<'_> {
             strategy: self.settings.strategy,
             default,
         };
-        let result = sweep::run(&plan, log)?;
+        let result = sweep::run(&plan, &progress, log)?;
+        if result.devices.len() > 1 {
+            let shares: Vec<String> = result
+                .devices
+                .iter()
+                .map(|d| format!("gpu{}: {} tasks in {:.1} s", d.device, d.tasks, d.seconds))
+                .collect();
+            let _ = writeln!(
+                log,
+                "  sweep: {:.1} s on {} GPUs ({})",
+                result.seconds,
+                result.devices.len(),
+                shares.join(", ")
+            );
+        }
         let name = |index: usize| variants[index].name.clone();
         // In ranges, every fallback variant is the fallback: its plan picks among them.
         let owner = |index: usize| {
@@ -330,6 +350,7 @@ impl Tuner<'_> {
                 compile: compile_seconds,
                 sweep: result.seconds,
                 total: started.elapsed().as_secs_f64(),
+                gpus: u32::try_from(result.devices.len()).unwrap_or(u32::MAX),
             },
         };
         write_summary(&table, log);

@@ -55,6 +55,10 @@ pub enum Event {
     Started {
         task: usize,
     },
+    /// Its output matched the reference; timing follows.
+    Checked {
+        task: usize,
+    },
     Measured {
         task: usize,
         measurement: Measurement,
@@ -210,6 +214,7 @@ impl<K: Kernel> Session<K> {
                 &mut self.flush,
                 loaded,
                 best,
+                emit,
             ) {
                 Ok(event) => {
                     if let Event::Measured { measurement, .. } = &event {
@@ -248,6 +253,7 @@ fn run_task<K: Kernel>(
     flush: &mut L2Flush,
     variant: &Loaded<K::Params>,
     best_us: Option<f64>,
+    emit: &mut dyn FnMut(Event),
 ) -> Result<Event, (Stage, String)> {
     let launch_error = |e: String| (Stage::Launch, e);
     let mut error = -1.0;
@@ -281,6 +287,7 @@ fn run_task<K: Kernel>(
             ));
         }
         error = verdict.error;
+        emit(Event::Checked { task: index });
     }
     let samples = timing::measure(stream, flush, &job.timing, best_us, &mut || {
         launch::<K>(case, stream, variant)
@@ -299,6 +306,7 @@ fn run_task<K: Kernel>(
             error,
             bytes: work.bytes,
             flops: work.flops,
+            device: u32::try_from(job.device).unwrap_or(u32::MAX),
         },
     })
 }
