@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use autotune_runtime::KernelSpec;
 use autotune_runtime::build::progress::{Phase, Progress};
-use autotune_runtime::build::sweep::{self, SweepPlan};
+use autotune_runtime::build::sweep::{self, SweepPlan, SweepResult};
 use autotune_runtime::build::table::{Measurement, Stage};
 use autotune_runtime::build::timing::TimingConfig;
 use autotune_runtime::build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
@@ -52,6 +52,25 @@ fn script(name: &str, key: u64, device: usize) -> Option<f64> {
         }
     };
     Some(if device == 1 { median * 0.97 } else { median })
+}
+
+/// The winner at each size of `SPEC` the scripted variants should produce.
+const SCRIPTED_WINNERS: [(u64, Option<usize>); 4] = [
+    (100, Some(0)),
+    (400, Some(0)),
+    (1600, Some(1)),
+    (6400, Some(1)),
+];
+
+/// The winner the sweep decided at each size of `SPEC`.
+fn winners(result: &SweepResult) -> Vec<(u64, Option<usize>)> {
+    SPEC.sizes
+        .iter()
+        .map(|&key| {
+            let decision = result.decisions.iter().find(|d| d.key == key);
+            (key, decision.map(|d| d.winner))
+        })
+        .collect()
 }
 
 fn worker() -> ! {
@@ -184,17 +203,7 @@ fn failures_cost_only_their_variant(work: &Path) {
     assert!(result.measurements[3].is_empty() && result.measurements[5].is_empty());
     // 0.5% faster is inside the 1% floor: the incumbent keeps small keys; v=1 wins
     // the large ones, and the boundary was refined between 400 and 1600.
-    let winner = |key: u64| {
-        result
-            .decisions
-            .iter()
-            .find(|d| d.key == key)
-            .map(|d| d.winner)
-    };
-    assert_eq!(winner(100), Some(0));
-    assert_eq!(winner(400), Some(0));
-    assert_eq!(winner(1600), Some(1));
-    assert_eq!(winner(6400), Some(1));
+    assert_eq!(winners(&result), SCRIPTED_WINNERS, "{log}");
     assert!(
         result
             .decisions
@@ -251,17 +260,7 @@ fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
         "stored on device 0's scale: {:?}",
         result.measurements[2]
     );
-    let winner = |key: u64| {
-        result
-            .decisions
-            .iter()
-            .find(|d| d.key == key)
-            .map(|d| d.winner)
-    };
-    assert_eq!(winner(100), Some(0), "{log}");
-    assert_eq!(winner(400), Some(0), "{log}");
-    assert_eq!(winner(1600), Some(1), "{log}");
-    assert_eq!(winner(6400), Some(1), "{log}");
+    assert_eq!(winners(&result), SCRIPTED_WINNERS, "{log}");
     let at_6400 = result.decisions.iter().find(|d| d.key == 6400);
     assert!(
         at_6400.is_some_and(|d| (d.incumbent_us - 10.0).abs() < 1e-9),

@@ -300,4 +300,18 @@ mod tests {
             assert!(svg.contains(&range.variant), "{} missing", range.variant);
         }
     }
+
+    #[test]
+    fn the_committed_plots_are_the_committed_table_s() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let table = table::read(&root.join("kernels/tuning/nvidia-h200.json")).unwrap();
+        for (name, kernel) in &table.kernels {
+            let file = format!("kernels/tuning/plots/nvidia-h200-{name}.svg");
+            let committed = std::fs::read_to_string(root.join(&file)).unwrap();
+            assert!(
+                render(name, kernel, &table) == committed,
+                "{file} is stale: `cargo autotune plot`"
+            );
+        }
+    }
 }
