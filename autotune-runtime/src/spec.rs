@@ -35,15 +35,7 @@ pub struct KernelSpec {
 impl KernelSpec {
     /// `block=128,stages=2`.
     pub fn point_name(&self, values: &[u32]) -> String {
-        if self.params.is_empty() {
-            return "default".to_string();
-        }
-        self.params
-            .iter()
-            .zip(values)
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect::<Vec<_>>()
-            .join(",")
+        autotune_spec::names::point_name(self.params, values)
     }
 
     /// `-DBLOCK=128 -DSTAGES=2`.
@@ -51,7 +43,7 @@ impl KernelSpec {
         self.params
             .iter()
             .zip(values)
-            .map(|(name, value)| format!("-D{}={value}", name.to_ascii_uppercase()))
+            .map(|(name, value)| format!("-D{}={value}", autotune_spec::names::define(name)))
             .collect()
     }
 

@@ -18,20 +18,38 @@
 //! )]
 //! ```
 
+//!
+//! Feature `grammar` (default) holds the parser; without it, only [`names`] and
+//! [`source`] remain, for the run-time crate.
+
+#[cfg(feature = "grammar")]
 mod args;
+#[cfg(feature = "grammar")]
 mod constraint;
+#[cfg(feature = "grammar")]
 mod diagnostics;
 pub mod names;
+#[cfg(feature = "grammar")]
 mod scan;
+#[cfg(feature = "grammar")]
 mod signature;
 pub mod source;
+#[cfg(feature = "grammar")]
 mod space;
+#[cfg(feature = "grammar")]
 mod spec;
 
+#[cfg(feature = "grammar")]
 pub use args::{AttrArgs, Entry};
+#[cfg(feature = "grammar")]
 pub use constraint::{Constraint, EvalError};
+#[cfg(feature = "grammar")]
 pub use diagnostics::Diagnostics;
+#[cfg(feature = "grammar")]
 pub use scan::{WrapperRef, find_wrappers, is_autotune_attr};
+#[cfg(feature = "grammar")]
 pub use signature::{Argument, ArgumentRole, WrapperSignature};
+#[cfg(feature = "grammar")]
 pub use space::{Param, Point, Space};
+#[cfg(feature = "grammar")]
 pub use spec::{OPTIONS, Spec};

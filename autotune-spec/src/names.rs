@@ -22,27 +22,27 @@ pub fn define(param: &str) -> String {
 }
 
 /// `block=128,stages=2`: how a point is named in tables, logs and dispatch.
-pub fn point_name(params: &[String], values: &[u32]) -> String {
+pub fn point_name(params: &[impl AsRef<str>], values: &[u32]) -> String {
     if params.is_empty() {
         return "default".to_string();
     }
     params
         .iter()
         .zip(values)
-        .map(|(name, value)| format!("{name}={value}"))
+        .map(|(name, value)| format!("{}={value}", name.as_ref()))
         .collect::<Vec<_>>()
         .join(",")
 }
 
 /// `block128_stages2`: a point as a file-name and identifier fragment.
-pub fn point_slug(params: &[String], values: &[u32]) -> String {
+pub fn point_slug(params: &[impl AsRef<str>], values: &[u32]) -> String {
     if params.is_empty() {
         return "default".to_string();
     }
     params
         .iter()
         .zip(values)
-        .map(|(name, value)| format!("{name}{value}"))
+        .map(|(name, value)| format!("{}{value}", name.as_ref()))
         .collect::<Vec<_>>()
         .join("_")
 }
@@ -72,7 +72,8 @@ mod tests {
         let params = ["block".to_string(), "stages".to_string()];
         assert_eq!(point_name(&params, &[64, 2]), "block=64,stages=2");
         assert_eq!(point_slug(&params, &[64, 2]), "block64_stages2");
-        assert_eq!(point_name(&[], &[]), "default");
+        let none: [&str; 0] = [];
+        assert_eq!(point_name(&none, &[]), "default");
         assert_eq!(gpu_slug("NVIDIA H200"), "nvidia-h200");
         assert_eq!(
             gpu_slug("NVIDIA GeForce RTX 4090 (laptop)"),
