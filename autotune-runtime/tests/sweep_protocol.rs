@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use autotune_runtime::KernelSpec;
 use autotune_runtime::build::progress::{Phase, Progress};
+use autotune_runtime::build::strategy::{Budget, Strategy};
 use autotune_runtime::build::sweep::{self, SweepPlan, SweepResult};
 use autotune_runtime::build::table::{Measurement, Stage};
 use autotune_runtime::build::timing::TimingConfig;
@@ -134,7 +135,7 @@ fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
         refine_rounds: 2,
         task_timeout: Duration::from_secs(2),
         journal_header: format!("scripted {}", variants.len()),
-        strategy: autotune_runtime::build::strategy::Strategy::Grid,
+        strategy: Strategy::Grid,
         default: 0,
     }
 }
@@ -270,22 +271,29 @@ fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
 }
 
 fn a_budgeted_search_times_fewer_points(work: &Path) {
-    let mut plan = plan(work, &variants(3));
-    plan.strategy = autotune_runtime::build::strategy::Strategy::Local { budget: 2, seed: 5 };
-    plan.refine_rounds = 0;
-    let mut log = Vec::new();
-    let result =
-        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
-    let log = String::from_utf8_lossy(&log);
-    for &key in SPEC.sizes {
-        let timed = (0..3)
-            .filter(|&v| result.measurements[v].iter().any(|m| m.key == key))
-            .count();
-        assert_eq!(timed, 2, "a budget of 2 points at n={key}: {log}");
-        assert!(
-            result.measurements[0].iter().any(|m| m.key == key),
-            "the incumbent is always timed"
-        );
+    // Points per key, then seconds: none (the incumbent alone), then plenty (all).
+    for (budget, expected) in [
+        (Budget::Points(2), 2),
+        (Budget::Seconds(0.0), 1),
+        (Budget::Seconds(600.0), 3),
+    ] {
+        let mut plan = plan(work, &variants(3));
+        plan.strategy = Strategy::Local { budget, seed: 5 };
+        plan.refine_rounds = 0;
+        let mut log = Vec::new();
+        let result =
+            sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+        let log = String::from_utf8_lossy(&log);
+        for &key in SPEC.sizes {
+            let timed = (0..3)
+                .filter(|&v| result.measurements[v].iter().any(|m| m.key == key))
+                .count();
+            assert_eq!(timed, expected, "{budget} at n={key}: {log}");
+            assert!(
+                result.measurements[0].iter().any(|m| m.key == key),
+                "the incumbent is always timed"
+            );
+        }
     }
     println!("budgeted search: ok");
 }

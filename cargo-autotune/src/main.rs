@@ -1,7 +1,7 @@
 //! `cargo autotune`: tuning from the terminal, on the same library path as build.rs.
 //!
 //! ```text
-//! cargo autotune tune     [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N]
+//! cargo autotune tune     [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N|60s]
 //! cargo autotune report   [--tables DIR] [--kernel NAME]
 //! cargo autotune plot     [--tables DIR] [--out DIR]
 //! cargo autotune check                     exit 0 when every kernel bakes a table for this machine
@@ -27,7 +27,7 @@ use args::Args;
 
 const USAGE: &str =
     "usage: cargo autotune <tune|report|plot|check|merge|compare|simulate> [options]
-  tune      [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N]
+  tune      [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N|60s]
             [--manifest-path PATH]
   report    [--tables DIR] [--kernel NAME]
   plot      [--tables DIR] [--out DIR]

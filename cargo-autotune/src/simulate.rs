@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use autotune_runtime::build::strategy::Strategy;
+use autotune_runtime::build::strategy::{Budget, Strategy};
 use autotune_runtime::build::table::{self, KernelTable, Role};
 
 use crate::args::Args;
@@ -20,7 +20,8 @@ pub fn run(args: &Args) -> Result<ExitCode, String> {
         .get(name)
         .ok_or_else(|| format!("no kernel `{name}` in {path}"))?;
     let strategy_name = args.required("--strategy")?;
-    let budget = args.number("--budget")?;
+    let points = args.number("--budget")?;
+    let budget = points.map(Budget::Points);
     let summary = replay(
         kernel,
         |seed| Strategy::parse(strategy_name, budget, seed),
@@ -29,7 +30,7 @@ pub fn run(args: &Args) -> Result<ExitCode, String> {
     println!(
         "{name} on {}: {strategy_name}, budget {} of {} points, {runs} runs per key",
         table.gpu.name,
-        budget.unwrap_or(0),
+        points.unwrap_or(0),
         summary.points
     );
     println!(
@@ -102,7 +103,8 @@ pub fn replay(
         for run in 0..runs {
             let strategy = strategy(run as u64 + 1)?;
             let mut measure = |batch: &[usize]| batch.iter().map(|&i| medians[i]).collect();
-            let timed = strategy.search(&values, start, &mut measure);
+            // A replay looks timings up: only a budget of points means anything.
+            let timed = strategy.search(&values, start, &mut measure, &|| false);
             let found = timed
                 .iter()
                 .filter_map(|&i| medians[i])
@@ -144,7 +146,7 @@ mod tests {
         let budget = points.div_ceil(4);
         let replay = replay(
             gemm,
-            |seed| Strategy::parse("local", Some(budget), seed),
+            |seed| Strategy::parse("local", Some(Budget::Points(budget)), seed),
             20,
         )
         .unwrap();

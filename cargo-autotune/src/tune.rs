@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use autotune_runtime::build::progress::PROGRESS_ENV;
+use autotune_runtime::build::strategy::Budget;
 use autotune_runtime::build::table::{self, KernelTable};
 
 use crate::args::Args;
@@ -28,8 +29,10 @@ pub fn run(args: &Args) -> Result<ExitCode, String> {
     if let Some(strategy) = args.value("--strategy") {
         command.env("AUTOTUNE_STRATEGY", strategy);
     }
-    if let Some(budget) = args.number("--budget")? {
-        command.env("AUTOTUNE_BUDGET", budget.to_string());
+    if let Some(budget) = args.value("--budget") {
+        // Checked here, so that a typo fails before cargo starts.
+        Budget::parse(budget)?;
+        command.env("AUTOTUNE_BUDGET", budget);
     }
     if let Some(devices) = args.value("--devices") {
         command.env("AUTOTUNE_DEVICES", devices);

@@ -39,8 +39,8 @@ pub struct Settings {
     /// `AUTOTUNE_SEED`: fixes the random inputs (default: from the clock).
     pub seed: u64,
     pub timing: TimingConfig,
-    /// `AUTOTUNE_STRATEGY` (`grid`, `random`, `local`) with `AUTOTUNE_BUDGET` points
-    /// per size: which points the sweep times.
+    /// `AUTOTUNE_STRATEGY` (`grid`, `random`, `local`) with `AUTOTUNE_BUDGET` (points
+    /// per size, `28`, or seconds for a kernel's search, `60s`): which points the sweep times.
     pub strategy: super::strategy::Strategy,
 }
 
@@ -72,7 +72,10 @@ impl Settings {
             strategy: super::strategy::Strategy::parse(
                 &var("AUTOTUNE_STRATEGY").unwrap_or_else(|| "grid".into()),
                 var("AUTOTUNE_BUDGET")
-                    .map(|t| parse(&t, "AUTOTUNE_BUDGET"))
+                    .map(|t| {
+                        super::strategy::Budget::parse(&t)
+                            .map_err(|e| format!("AUTOTUNE_BUDGET: {e}"))
+                    })
                     .transpose()?,
                 seed,
             )?,

@@ -1,24 +1,71 @@
 //! Which points to time at one key: all of them (`grid`), or, for spaces too large
 //! to enumerate, a budget of them chosen by random sampling or by local search
 //! (hill climbing over neighbouring points, restarting at random points while
-//! budget remains). The incumbent is always timed first.
+//! budget remains). A budget is points per key, or seconds for a kernel's whole
+//! search. The incumbent is always timed first.
 
 use std::collections::BTreeMap;
 
 use crate::random::Rng;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How much a search may time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Budget {
+    /// This many points at each key (`28`).
+    Points(usize),
+    /// About this many seconds for the kernel's whole search (`60s`), shared
+    /// evenly by its keys; each key times its incumbent whatever is left.
+    Seconds(f64),
+}
+
+impl Budget {
+    /// `28` (points per key) or `60s` (seconds for the kernel).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let invalid = || format!("budget `{text}` is neither points (`28`) nor seconds (`60s`)");
+        if let Some(seconds) = text.strip_suffix('s') {
+            let seconds: f64 = seconds.trim().parse().map_err(|_| invalid())?;
+            if !(seconds.is_finite() && seconds >= 0.0) {
+                return Err(invalid());
+            }
+            return Ok(Self::Seconds(seconds));
+        }
+        match text.parse() {
+            Ok(0) | Err(_) => Err(invalid()),
+            Ok(points) => Ok(Self::Points(points)),
+        }
+    }
+
+    /// The most points one key may time, out of `available`.
+    fn points(self, available: usize) -> usize {
+        match self {
+            Self::Points(points) => points.min(available),
+            Self::Seconds(_) => available,
+        }
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Points(points) => write!(f, "{points} points per key"),
+            Self::Seconds(seconds) => write!(f, "{seconds} s for the kernel"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Strategy {
     Grid,
-    /// The incumbent and `budget - 1` points drawn at random.
+    /// The incumbent, then points drawn at random until the budget is spent.
     Random {
-        budget: usize,
+        budget: Budget,
         seed: u64,
     },
     /// Hill climbing from the incumbent over neighbours (one parameter one step
-    /// away), restarting from random points, until `budget` points are timed.
+    /// away), restarting from random points, until the budget is spent.
     Local {
-        budget: usize,
+        budget: Budget,
         seed: u64,
     },
 }
@@ -27,19 +74,22 @@ impl std::fmt::Display for Strategy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Grid => f.write_str("grid (every point)"),
-            Self::Random { budget, .. } => write!(f, "random, {budget} points per key"),
-            Self::Local { budget, .. } => write!(f, "local search, {budget} points per key"),
+            Self::Random { budget, .. } => write!(f, "random, {budget}"),
+            Self::Local { budget, .. } => write!(f, "local search, {budget}"),
         }
     }
 }
 
+/// Points a time-budgeted random search times between looks at the clock.
+const RANDOM_BATCH: usize = 4;
+
 impl Strategy {
-    /// `grid`, `random` or `local`, with a budget of points per key.
-    pub fn parse(name: &str, budget: Option<usize>, seed: u64) -> Result<Self, String> {
+    /// `grid`, `random` or `local`, the last two with a budget.
+    pub fn parse(name: &str, budget: Option<Budget>, seed: u64) -> Result<Self, String> {
         let need = || {
-            budget
-                .filter(|&b| b > 0)
-                .ok_or_else(|| format!("strategy `{name}` needs a budget of points per key"))
+            budget.ok_or_else(|| {
+                format!("strategy `{name}` needs a budget (`28` points per key, or `60s`)")
+            })
         };
         match name {
             "grid" => Ok(Self::Grid),
@@ -55,14 +105,31 @@ impl Strategy {
         }
     }
 
+    /// The seconds a time budget gives the kernel's search, if it is one.
+    pub fn seconds(&self) -> Option<f64> {
+        match self {
+            Self::Random {
+                budget: Budget::Seconds(s),
+                ..
+            }
+            | Self::Local {
+                budget: Budget::Seconds(s),
+                ..
+            } => Some(*s),
+            _ => None,
+        }
+    }
+
     /// Searches one key. `points[i]` are the values of point `i`; `start` is the
     /// incumbent; `measure(batch)` times the points of `batch` and returns each
-    /// median (`None`: the point is out). Returns the points timed, in order.
+    /// median (`None`: the point is out); `spent()` says the key's time is up
+    /// (asked before every batch but the first). Returns the points timed, in order.
     pub fn search(
         &self,
         points: &[Vec<u32>],
         start: usize,
         measure: &mut dyn FnMut(&[usize]) -> Vec<Option<f64>>,
+        spent: &dyn Fn() -> bool,
     ) -> Vec<usize> {
         let mut timed: BTreeMap<usize, Option<f64>> = BTreeMap::new();
         let mut order = Vec::new();
@@ -85,20 +152,32 @@ impl Strategy {
             Self::Grid => run((0..points.len()).collect(), &mut timed, &mut order),
             Self::Random { budget, seed } => {
                 let mut rng = Rng::new(seed);
-                let mut batch = vec![start];
+                let mut drawn = vec![start];
                 let mut rest: Vec<usize> = (0..points.len()).filter(|&i| i != start).collect();
-                while batch.len() < budget.min(points.len()) && !rest.is_empty() {
+                while drawn.len() < budget.points(points.len()) && !rest.is_empty() {
                     let pick = (rng.next_u64() % rest.len() as u64) as usize;
-                    batch.push(rest.swap_remove(pick));
+                    drawn.push(rest.swap_remove(pick));
                 }
-                run(batch, &mut timed, &mut order);
+                match budget {
+                    // One batch: the worker times them back to back.
+                    Budget::Points(_) => run(drawn, &mut timed, &mut order),
+                    Budget::Seconds(_) => {
+                        run(vec![start], &mut timed, &mut order);
+                        for batch in drawn[1..].chunks(RANDOM_BATCH) {
+                            if spent() {
+                                break;
+                            }
+                            run(batch.to_vec(), &mut timed, &mut order);
+                        }
+                    }
+                }
             }
             Self::Local { budget, seed } => {
-                let budget = budget.min(points.len());
+                let budget = budget.points(points.len());
                 let mut rng = Rng::new(seed);
                 let mut current = start;
                 run(vec![start], &mut timed, &mut order);
-                while timed.len() < budget {
+                while timed.len() < budget && !spent() {
                     let room = budget - timed.len();
                     let fresh: Vec<usize> = neighbours(points, current)
                         .into_iter()
@@ -205,10 +284,10 @@ mod tests {
         let mut measure = |batch: &[usize]| batch.iter().map(|&i| Some(cost(&points[i]))).collect();
         // From the far corner (1, 1) of a 25-point grid, 14 timings reach (8, 4).
         let timed = Strategy::Local {
-            budget: 14,
+            budget: Budget::Points(14),
             seed: 1,
         }
-        .search(&points, start, &mut measure);
+        .search(&points, start, &mut measure, &|| false);
         assert!(timed.len() <= 14);
         let best = timed
             .iter()
@@ -225,12 +304,68 @@ mod tests {
             calls += 1;
             batch.iter().map(|_| Some(1.0)).collect()
         };
-        let timed = Strategy::Random { budget: 7, seed: 3 }.search(&points, 12, &mut measure);
+        let random = Strategy::Random {
+            budget: Budget::Points(7),
+            seed: 3,
+        };
+        let timed = random.search(&points, 12, &mut measure, &|| false);
         assert_eq!(timed.len(), 7);
         assert_eq!(timed[0], 12);
-        assert_eq!(Strategy::Grid.search(&points, 0, &mut measure).len(), 25);
+        assert_eq!(
+            Strategy::Grid
+                .search(&points, 0, &mut measure, &|| true)
+                .len(),
+            25
+        );
         assert_eq!(calls, 2);
         assert!(Strategy::parse("local", None, 0).is_err());
-        assert!(Strategy::parse("annealing", Some(3), 0).is_err());
+        assert!(Strategy::parse("annealing", Some(Budget::Points(3)), 0).is_err());
+    }
+
+    #[test]
+    fn a_time_budget_stops_between_batches_but_always_times_the_incumbent() {
+        let points = grid();
+        let batches = std::cell::Cell::new(0);
+        let mut measure = |batch: &[usize]| {
+            batches.set(batches.get() + 1);
+            batch.iter().map(|&i| Some(cost(&points[i]))).collect()
+        };
+        for strategy in [
+            Strategy::Random {
+                budget: Budget::Seconds(1.0),
+                seed: 4,
+            },
+            Strategy::Local {
+                budget: Budget::Seconds(1.0),
+                seed: 4,
+            },
+        ] {
+            batches.set(0);
+            // Out of time from the start: the incumbent alone.
+            let timed = strategy.search(&points, 6, &mut measure, &|| true);
+            assert_eq!(timed, [6], "{strategy}");
+            // Time for three batches: more points, and no more than three batches.
+            batches.set(0);
+            let timed = strategy.search(&points, 6, &mut measure, &|| batches.get() >= 3);
+            assert_eq!(batches.get(), 3, "{strategy}");
+            assert!(timed.len() > 3 && timed[0] == 6, "{strategy}: {timed:?}");
+            // Never out of time: the whole space, as a grid would.
+            let timed = strategy.search(&points, 6, &mut measure, &|| false);
+            assert_eq!(timed.len(), points.len(), "{strategy}");
+        }
+    }
+
+    #[test]
+    fn budgets_parse_as_points_or_seconds() {
+        assert_eq!(Budget::parse("28"), Ok(Budget::Points(28)));
+        assert_eq!(Budget::parse("60s"), Ok(Budget::Seconds(60.0)));
+        assert_eq!(Budget::parse(" 2.5s "), Ok(Budget::Seconds(2.5)));
+        for bad in ["0", "-3", "60m", "s", "-1s", "infs"] {
+            assert!(Budget::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            Strategy::parse("local", Some(Budget::Seconds(60.0)), 1).map(|s| s.seconds()),
+            Ok(Some(60.0))
+        );
     }
 }

@@ -481,7 +481,14 @@ impl<'a> Sweep<'a> {
             }
             variants.iter().map(|&v| self.median(key, v)).collect()
         };
-        let timed = plan.strategy.search(&points, start, &mut measure);
+        // A time budget is the kernel's: each key gets its share, the lanes
+        // searching keys side by side.
+        let started = Instant::now();
+        let share = plan.strategy.seconds().map(|seconds| {
+            seconds * plan.devices.len() as f64 / plan.spec.sizes.len().max(1) as f64
+        });
+        let spent = || share.is_some_and(|share| started.elapsed().as_secs_f64() >= share);
+        let timed = plan.strategy.search(&points, start, &mut measure, &spent);
         if let Some(error) = failure {
             return Err(error);
         }
