@@ -58,7 +58,7 @@ pub fn gemm(
     n: usize,
     k: usize,
 ) -> Result<(), KernelError> {
-    KernelError::check(k % 8 == 0 && n % 8 == 0, || {
+    KernelError::check(k.is_multiple_of(8) && n.is_multiple_of(8), || {
         format!("k = {k} and n = {n} must be multiples of 8")
     })?;
     KernelError::check(

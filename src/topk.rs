@@ -59,7 +59,6 @@ fn score_shared(warps: u32, stages: u32, histogram: bool) -> u32 {
     (HEADS as u32 + stages * 16 * warps) * row + if histogram { HIST_BINS as u32 * 4 } else { 0 }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn check(
     q: &CudaSlice<bf16>,
     weights: &CudaSlice<f32>,
@@ -95,6 +94,58 @@ fn check(
         .ok()
         .filter(|&n| n < 1 << 30)
         .ok_or_else(|| KernelError::Arguments(format!("n_ctx = {n_ctx} is too large")))
+}
+
+/// How the selection after scoring goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Selection {
+    /// Scoring folds each chunk into a histogram; a grid-wide filter keeps what is
+    /// near the threshold, and its last block resolves the threshold bin.
+    Incremental,
+    /// One block selects over every score.
+    KeepAll,
+}
+
+/// The query, head weights, keys, output indices and scratch of one call.
+type Buffers<'a> = (
+    &'a CudaSlice<bf16>,
+    &'a CudaSlice<f32>,
+    &'a CudaSlice<bf16>,
+    &'a mut CudaSlice<i32>,
+    &'a mut CudaSlice<u32>,
+);
+
+/// Both wrappers' body: check the arguments, score (`shape` = chunk, warps,
+/// stages), select.
+fn score_and_select(
+    stream: &CudaStream,
+    functions: &[CudaFunction],
+    shape: (u32, u32, u32),
+    selection: Selection,
+    (q, weights, keys, out, scratch): Buffers<'_>,
+    n_ctx: usize,
+) -> Result<(), KernelError> {
+    let t = check(q, weights, keys, out, scratch, n_ctx)?;
+    let [score, select] = functions else {
+        return Err(KernelError::Arguments(format!(
+            "{selection:?} top-k needs its two entries, score and select"
+        )));
+    };
+    let incremental = selection == Selection::Incremental;
+    launch_score(
+        stream,
+        score,
+        shape,
+        incremental,
+        (q, weights, keys, scratch),
+        t,
+    )?;
+    let blocks = if incremental {
+        (t.div_ceil(FILTER_PER_BLOCK as u32), FILTER_THREADS)
+    } else {
+        (1, SELECT_THREADS)
+    };
+    launch_select(stream, select, blocks, scratch, out, t)
 }
 
 fn launch_score(
@@ -136,17 +187,16 @@ fn launch_score(
 fn launch_select(
     stream: &CudaStream,
     function: &CudaFunction,
-    grid: u32,
-    threads: u32,
-    shared: u32,
+    (grid, threads): (u32, u32),
     scratch: &mut CudaSlice<u32>,
     out: &mut CudaSlice<i32>,
     n_ctx: u32,
 ) -> Result<(), KernelError> {
+    let shared = SELECT_SHARED;
     if shared > 48 * 1024 {
         function.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            shared as i32,
+            i32::try_from(shared).unwrap_or(i32::MAX),
         )?;
     }
     let config = LaunchConfig {
@@ -188,31 +238,16 @@ pub fn topk_indexer(
     scratch: &mut CudaSlice<u32>,
     n_ctx: usize,
 ) -> Result<(), KernelError> {
-    let t = check(q, weights, keys, out, scratch, n_ctx)?;
-    let [score, filter] = variant.functions() else {
-        return Err(KernelError::Arguments(
-            "topk_indexer needs its two entries".into(),
-        ));
-    };
     let p = variant.params();
-    launch_score(
+    let shape = (p.chunk, p.warps, p.stages);
+    let buffers = (q, weights, keys, out, scratch);
+    score_and_select(
         stream,
-        score,
-        (p.chunk, p.warps, p.stages),
-        true,
-        (q, weights, keys, scratch),
-        t,
-    )?;
-    let filter_blocks = n_ctx.div_ceil(FILTER_PER_BLOCK) as u32;
-    launch_select(
-        stream,
-        filter,
-        filter_blocks,
-        FILTER_THREADS,
-        SELECT_SHARED,
-        scratch,
-        out,
-        t,
+        variant.functions(),
+        shape,
+        Selection::Incremental,
+        buffers,
+        n_ctx,
     )
 }
 
@@ -241,30 +276,16 @@ pub fn topk_keep_all(
     scratch: &mut CudaSlice<u32>,
     n_ctx: usize,
 ) -> Result<(), KernelError> {
-    let t = check(q, weights, keys, out, scratch, n_ctx)?;
-    let [score, select] = variant.functions() else {
-        return Err(KernelError::Arguments(
-            "topk_keep_all needs its two entries".into(),
-        ));
-    };
     let p = variant.params();
-    launch_score(
+    let shape = (p.chunk, p.warps, p.stages);
+    let buffers = (q, weights, keys, out, scratch);
+    score_and_select(
         stream,
-        score,
-        (p.chunk, p.warps, p.stages),
-        false,
-        (q, weights, keys, scratch),
-        t,
-    )?;
-    launch_select(
-        stream,
-        select,
-        1,
-        SELECT_THREADS,
-        SELECT_SHARED,
-        scratch,
-        out,
-        t,
+        variant.functions(),
+        shape,
+        Selection::KeepAll,
+        buffers,
+        n_ctx,
     )
 }
 

@@ -142,10 +142,23 @@ mod topk {
     use autotune_kernels::samples::{self, TopkInputs};
     use autotune_kernels::topk::{self, DIM, TOP_K, TopkIndexer, TopkKeepAll};
     use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, DriverError};
     use autotune_runtime::half::bf16;
+    use std::sync::Arc;
 
     fn inputs(n_ctx: usize, seed: u64) -> TopkInputs {
         samples::topk(n_ctx, seed)
+    }
+
+    /// Query, head weights and keys on the device.
+    type Device = (CudaSlice<bf16>, CudaSlice<f32>, CudaSlice<bf16>);
+
+    fn upload(stream: &Arc<CudaStream>, input: &TopkInputs) -> Result<Device, DriverError> {
+        Ok((
+            stream.clone_htod(&input.q)?,
+            stream.clone_htod(&input.weights)?,
+            stream.clone_htod(&input.keys)?,
+        ))
     }
 
     #[test]
@@ -163,11 +176,7 @@ mod topk {
         for n_ctx in sizes {
             let input = inputs(n_ctx, n_ctx as u64);
             let scores = topk::scores(&input.q, &input.weights, &input.keys);
-            let (dq, dw, dk) = (
-                stream.clone_htod(&input.q).unwrap(),
-                stream.clone_htod(&input.weights).unwrap(),
-                stream.clone_htod(&input.keys).unwrap(),
-            );
+            let (dq, dw, dk) = upload(&stream, &input).unwrap();
             let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
             for name in ["dispatch", "keep_all"] {
                 let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
@@ -203,11 +212,7 @@ mod topk {
             row.copy_from_slice(&first);
         }
         let scores = topk::scores(&input.q, &input.weights, &input.keys);
-        let (dq, dw, dk) = (
-            stream.clone_htod(&input.q).unwrap(),
-            stream.clone_htod(&input.weights).unwrap(),
-            stream.clone_htod(&input.keys).unwrap(),
-        );
+        let (dq, dw, dk) = upload(&stream, &input).unwrap();
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
         let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
         autotune_runtime::poison(&stream, &mut out).unwrap();
@@ -227,11 +232,7 @@ mod topk {
         let stream = ctx.new_stream().unwrap();
         let n_ctx = 100_000;
         let input = inputs(n_ctx, 11);
-        let (dq, dw, dk) = (
-            stream.clone_htod(&input.q).unwrap(),
-            stream.clone_htod(&input.weights).unwrap(),
-            stream.clone_htod(&input.keys).unwrap(),
-        );
+        let (dq, dw, dk) = upload(&stream, &input).unwrap();
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
         let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
         autotune_runtime::poison(&stream, &mut out).unwrap();
