@@ -18,9 +18,15 @@ pub fn workspace_len(m: usize, n: usize) -> usize {
     m * n + m * n.div_ceil(64)
 }
 
-/// `(N, K)` of the sweep's case at `M = m`.
+/// `(N, K)` of the sweep's case at `M = m`: squares above 4096 (N and K rounded up
+/// to the multiple of 8 the kernel needs, for refinement sizes between powers of two).
 pub fn case_shape(m: usize) -> (usize, usize) {
-    if m > 4096 { (m, m) } else { (4096, 4096) }
+    if m > 4096 {
+        let side = m.next_multiple_of(8);
+        (side, side)
+    } else {
+        (4096, 4096)
+    }
 }
 
 /// `c[m x n] = a[m x k] · b[k x n]`, all row-major bf16. `k` and `n` must be

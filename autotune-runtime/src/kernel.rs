@@ -49,6 +49,16 @@ impl LaunchError {
     pub fn message(message: impl Into<String>) -> Self {
         Self(message.into().into())
     }
+
+    /// The wrapper's reason when it refused its arguments
+    /// ([`KernelError::Arguments`]) rather than failing to launch: the sweep then
+    /// skips the variant at that key instead of putting it out.
+    pub fn refused_arguments(&self) -> Option<&str> {
+        match self.0.downcast_ref::<KernelError>() {
+            Some(KernelError::Arguments(reason)) => Some(reason),
+            _ => None,
+        }
+    }
 }
 
 /// What a wrapper returns when it cannot launch: a driver error, or arguments that
@@ -69,5 +79,17 @@ impl KernelError {
         } else {
             Err(Self::Arguments(message()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_arguments_are_told_from_other_failures() {
+        let refused = LaunchError::from_error(KernelError::Arguments("k % 8 != 0".into()));
+        assert_eq!(refused.refused_arguments(), Some("k % 8 != 0"));
+        assert_eq!(LaunchError::message("no entry").refused_arguments(), None);
     }
 }

@@ -37,7 +37,7 @@ const SPEC: KernelSpec = KernelSpec {
 /// The median of a scripted variant at `key` on device 0: v=0 is the incumbent,
 /// 10 us everywhere; v=1 is faster only at large keys; v=2 is 0.5% faster (inside
 /// the noise floor). v=3 crashes, v=4 hangs, v=5 computes something else; v=6 and
-/// up are slow. Device 1 runs everything 3% faster.
+/// up are slow, and v=6's wrapper refuses n=400. Device 1 runs everything 3% faster.
 fn script(name: &str, key: u64, device: usize) -> Option<f64> {
     let median = match name {
         "v=0" => 10.0,
@@ -93,6 +93,10 @@ fn worker() -> ! {
                     task: task_index,
                     stage: Stage::WrongResult,
                     reason: "relative error 0.77".into(),
+                }),
+                "v=6" if task.key == 400 => emit_line(&Event::Unfit {
+                    task: task_index,
+                    reason: "n = 400 is not a multiple of 64".into(),
                 }),
                 _ => {
                     let median = script(name, task.key, job.device).expect("a scripted variant");
@@ -248,6 +252,10 @@ fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
     assert_eq!(stage(3), Some(Stage::Crash), "{log}");
     assert_eq!(stage(4), Some(Stage::Timeout), "{log}");
     assert_eq!(stage(5), Some(Stage::WrongResult), "{log}");
+    // v=6 refused one key: skipped there, timed at the others, not out.
+    assert_eq!(stage(6), None, "{log}");
+    let keys6: Vec<u64> = result.measurements[6].iter().map(|m| m.key).collect();
+    assert_eq!(keys6, [100, 1600, 6400], "{log}");
     // v=2 ran on device 1: 9.65 us raw, 3.5% under the incumbent's 10 us on device 0,
     // but 0.5% on its own device, so the incumbent keeps the small keys.
     assert!(

@@ -120,7 +120,12 @@ impl TaskId {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum Outcome {
     Measured(Measurement),
-    Rejected { stage: Stage, reason: String },
+    Rejected {
+        stage: Stage,
+        reason: String,
+    },
+    /// The variant's wrapper refused this key's arguments: not timed here, not out.
+    Unfit(String),
     CaseFailed(String),
 }
 
@@ -135,6 +140,8 @@ struct Record<'a> {
     log: &'a mut (dyn Write + Send),
     measured: BTreeMap<TaskId, Measurement>,
     rejected: Vec<Option<Rejection>>,
+    /// `(key, variant)` pairs whose wrapper refused the key's arguments.
+    unfit: BTreeSet<(u64, usize)>,
     failed_keys: BTreeMap<u64, String>,
     resumed: usize,
 }
@@ -189,6 +196,7 @@ pub fn run(
             log,
             measured: BTreeMap::new(),
             rejected: plan.rejected.clone(),
+            unfit: BTreeSet::new(),
             failed_keys: BTreeMap::new(),
             resumed: 0,
         }),
@@ -429,7 +437,10 @@ impl<'a> Sweep<'a> {
     /// Whether `task` needs no running on `device`: its variant is out, its key has
     /// no case, or it was measured (the incumbent: on this device, as its anchor).
     fn is_done(&self, record: &Record<'_>, task: &Task, device: usize) -> bool {
-        if record.rejected[task.variant].is_some() || record.failed_keys.contains_key(&task.key) {
+        if record.rejected[task.variant].is_some()
+            || record.failed_keys.contains_key(&task.key)
+            || record.unfit.contains(&(task.key, task.variant))
+        {
             return true;
         }
         let id = TaskId::of(task, device);
@@ -592,6 +603,13 @@ impl<'a> Sweep<'a> {
                     record.rejected[id.variant] = Some(Rejection { stage, reason });
                 }
             }
+            Outcome::Unfit(reason) => {
+                let _ = writeln!(
+                    record.log,
+                    "  {gpu}{key:<12} {name:<32} not at this key (its wrapper refused the arguments): {reason}"
+                );
+                record.unfit.insert((id.key, id.variant));
+            }
             Outcome::CaseFailed(reason) => {
                 let _ = writeln!(record.log, "  {gpu}{key:<12} no case: {reason}");
                 record.failed_keys.insert(id.key, reason);
@@ -746,6 +764,7 @@ impl<'a> Sweep<'a> {
                             stage,
                             reason,
                         } => (task, Outcome::Rejected { stage, reason }),
+                        Event::Unfit { task, reason } => (task, Outcome::Unfit(reason)),
                         Event::CaseFailed { task, reason } => (task, Outcome::CaseFailed(reason)),
                         Event::Fatal { task, reason } => {
                             self.say(format_args!(

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::table::{Measurement, Stage};
 use super::timing::{self, L2Flush, TimingConfig};
 use crate::random::Rng;
-use crate::{Case, Kernel, Params, Variant};
+use crate::{Case, Kernel, LaunchError, Params, Variant};
 
 /// The environment variable that makes `tune()` serve jobs for the kernel it names.
 pub const WORKER_ENV: &str = "AUTOTUNE_WORKER";
@@ -66,6 +66,12 @@ pub enum Event {
     Rejected {
         task: usize,
         stage: Stage,
+        reason: String,
+    },
+    /// The variant's wrapper refused this key's arguments (`KernelError::Arguments`):
+    /// it is not timed at this key, and not out.
+    Unfit {
+        task: usize,
         reason: String,
     },
     /// The case could not be built at this key (e.g. out of memory): nothing there.
@@ -228,7 +234,11 @@ impl<K: Kernel> Session<K> {
                     }
                     emit(event)
                 }
-                Err((_, reason)) if !context_alive(&self.stream) => {
+                Err(Failure::Unfit(reason)) => emit(Event::Unfit {
+                    task: index,
+                    reason,
+                }),
+                Err(Failure::Out(_, reason)) if !context_alive(&self.stream) => {
                     // A sticky error: the variant crashed the context, and this
                     // worker can do nothing more.
                     emit(Event::Fatal {
@@ -237,7 +247,7 @@ impl<K: Kernel> Session<K> {
                     });
                     return Ok(false);
                 }
-                Err((stage, reason)) => emit(Event::Rejected {
+                Err(Failure::Out(stage, reason)) => emit(Event::Rejected {
                     task: index,
                     stage,
                     reason,
@@ -259,8 +269,16 @@ fn run_task<K: Kernel>(
     variant: &Loaded<K::Params>,
     best_us: Option<f64>,
     emit: &mut dyn FnMut(Event),
-) -> Result<Event, (Stage, String)> {
+) -> Result<Event, Failure> {
     let launch_error = |e: String| (Stage::Launch, e);
+    // The first launch of a task tells an argument the wrapper refuses at this key
+    // (the variant is unfit here) from a launch that fails (the variant is out).
+    let first_launch = |case: &mut K::Case| {
+        launch::<K>(case, stream, variant).map_err(|e| match e.refused_arguments() {
+            Some(reason) => Failure::Unfit(reason.to_string()),
+            None => Failure::Out(Stage::Launch, e.to_string()),
+        })
+    };
     let mut error = -1.0;
     if task.check {
         // Random inputs drawn for this build and key, uploaded again before every
@@ -271,7 +289,7 @@ fn run_task<K: Kernel>(
         let setup = |e: crate::CaseError| (Stage::Launch, format!("preparing the case: {e}"));
         case.randomize(stream, seed).map_err(setup)?;
         case.poison(stream).map_err(setup)?;
-        launch::<K>(case, stream, variant).map_err(launch_error)?;
+        first_launch(case)?;
         stream
             .synchronize()
             .map_err(|e| launch_error(format!("after launch: {e}")))?;
@@ -283,7 +301,7 @@ fn run_task<K: Kernel>(
                 .detail
                 .map(|d| format!(" ({d})"))
                 .unwrap_or_default();
-            return Err((
+            return Err(Failure::Out(
                 Stage::WrongResult,
                 format!(
                     "relative error {:.3e} > tolerance {:.0e} at {}={}{detail}",
@@ -296,9 +314,11 @@ fn run_task<K: Kernel>(
         }
         error = verdict.error;
         emit(Event::Checked { task: index });
+    } else {
+        first_launch(case)?;
     }
     let samples = timing::measure(stream, flush, &job.timing, best_us, &mut || {
-        launch::<K>(case, stream, variant)
+        launch::<K>(case, stream, variant).map_err(|e| e.to_string())
     })
     .map_err(launch_error)?;
     let work = case.work();
@@ -323,14 +343,27 @@ fn launch<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
     variant: &Loaded<K::Params>,
-) -> Result<(), String> {
+) -> Result<(), LaunchError> {
     match variant {
         Loaded::Tuned(v) => K::launch_case(case, stream, v),
         Loaded::Fallback { functions, values } => {
             K::launch_fallback(case, stream, functions, values)
         }
     }
-    .map_err(|e| e.to_string())
+}
+
+/// Why a task produced no timing.
+enum Failure {
+    /// The variant is out, at this stage.
+    Out(Stage, String),
+    /// Its wrapper refused this key's arguments: skipped here only.
+    Unfit(String),
+}
+
+impl From<(Stage, String)> for Failure {
+    fn from((stage, reason): (Stage, String)) -> Self {
+        Self::Out(stage, reason)
+    }
 }
 
 /// Whether the context still works after an error (a crashed kernel poisons it).
