@@ -173,6 +173,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&work);
     failures_cost_only_their_variant(&work.join("faults"));
     two_devices_split_keys_and_compare_through_anchors(&work.join("two"));
+    a_search_spreads_its_batches_over_two_devices(&work.join("two-search"));
     a_budgeted_search_times_fewer_points(&work.join("budget"));
     a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
     println!("sweep_protocol: all passed");
@@ -276,6 +277,28 @@ fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
         "times are on device 0's scale: {at_6400:?}"
     );
     println!("two devices: ok");
+}
+
+fn a_search_spreads_its_batches_over_two_devices(work: &Path) {
+    // Random with every point drawn: one batch per size, split over both devices.
+    let mut plan = plan(work, &variants(14));
+    plan.devices = vec![0, 1];
+    plan.strategy = Strategy::Random {
+        budget: Budget::Points(14),
+        seed: 9,
+    };
+    let mut log = Vec::new();
+    let result =
+        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    for &key in SPEC.sizes {
+        for device in [0, 1] {
+            let anchor = format!("gpu{device} n={key:<10} v=0 ");
+            assert!(log.contains(&anchor), "no anchor `{anchor}`: {log}");
+        }
+    }
+    assert_eq!(winners(&result), SCRIPTED_WINNERS, "{log}");
+    println!("search on two devices: ok");
 }
 
 fn a_budgeted_search_times_fewer_points(work: &Path) {

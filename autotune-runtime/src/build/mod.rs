@@ -14,6 +14,7 @@
 //! never fails the build.
 
 mod bake;
+mod board;
 mod codegen;
 mod error;
 pub mod fingerprint;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::board::{Board, Unit};
 use super::error::BuildError;
 use super::progress::{Phase, Progress};
 use super::ranges::{self, Decision, SizeTimings, Timed};
@@ -161,20 +162,6 @@ struct Lane {
     share: DeviceShare,
 }
 
-/// A piece of the sweep one lane runs: at `key`, the tasks of some points (the
-/// incumbent's always among them), or a budgeted search; pinned to a lane when it
-/// is a share of a split key.
-struct Unit {
-    key: u64,
-    work: Work,
-    lane: Option<usize>,
-}
-
-enum Work {
-    Tasks(Vec<Task>),
-    Search,
-}
-
 /// Runs the whole sweep: every valid variant at every size (or a search at each),
 /// then up to `refine_rounds` rounds of boundary refinement.
 pub fn run(
@@ -217,26 +204,21 @@ pub fn run(
         })
         .collect();
     sweep.replay_journal()?;
-    let units = match plan.strategy {
-        Strategy::Grid => {
-            let all: Vec<usize> = (0..plan.variants.len()).collect();
-            sweep.units(
-                plan.spec.sizes.iter().map(|&key| (key, all.clone())),
-                lanes.len(),
-            )
+    let lane_count = lanes.len();
+    if plan.strategy == Strategy::Grid {
+        let all: Vec<usize> = (0..plan.variants.len()).collect();
+        let units = sweep.units(
+            plan.spec.sizes.iter().map(|&key| (key, all.clone())),
+            lane_count,
+        );
+        sweep.run_units(&mut lanes, units, Vec::new())?;
+    } else {
+        let mut keys = plan.spec.sizes.to_vec();
+        if lane_count > 1 {
+            keys.sort_by_key(|&key| std::cmp::Reverse(key));
         }
-        _ => plan
-            .spec
-            .sizes
-            .iter()
-            .map(|&key| Unit {
-                key,
-                work: Work::Search,
-                lane: None,
-            })
-            .collect(),
-    };
-    sweep.run_units(&mut lanes, units)?;
+        sweep.run_units(&mut lanes, Vec::new(), keys)?;
+    }
     let mut decisions = sweep.decisions();
     for _ in 0..plan.refine_rounds {
         let points = ranges::refinement_points(&decisions);
@@ -253,7 +235,7 @@ pub fn run(
             points.into_iter().map(|(key, a, b)| (key, vec![a, b])),
             lanes.len(),
         );
-        sweep.run_units(&mut lanes, units)?;
+        sweep.run_units(&mut lanes, units, Vec::new())?;
         decisions = sweep.decisions();
     }
     let mut devices = Vec::new();
@@ -316,7 +298,8 @@ impl<'a> Sweep<'a> {
 
     /// Units for `(key, points)`: a key with enough points for every lane to get
     /// `MIN_SHARE` is split into one interleaved share per lane; others go whole.
-    /// With several lanes, the largest keys (the longest to time) come first.
+    /// With several lanes, the largest keys (the longest to time) come first. What
+    /// is done already is left out, and the rest announced to the progress bars.
     fn units(&self, work: impl Iterator<Item = (u64, Vec<usize>)>, lanes: usize) -> Vec<Unit> {
         let mut units = Vec::new();
         let mut work: Vec<(u64, Vec<usize>)> = work.collect();
@@ -336,23 +319,32 @@ impl<'a> Sweep<'a> {
                         .collect();
                     units.push(Unit {
                         key,
-                        work: Work::Tasks(self.unit_tasks(key, &share)),
+                        tasks: self.unit_tasks(key, &share),
                         lane: Some(lane),
                     });
                 }
             } else {
                 units.push(Unit {
                     key,
-                    work: Work::Tasks(self.unit_tasks(key, &challengers)),
+                    tasks: self.unit_tasks(key, &challengers),
                     lane: None,
                 });
             }
         }
+        let record = self.record();
+        for unit in &mut units {
+            // A share's device is known; a whole unit's anchor is left to its lane.
+            let device = unit.lane.map(|lane| self.plan.devices[lane]);
+            unit.tasks.retain(|t| match device {
+                Some(device) => !self.is_done(&record, t, device),
+                None => t.variant == self.plan.incumbent_at(t.key) || !self.is_done(&record, t, 0),
+            });
+        }
+        drop(record);
+        units.retain(|u| !u.tasks.is_empty());
         // Announced whole, so that a bar's total does not grow as lanes take units.
         for unit in &units {
-            if let Work::Tasks(tasks) = &unit.work {
-                self.announce(tasks);
-            }
+            self.announce(&unit.tasks);
         }
         units
     }
@@ -365,43 +357,44 @@ impl<'a> Sweep<'a> {
     }
 
     /// Runs `units` on the lanes, each lane in its own thread taking the next unit
-    /// it may run; the first error stops every lane after its current unit.
-    fn run_units(&self, lanes: &mut [Lane], units: Vec<Unit>) -> Result<(), BuildError> {
-        let queue = Mutex::new(VecDeque::from(units));
-        let failure: Mutex<Option<BuildError>> = Mutex::new(None);
+    /// it may run, and searches at `searches` (as many at a time as there are
+    /// lanes), which post their batches as units; the first error stops every lane
+    /// after its current unit.
+    fn run_units(
+        &self,
+        lanes: &mut [Lane],
+        units: Vec<Unit>,
+        searches: Vec<u64>,
+    ) -> Result<(), BuildError> {
+        let searchers = lanes.len().min(searches.len());
+        let board = Board::new(units, searchers);
+        let keys = Mutex::new(VecDeque::from(searches));
         std::thread::scope(|scope| {
-            for lane in lanes.iter_mut() {
-                let (queue, failure) = (&queue, &failure);
+            for _ in 0..searchers {
+                let (board, keys) = (&board, &keys);
                 scope.spawn(move || {
-                    loop {
-                        if failure.lock().map_or(true, |f| f.is_some()) {
-                            return;
-                        }
-                        let unit = queue.lock().ok().and_then(|mut queue| {
-                            let next = queue
-                                .iter()
-                                .position(|u| u.lane.is_none_or(|l| l == lane.index))?;
-                            queue.remove(next)
-                        });
-                        let Some(unit) = unit else { return };
-                        let outcome = match &unit.work {
-                            Work::Tasks(tasks) => self.run_tasks(lane, tasks),
-                            Work::Search => self.search_key(lane, unit.key),
-                        };
-                        if let Err(error) = outcome {
-                            if let Ok(mut failure) = failure.lock() {
-                                failure.get_or_insert(error);
-                            }
-                            return;
-                        }
+                    let mut outcome = Ok(());
+                    while outcome.is_ok() {
+                        let next = keys.lock().ok().and_then(|mut keys| keys.pop_front());
+                        let Some(key) = next else { break };
+                        outcome = self.search_key(board, key);
+                    }
+                    board.poster_done(outcome);
+                });
+            }
+            for lane in lanes.iter_mut() {
+                let board = &board;
+                scope.spawn(move || {
+                    let mut last_key = None;
+                    while let Some(taken) = board.take(lane.index, last_key) {
+                        last_key = Some(taken.unit.key);
+                        let outcome = self.run_tasks(lane, &taken.unit.tasks);
+                        board.done(&taken, outcome);
                     }
                 });
             }
         });
-        match failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        board.into_failure().map_or(Ok(()), Err)
     }
 
     /// At `key`: the incumbent, the `others`, then the incumbent again (unchecked),
@@ -466,7 +459,7 @@ impl<'a> Sweep<'a> {
 
     /// A budgeted search at `key` over the space's points on `lane` (the fallback
     /// is timed as the incumbent, not searched).
-    fn search_key(&self, lane: &mut Lane, key: u64) -> Result<(), BuildError> {
+    fn search_key(&self, board: &Board, key: u64) -> Result<(), BuildError> {
         let plan = self.plan;
         let tuned: Vec<usize> = (0..plan.variants.len())
             .filter(|&v| !plan.variants[v].fallback)
@@ -476,19 +469,14 @@ impl<'a> Sweep<'a> {
             .map(|&v| plan.variants[v].values.clone())
             .collect();
         let start = tuned.iter().position(|&v| v == plan.default).unwrap_or(0);
-        let mut failure = None;
+        let lanes = plan.devices.len();
+        let mut failed = false;
+        // Each batch goes on the board, split over the lanes when it is large enough.
         let mut measure = |batch: &[usize]| -> Vec<Option<f64>> {
             let variants: Vec<usize> = batch.iter().map(|&i| tuned[i]).collect();
-            if failure.is_none() {
-                let mut tasks = self.unit_tasks(key, &variants);
-                {
-                    let record = self.record();
-                    tasks.retain(|t| !self.is_done(&record, t, lane.device));
-                }
-                self.announce(&tasks);
-                if let Err(error) = self.run_tasks(lane, &tasks) {
-                    failure = Some(error);
-                }
+            if !failed {
+                let units = self.units(std::iter::once((key, variants.clone())), lanes);
+                failed = !board.run_batch(units);
             }
             variants.iter().map(|&v| self.median(key, v)).collect()
         };
@@ -500,8 +488,9 @@ impl<'a> Sweep<'a> {
         });
         let spent = || share.is_some_and(|share| started.elapsed().as_secs_f64() >= share);
         let timed = plan.strategy.search(&points, start, &mut measure, &spent);
-        if let Some(error) = failure {
-            return Err(error);
+        if failed {
+            // The lane that failed recorded why.
+            return Ok(());
         }
         self.say(format_args!(
             "  {}={key}: {} timed {} of {} points",
