@@ -280,7 +280,8 @@ fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
 }
 
 fn a_search_spreads_its_batches_over_two_devices(work: &Path) {
-    // Random with every point drawn: one batch per size, split over both devices.
+    // Random with every point drawn: one batch per size, split over both devices,
+    // each with its anchor.
     let mut plan = plan(work, &variants(14));
     plan.devices = vec![0, 1];
     plan.strategy = Strategy::Random {
@@ -298,6 +299,17 @@ fn a_search_spreads_its_batches_over_two_devices(work: &Path) {
         }
     }
     assert_eq!(winners(&result), SCRIPTED_WINNERS, "{log}");
+    // Local search here times one new neighbour at a time (a line of points):
+    // batches too small to split go whole to either device, and every size is decided.
+    plan.strategy = Strategy::Local {
+        budget: Budget::Points(5),
+        seed: 9,
+    };
+    let mut log = Vec::new();
+    let result =
+        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    assert!(winners(&result).iter().all(|(_, w)| w.is_some()), "{log}");
     println!("search on two devices: ok");
 }
 

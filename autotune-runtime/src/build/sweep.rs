@@ -30,8 +30,10 @@ use super::timing::TimingConfig;
 use super::worker::{Event, Job, JobVariant, Task, WORKER_ENV};
 use crate::KernelSpec;
 
-/// A key is split across GPUs when each gets at least this many points of it
-/// (each share costs one more timing of the incumbent).
+/// A size of the grid (or of refinement) is split across GPUs when each gets at
+/// least this many points of it: each share costs its GPU two timings of the
+/// incumbent at that size. A search splits every batch, since a size's anchors
+/// serve all its batches.
 const MIN_SHARE: usize = 4;
 
 /// What to sweep and how.
@@ -210,6 +212,7 @@ pub fn run(
         let units = sweep.units(
             plan.spec.sizes.iter().map(|&key| (key, all.clone())),
             lane_count,
+            MIN_SHARE,
         );
         sweep.run_units(&mut lanes, units, Vec::new())?;
     } else {
@@ -234,6 +237,7 @@ pub fn run(
         let units = sweep.units(
             points.into_iter().map(|(key, a, b)| (key, vec![a, b])),
             lanes.len(),
+            MIN_SHARE,
         );
         sweep.run_units(&mut lanes, units, Vec::new())?;
         decisions = sweep.decisions();
@@ -297,10 +301,15 @@ impl<'a> Sweep<'a> {
     }
 
     /// Units for `(key, points)`: a key with enough points for every lane to get
-    /// `MIN_SHARE` is split into one interleaved share per lane; others go whole.
+    /// `min_share` is split into one interleaved share per lane; others go whole.
     /// With several lanes, the largest keys (the longest to time) come first. What
     /// is done already is left out, and the rest announced to the progress bars.
-    fn units(&self, work: impl Iterator<Item = (u64, Vec<usize>)>, lanes: usize) -> Vec<Unit> {
+    fn units(
+        &self,
+        work: impl Iterator<Item = (u64, Vec<usize>)>,
+        lanes: usize,
+        min_share: usize,
+    ) -> Vec<Unit> {
         let mut units = Vec::new();
         let mut work: Vec<(u64, Vec<usize>)> = work.collect();
         if lanes > 1 {
@@ -309,7 +318,7 @@ impl<'a> Sweep<'a> {
         for (key, points) in work {
             let incumbent = self.plan.incumbent_at(key);
             let challengers: Vec<usize> = points.into_iter().filter(|&v| v != incumbent).collect();
-            if lanes > 1 && challengers.len() >= MIN_SHARE * lanes {
+            if lanes > 1 && challengers.len() >= min_share * lanes {
                 for lane in 0..lanes {
                     let share: Vec<usize> = challengers
                         .iter()
@@ -475,7 +484,7 @@ impl<'a> Sweep<'a> {
         let mut measure = |batch: &[usize]| -> Vec<Option<f64>> {
             let variants: Vec<usize> = batch.iter().map(|&i| tuned[i]).collect();
             if !failed {
-                let units = self.units(std::iter::once((key, variants.clone())), lanes);
+                let units = self.units(std::iter::once((key, variants.clone())), lanes, 1);
                 failed = !board.run_batch(units);
             }
             variants.iter().map(|&v| self.median(key, v)).collect()
