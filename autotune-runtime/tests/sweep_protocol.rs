@@ -74,6 +74,23 @@ fn winners(result: &SweepResult) -> Vec<(u64, Option<usize>)> {
         .collect()
 }
 
+/// Runs the sweep of `plan`, with its log.
+fn run_logged(plan: &SweepPlan) -> (SweepResult, String) {
+    let mut log = Vec::new();
+    let result = sweep::run(plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+    (result, String::from_utf8_lossy(&log).into_owned())
+}
+
+/// Each device timed the incumbent (its anchor) at every size.
+fn assert_anchors_on_both_devices(log: &str) {
+    for &key in SPEC.sizes {
+        for device in [0, 1] {
+            let anchor = format!("gpu{device} n={key:<10} v=0 ");
+            assert!(log.contains(&anchor), "no anchor `{anchor}`: {log}");
+        }
+    }
+}
+
 fn worker() -> ! {
     let stdin = std::io::stdin();
     let slow = std::env::var_os("SCRIPTED_SLOW").is_some();
@@ -243,12 +260,7 @@ fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
         );
     }
     // Each key's 13 challengers were split 7 / 6, and each device timed the incumbent.
-    for &key in SPEC.sizes {
-        for device in [0, 1] {
-            let anchor = format!("gpu{device} n={key:<10} v=0 ");
-            assert!(log.contains(&anchor), "no anchor `{anchor}`: {log}");
-        }
-    }
+    assert_anchors_on_both_devices(&log);
     let stage = |v: usize| result.rejected[v].as_ref().map(|r| r.stage);
     assert_eq!(stage(3), Some(Stage::Crash), "{log}");
     assert_eq!(stage(4), Some(Stage::Timeout), "{log}");
@@ -288,16 +300,8 @@ fn a_search_spreads_its_batches_over_two_devices(work: &Path) {
         budget: Budget::Points(14),
         seed: 9,
     };
-    let mut log = Vec::new();
-    let result =
-        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
-    let log = String::from_utf8_lossy(&log);
-    for &key in SPEC.sizes {
-        for device in [0, 1] {
-            let anchor = format!("gpu{device} n={key:<10} v=0 ");
-            assert!(log.contains(&anchor), "no anchor `{anchor}`: {log}");
-        }
-    }
+    let (result, log) = run_logged(&plan);
+    assert_anchors_on_both_devices(&log);
     assert_eq!(winners(&result), SCRIPTED_WINNERS, "{log}");
     // Local search here times one new neighbour at a time (a line of points):
     // batches too small to split go whole to either device, and every size is decided.
@@ -305,10 +309,7 @@ fn a_search_spreads_its_batches_over_two_devices(work: &Path) {
         budget: Budget::Points(5),
         seed: 9,
     };
-    let mut log = Vec::new();
-    let result =
-        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
-    let log = String::from_utf8_lossy(&log);
+    let (result, log) = run_logged(&plan);
     assert!(winners(&result).iter().all(|(_, w)| w.is_some()), "{log}");
     println!("search on two devices: ok");
 }
@@ -323,10 +324,7 @@ fn a_budgeted_search_times_fewer_points(work: &Path) {
         let mut plan = plan(work, &variants(3));
         plan.strategy = Strategy::Local { budget, seed: 5 };
         plan.refine_rounds = 0;
-        let mut log = Vec::new();
-        let result =
-            sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
-        let log = String::from_utf8_lossy(&log);
+        let (result, log) = run_logged(&plan);
         for &key in SPEC.sizes {
             let timed = (0..3)
                 .filter(|&v| result.measurements[v].iter().any(|m| m.key == key))
