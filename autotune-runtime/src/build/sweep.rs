@@ -3,11 +3,12 @@
 //! stopped), replaces a worker that crashes or hangs (rejecting the variant it was
 //! running), and refines boundaries between sizes whose winners differ.
 //!
-//! Several GPUs of one model split the work by key value. At a key with many
-//! points to time, every GPU takes an interleaved share of them and times the
-//! incumbent too, as its anchor: a challenger is compared with the incumbent as
-//! timed on its own GPU, and its time is scaled by the ratio of the anchors onto
-//! the first GPU's clock. A key with few points goes whole to whichever GPU is free.
+//! Several GPUs of one model share the work through a board of units (see
+//! `board`). At a key with many points to time, every GPU takes an interleaved
+//! share of them and times the incumbent too, as its anchor: a challenger is
+//! compared with the incumbent as timed on its own GPU, and its time is scaled by
+//! the ratio of the anchors onto the first GPU's clock. A key with few points goes
+//! whole to whichever GPU is free; searches post each batch the same way.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::OpenOptions;
@@ -466,8 +467,8 @@ impl<'a> Sweep<'a> {
             .map(|t| t.median)
     }
 
-    /// A budgeted search at `key` over the space's points on `lane` (the fallback
-    /// is timed as the incumbent, not searched).
+    /// A budgeted search at `key` over the space's points, its batches posted to
+    /// `board` for the lanes (the fallback is timed as the incumbent, not searched).
     fn search_key(&self, board: &Board, key: u64) -> Result<(), BuildError> {
         let plan = self.plan;
         let tuned: Vec<usize> = (0..plan.variants.len())
