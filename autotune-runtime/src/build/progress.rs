@@ -110,11 +110,14 @@ impl Progress {
         };
         // Written under the counts' lock, so lines of one phase never go backwards.
         if let Some(sink) = &self.sink
-            && let Ok(text) = serde_json::to_string(&line)
+            && let Ok(mut text) = serde_json::to_string(&line)
             && let Ok(mut file) = sink.lock()
         {
-            // A lost progress line costs a stale bar, never the build.
-            let _ = writeln!(file, "{text}");
+            // One write per line, so that lines of several build scripts appending
+            // to one file do not interleave. A lost line costs a stale bar, never
+            // the build.
+            text.push('\n');
+            let _ = file.write_all(text.as_bytes());
         }
     }
 }
