@@ -16,26 +16,15 @@ fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+#[path = "fixtures/copy.rs"]
+mod copy;
+
 /// A fresh copy of the fixture crate in its own folder.
 fn fixture(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("build-faults")
         .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    let from = workspace().join("tests/fixtures/scale");
-    for file in ["build.rs", "kernels/scale.cu", "src/lib.rs", "src/scale.rs"] {
-        let to = dir.join(file);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from.join(file), &to).unwrap();
-    }
-    let manifest = std::fs::read_to_string(from.join("Cargo.toml.in")).unwrap();
-    let runtime = workspace().join("autotune-runtime");
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        manifest.replace("@RUNTIME@", &runtime.to_string_lossy()),
-    )
-    .unwrap();
-    std::fs::copy(workspace().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    copy::copy_scale(workspace(), &dir).unwrap();
     dir
 }
 
