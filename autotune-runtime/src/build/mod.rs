@@ -30,6 +30,7 @@ pub mod timing;
 mod tunables;
 pub mod tune;
 pub mod worker;
+mod worker_process;
 
 use std::collections::BTreeSet;
 use std::io::Write;

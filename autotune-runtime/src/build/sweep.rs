@@ -12,11 +12,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +27,8 @@ use super::ranges::{self, Decision, SizeTimings, Timed};
 use super::strategy::Strategy;
 use super::table::{Measurement, Rejection, Stage};
 use super::timing::TimingConfig;
-use super::worker::{Event, Job, JobVariant, Task, WORKER_ENV};
+use super::worker::{Event, Job, JobVariant, Task};
+use super::worker_process::Worker;
 use crate::KernelSpec;
 
 /// A size of the grid (or of refinement) is split across GPUs when each gets at
@@ -962,78 +962,6 @@ enum Ending {
     Done,
     Died,
     Hung,
-}
-
-/// A running worker process: its stdin for jobs, its stdout lines as events, its
-/// stderr collected for the log.
-struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    events: mpsc::Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-    readers: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Worker {
-    fn spawn(plan: &SweepPlan) -> Result<Self, BuildError> {
-        let mut child = Command::new(&plan.exe)
-            .env(WORKER_ENV, plan.spec.name)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", plan.exe.display())))?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| BuildError::Worker("no stdin for the worker".into()))?;
-        let (sender, events) = mpsc::channel::<String>();
-        let stdout = child.stdout.take();
-        let mut readers = vec![std::thread::spawn(move || {
-            if let Some(stdout) = stdout {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(line).is_err() {
-                        break;
-                    }
-                }
-            }
-        })];
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&stderr);
-        let pipe = child.stderr.take();
-        readers.push(std::thread::spawn(move || {
-            if let Some(mut pipe) = pipe {
-                let mut text = String::new();
-                let _ = pipe.read_to_string(&mut text);
-                if let Ok(mut sink) = sink.lock() {
-                    *sink = text;
-                }
-            }
-        }));
-        Ok(Self {
-            child,
-            stdin,
-            events,
-            stderr,
-            readers,
-        })
-    }
-
-    /// Ends the worker (killing it if it still runs); its exit status and stderr.
-    fn stop(mut self) -> (String, String) {
-        let _ = self.child.kill();
-        let status = self
-            .child
-            .wait()
-            .map_or_else(|e| e.to_string(), |s| s.to_string());
-        drop(self.stdin);
-        for reader in self.readers {
-            let _ = reader.join();
-        }
-        let stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-        (status, stderr)
-    }
 }
 
 fn last_line(text: &str) -> &str {

@@ -1,0 +1,84 @@
+//! A sweep worker as its supervisor holds it: the child process (the build script
+//! started again with `AUTOTUNE_WORKER=<kernel>`), its stdin for jobs, its stdout
+//! lines as events, its stderr kept for the log.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use super::error::BuildError;
+use super::sweep::SweepPlan;
+use super::worker::WORKER_ENV;
+
+/// A running worker process: its stdin for jobs, its stdout lines as events, its
+/// stderr collected for the log.
+pub struct Worker {
+    child: Child,
+    pub stdin: ChildStdin,
+    pub events: mpsc::Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    pub fn spawn(plan: &SweepPlan) -> Result<Self, BuildError> {
+        let mut child = Command::new(&plan.exe)
+            .env(WORKER_ENV, plan.spec.name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", plan.exe.display())))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| BuildError::Worker("no stdin for the worker".into()))?;
+        let (sender, events) = mpsc::channel::<String>();
+        let stdout = child.stdout.take();
+        let mut readers = vec![std::thread::spawn(move || {
+            if let Some(stdout) = stdout {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if sender.send(line).is_err() {
+                        break;
+                    }
+                }
+            }
+        })];
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let pipe = child.stderr.take();
+        readers.push(std::thread::spawn(move || {
+            if let Some(mut pipe) = pipe {
+                let mut text = String::new();
+                let _ = pipe.read_to_string(&mut text);
+                if let Ok(mut sink) = sink.lock() {
+                    *sink = text;
+                }
+            }
+        }));
+        Ok(Self {
+            child,
+            stdin,
+            events,
+            stderr,
+            readers,
+        })
+    }
+
+    /// Ends the worker (killing it if it still runs); its exit status and stderr.
+    pub fn stop(mut self) -> (String, String) {
+        let _ = self.child.kill();
+        let status = self
+            .child
+            .wait()
+            .map_or_else(|e| e.to_string(), |s| s.to_string());
+        drop(self.stdin);
+        for reader in self.readers {
+            let _ = reader.join();
+        }
+        let stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        (status, stderr)
+    }
+}
