@@ -5,7 +5,7 @@
 //! resumes from its journal without timing again what it had. Runs in CI.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary without libtest (harness = false)
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -197,14 +197,7 @@ fn main() {
 }
 
 fn failures_cost_only_their_variant(work: &Path) {
-    let mut log = Vec::new();
-    let result = sweep::run(
-        &plan(work, &variants(6)),
-        &Progress::silent("test"),
-        &mut log,
-    )
-    .expect("the sweep finishes");
-    let log = String::from_utf8_lossy(&log);
+    let (result, log) = run_logged(&plan(work, &variants(6)));
     let stage = |v: usize| result.rejected[v].as_ref().map(|r| r.stage);
     assert_eq!(stage(3), Some(Stage::Crash), "{log}");
     assert!(
@@ -362,14 +355,8 @@ fn a_killed_sweep_resumes_from_its_journal(work: &Path) {
         .lines()
         .count()
         - 1;
-    let mut log = Vec::new();
-    let result = sweep::run(
-        &plan(work, &variants(3)),
-        &Progress::silent("test"),
-        &mut log,
-    )
-    .expect("the resumed sweep finishes");
-    let _ = std::io::stdout().write_all(&log);
+    let (result, log) = run_logged(&plan(work, &variants(3)));
+    print!("{log}");
     assert!(
         result.resumed >= 3 && result.resumed <= journaled,
         "resumed {} of {journaled}",

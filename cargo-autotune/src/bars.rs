@@ -18,8 +18,7 @@ pub struct Bars {
     /// Bytes read but not yet a whole line.
     partial: String,
     terminal: bool,
-    /// Without a terminal: the latest counts and when they were last printed.
-    counts: BTreeMap<(String, Phase), (u64, u64)>,
+    /// Without a terminal: when the counts were last printed.
     printed: Instant,
     changed: bool,
 }
@@ -40,7 +39,6 @@ impl Bars {
             bars: BTreeMap::new(),
             partial: String::new(),
             terminal,
-            counts: BTreeMap::new(),
             printed: Instant::now(),
             changed: false,
         }
@@ -79,7 +77,8 @@ impl Bars {
     /// One line per kernel: its counts per phase.
     fn print_status(&mut self) {
         let mut kernels: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for ((kernel, phase), (done, total)) in &self.counts {
+        for ((kernel, phase), bar) in &self.bars {
+            let (done, total) = (bar.position(), bar.length().unwrap_or(0));
             kernels
                 .entry(kernel)
                 .or_default()
@@ -102,13 +101,12 @@ impl Bars {
                 bar.set_prefix(line.kernel.clone());
                 bar.set_message(phase_name(line.phase));
                 bar.enable_steady_tick(Duration::from_millis(200));
-                self.bars.insert(id.clone(), bar.clone());
+                self.bars.insert(id, bar.clone());
                 bar
             }
         };
         bar.set_length(line.total);
         bar.set_position(line.done);
-        self.counts.insert(id, (line.done, line.total));
         self.changed = true;
     }
 
@@ -159,7 +157,10 @@ mod tests {
         let time = r#"{"kernel":"gemm","phase":"time","done":5,"total":900}"#;
         let _ = write!(writer, "{compile}\n{}", &time[..20]);
         bars.poll(&mut reader);
-        let counts = |bars: &Bars, phase| bars.counts.get(&("gemm".to_string(), phase)).copied();
+        let counts = |bars: &Bars, phase| {
+            let bar = bars.bars.get(&("gemm".to_string(), phase))?;
+            Some((bar.position(), bar.length().unwrap_or(0)))
+        };
         assert_eq!(counts(&bars, Phase::Compile), Some((3, 112)));
         assert_eq!(counts(&bars, Phase::Time), None, "half a line waits");
         let _ = writeln!(writer, "{}", &time[20..]);

@@ -237,7 +237,7 @@ pub fn run(
         }
         let units = sweep.units(
             points.into_iter().map(|(key, a, b)| (key, vec![a, b])),
-            lanes.len(),
+            lane_count,
             MIN_SHARE,
         );
         sweep.run_units(&mut lanes, units, Vec::new())?;
