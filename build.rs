@@ -1,3 +1,3 @@
-fn main() -> Result<(), autotune_runtime::build::BuildError> {
-    autotune_runtime::build::tune(autotune_runtime::tunables!().tables_dir("kernels/tuning"))
+fn main() -> Result<(), autotune_build::BuildError> {
+    autotune_build::Builder::new().tables_dir("kernels/tuning").tune(autotune_build::tunables!())
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::samples;
-use autotune_runtime::build::timing::L2Flush;
+use autotune_build::timing::L2Flush;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;

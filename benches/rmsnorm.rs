@@ -14,7 +14,7 @@ use std::sync::Arc;
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::samples;
 use autotune_runtime::Kernel;
-use autotune_runtime::build::timing::L2Flush;
+use autotune_build::timing::L2Flush;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use autotune_runtime::build::table::{
+use autotune_build::table::{
     FORMAT, Fingerprint, GpuRecord, KernelTable, RangeRecord, Role, Seconds, TuningTable,
     VariantRecord,
 };
@@ -169,7 +169,7 @@ fn a_table_with_a_foreign_fingerprint_is_not_used() {
         crate_version: "fixture-scale 0.1.0".into(),
         runtime_version: env!("CARGO_PKG_VERSION").into(),
     };
-    autotune_runtime::build::table::write_atomic(&path, &table(foreign)).unwrap();
+    autotune_build::table::write_atomic(&path, &table(foreign)).unwrap();
     let before = std::fs::read(&path).unwrap();
     let line = warning(&build(&dir, &[], false));
     assert!(

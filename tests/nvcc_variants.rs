@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
 use autotune_kernels::{RmsNorm, TopkIndexer, TopkKeepAll};
-use autotune_runtime::build::nvcc::{Nvcc, Target};
-use autotune_runtime::build::progress::Progress;
-use autotune_runtime::build::tune::compile_jobs;
+use autotune_build::nvcc::{Nvcc, Target};
+use autotune_build::progress::Progress;
+use autotune_build::tune::compile_jobs;
 use autotune_runtime::{Kernel, KernelSpec};
 
 fn nvcc() -> Option<Nvcc> {

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autotune_runtime::build::nvcc::{CompileJob, Nvcc, Target};
-use autotune_runtime::build::progress::Progress;
-use autotune_runtime::build::sweep::{self, SweepPlan};
-use autotune_runtime::build::table::Stage;
-use autotune_runtime::build::timing::TimingConfig;
-use autotune_runtime::build::worker::{self, JobVariant};
+use autotune_build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_build::progress::Progress;
+use autotune_build::sweep::{self, SweepPlan};
+use autotune_build::table::Stage;
+use autotune_build::timing::TimingConfig;
+use autotune_build::worker::{self, JobVariant};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use autotune_runtime::{
     Case, CaseError, Kernel, KernelSpec, LaunchError, Params, Variant, Verdict, Work,
@@ -231,7 +231,7 @@ fn plan(
         refine_rounds: 1,
         task_timeout: Duration::from_secs(10),
         journal_header: header.to_string(),
-        strategy: autotune_runtime::build::strategy::Strategy::Grid,
+        strategy: autotune_build::strategy::Strategy::Grid,
         default: 0,
     }
 }

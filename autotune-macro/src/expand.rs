@@ -29,8 +29,8 @@ pub(crate) fn autotune(
         return Err(syn::Error::new(
             attr_span,
             "#[autotune] needs a build script: add `build.rs` with \
-             `fn main() -> Result<(), autotune_runtime::build::BuildError> { \
-             autotune_runtime::build::tune(autotune_runtime::tunables!()) }` \
+             `fn main() -> Result<(), autotune_build::BuildError> { \
+             autotune_build::Builder::new().tune(autotune_build::tunables!()) }` \
              and `autotune-runtime` (feature `build`) under [build-dependencies]",
         ));
     }

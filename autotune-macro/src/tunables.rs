@@ -75,7 +75,7 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         {
             #(#modules)*
             const _: &[&str] = &[#(::core::include_str!(#tracked)),*];
-            ::autotune_runtime::build::Tunables::new(#root) #(#kernels)*
+            ::autotune_build::Tunables::new(#root) #(#kernels)*
         }
     })
 }

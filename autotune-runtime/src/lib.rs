@@ -1,7 +1,7 @@
 //! Kernels that tune themselves at `cargo build` time.
 //!
-//! Annotate a launch wrapper with [`autotune`], call [`build::tune`] from `build.rs`
-//! (feature `build`), and the crate gets a dispatch struct that picks, per range of a
+//! Annotate a launch wrapper with [`autotune`], call `autotune_build::Builder` from
+//! `build.rs` (the `autotune-build` crate), and the crate gets a dispatch struct that picks, per range of a
 //! size argument, the variant that measured fastest on this GPU model:
 //!
 //! ```ignore
@@ -22,9 +22,6 @@ pub mod parallel;
 pub mod params;
 pub mod random;
 pub mod spec;
-
-#[cfg(feature = "build")]
-pub mod build;
 
 pub use autotune_macro::{autotune, tunables};
 pub use case::{

@@ -19,8 +19,8 @@
 //! ```
 
 //!
-//! Feature `grammar` (default) holds the parser; without it, only [`names`] and
-//! [`source`] remain, for the run-time crate.
+//! Feature `grammar` (default) holds the parser; without it, only [`names`], [`rng`] and
+//! [`source`] remain, for the run-time and tables crates.
 
 #[cfg(feature = "grammar")]
 mod args;
@@ -29,6 +29,7 @@ mod constraint;
 #[cfg(feature = "grammar")]
 mod diagnostics;
 pub mod names;
+pub mod rng;
 #[cfg(feature = "grammar")]
 mod scan;
 #[cfg(feature = "grammar")]

@@ -1,6 +1,8 @@
-//! A CUDA source and the local headers it includes (`#include "..."`, resolved
-//! against the including file's folder): what the macro checks parameter names
-//! against, and what the build side hashes and watches.
+//! A CUDA source and the local headers it includes (`#include "..."` resolved
+//! against the including file's folder, then the include folders; `#include <...>`
+//! against the include folders only): what the macro checks parameter names
+//! against, and what the build side watches where nvcc cannot be asked (nvcc's own
+//! dependency list, when nvcc is there, is what the build hashes).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -22,6 +24,14 @@ impl SourceSet {
     /// Reads `root` and, transitively, the local headers it includes. A header that
     /// is not found next to its includer is left to the compiler's include path.
     pub fn load(root: &Path) -> io::Result<Self> {
+        Self::load_with(root, &[])
+    }
+
+    /// Like [`SourceSet::load`], searching `include_dirs` (nvcc's `-I` folders) as
+    /// nvcc does: a quoted include next to its includer first, then each folder in
+    /// order; an angled include in the folders only. Headers found nowhere (the
+    /// toolkit's and the system's) are left out.
+    pub fn load_with(root: &Path, include_dirs: &[PathBuf]) -> io::Result<Self> {
         let mut files: Vec<SourceFile> = Vec::new();
         let mut pending = vec![root.to_path_buf()];
         let mut seen = BTreeSet::new();
@@ -36,11 +46,13 @@ impl SourceSet {
                 Err(_) => continue,
             };
             let folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            for include in local_includes(&text) {
-                let candidate = folder.join(include);
-                if candidate.is_file() {
-                    pending.push(candidate);
-                }
+            for (include, quoted) in includes(&text) {
+                let beside = quoted.then(|| folder.join(include));
+                let found = beside
+                    .into_iter()
+                    .chain(include_dirs.iter().map(|dir| dir.join(include)))
+                    .find(|candidate| candidate.is_file());
+                pending.extend(found);
             }
             files.push(SourceFile { path, text });
         }
@@ -55,13 +67,16 @@ impl SourceSet {
     }
 }
 
-/// The paths of `#include "path"` lines.
-fn local_includes(text: &str) -> impl Iterator<Item = &str> {
+/// The paths of `#include "path"` (`true`) and `#include <path>` (`false`) lines.
+fn includes(text: &str) -> impl Iterator<Item = (&str, bool)> {
     text.lines().filter_map(|line| {
         let rest = line.trim_start().strip_prefix('#')?.trim_start();
         let rest = rest.strip_prefix("include")?.trim_start();
-        let rest = rest.strip_prefix('"')?;
-        rest.split_once('"').map(|(path, _)| path)
+        if let Some(rest) = rest.strip_prefix('"') {
+            return rest.split_once('"').map(|(path, _)| (path, true));
+        }
+        let rest = rest.strip_prefix('<')?;
+        rest.split_once('>').map(|(path, _)| (path, false))
     })
 }
 
@@ -122,6 +137,13 @@ mod tests {
         assert!(!set.mentions("STAGES"));
         assert!(!set.mentions("VEC"));
         assert!(SourceSet::load(&dir.join("missing.cu")).is_err());
+        // A header found through an include folder, as nvcc's `-I` finds it.
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/inner.cu"), "#include \"k.cu\"\n").unwrap();
+        let alone = SourceSet::load(&dir.join("sub/inner.cu")).unwrap();
+        assert_eq!(alone.files.len(), 1);
+        let with_dir = SourceSet::load_with(&dir.join("sub/inner.cu"), &[dir.clone()]).unwrap();
+        assert_eq!(with_dir.files.len(), 3);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

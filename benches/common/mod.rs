@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use autotune_runtime::build::timing::{self, L2Flush, TimingConfig};
+use autotune_build::timing::{self, L2Flush, TimingConfig};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
 use serde_json::Value;
 

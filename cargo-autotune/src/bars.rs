@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{IsTerminal, Read};
 use std::time::{Duration, Instant};
 
-use autotune_runtime::build::progress::{Line, Phase};
+use autotune_table::progress::{Line, Phase};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 #[derive(Debug)]

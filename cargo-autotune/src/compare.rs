@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use autotune_runtime::build::table::{self, KernelTable};
+use autotune_table::table::{self, KernelTable};
 
 use crate::args::Args;
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use autotune_runtime::build::table::{self, TuningTable};
+use autotune_table::table::{self, TuningTable};
 
 use crate::args::Args;
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use autotune_runtime::build::table::{self, FALLBACK, KernelTable, TuningTable};
+use autotune_table::table::{self, FALLBACK, KernelTable, TuningTable};
 use autotune_spec::names::gpu_slug;
 
 use crate::args::Args;

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use autotune_runtime::build::table::{self, KernelTable, TuningTable};
+use autotune_table::table::{self, KernelTable, TuningTable};
 
 use crate::args::Args;
 

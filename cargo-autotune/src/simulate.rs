@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use autotune_runtime::build::strategy::{Budget, Strategy};
-use autotune_runtime::build::table::{self, KernelTable, Role};
+use autotune_table::strategy::{Budget, Strategy};
+use autotune_table::table::{self, KernelTable, Role};
 
 use crate::args::Args;
 

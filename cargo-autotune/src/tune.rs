@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use autotune_runtime::build::progress::PROGRESS_ENV;
-use autotune_runtime::build::strategy::Budget;
-use autotune_runtime::build::table::{self, KernelTable};
+use autotune_table::progress::PROGRESS_ENV;
+use autotune_table::strategy::Budget;
+use autotune_table::table::{self, KernelTable};
 
 use crate::args::Args;
 use crate::bars::Bars;

@@ -1,3 +1,3 @@
-fn main() -> Result<(), autotune_runtime::build::BuildError> {
-    autotune_runtime::build::tune(autotune_runtime::tunables!())
+fn main() -> Result<(), autotune_build::BuildError> {
+    autotune_build::Builder::new().tune(autotune_build::tunables!())
 }

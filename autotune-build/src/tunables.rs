@@ -1,8 +1,10 @@
+//! The kernels of a crate as the build step sees them (`tunables!()` builds the list).
+
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
-use super::worker::Event;
-use crate::{Kernel, KernelSpec};
+use crate::worker::Event;
+use autotune_runtime::{Kernel, KernelSpec};
 
 /// A kernel the build can sweep: its spec, and the measuring half of the sweep
 /// instantiated for its case and params.
@@ -28,14 +30,13 @@ impl<K: Kernel> Tunable for KernelTunable<K> {
         input: &mut dyn std::io::BufRead,
         emit: &mut dyn FnMut(Event),
     ) -> Result<(), String> {
-        super::worker::serve::<K>(input, emit)
+        crate::worker::serve::<K>(input, emit)
     }
 }
 
-/// The kernels of a crate, as `tunables!()` finds them, and where their tables live.
+/// The kernels of a crate, as `tunables!()` finds them.
 pub struct Tunables {
     pub(crate) root: PathBuf,
-    pub(crate) tables_dir: PathBuf,
     pub(crate) kernels: Vec<Box<dyn Tunable>>,
 }
 
@@ -44,14 +45,13 @@ impl std::fmt::Debug for Tunables {
         let names: Vec<&str> = self.kernels.iter().map(|k| k.spec().name).collect();
         f.debug_struct("Tunables")
             .field("root", &self.root)
-            .field("tables_dir", &self.tables_dir)
             .field("kernels", &names)
             .finish()
     }
 }
 
 impl Tunables {
-    /// No kernels yet, tables in `<root>/tuning`. Under cargo, the crate root is
+    /// No kernels yet. Under cargo, the crate root is
     /// `CARGO_MANIFEST_DIR` as cargo sets it when running the build script (`root`,
     /// the path `tunables!()` saw at compile time, is the fallback).
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -59,7 +59,6 @@ impl Tunables {
             std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| root.into(), PathBuf::from);
         Self {
             root,
-            tables_dir: PathBuf::from("tuning"),
             kernels: Vec::new(),
         }
     }
@@ -67,12 +66,6 @@ impl Tunables {
     /// Adds the kernel of one `#[autotune]` wrapper (its dispatch struct).
     pub fn with<K: Kernel>(mut self) -> Self {
         self.kernels.push(Box::new(KernelTunable::<K>(PhantomData)));
-        self
-    }
-
-    /// Where the tuning tables live, relative to the crate root (default `tuning`).
-    pub fn tables_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.tables_dir = dir.into();
         self
     }
 
@@ -85,10 +78,5 @@ impl Tunables {
             .iter()
             .find(|k| k.spec().name == name)
             .map(|k| &**k)
-    }
-
-    /// The tables folder, absolute.
-    pub fn tables_path(&self) -> PathBuf {
-        self.root.join(&self.tables_dir)
     }
 }

@@ -1,3 +1,5 @@
+//! Why the build step failed.
+
 use std::fmt;
 use std::path::PathBuf;
 
@@ -23,6 +25,12 @@ pub enum BuildError {
     Codegen { kernel: String, message: String },
     #[error("the sweep worker: {0}")]
     Worker(String),
+    #[error(transparent)]
+    Table(#[from] autotune_table::TableError),
+    #[error("tuning setting {0}")]
+    Settings(#[from] crate::settings::SettingsError),
+    #[error("cannot write the build summary: {0}")]
+    Summary(String),
 }
 
 impl BuildError {

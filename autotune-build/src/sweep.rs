@@ -20,16 +20,16 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::board::{Board, Unit};
-use super::error::BuildError;
-use super::progress::{Phase, Progress};
-use super::ranges::{self, Decision, SizeTimings, Timed};
-use super::strategy::Strategy;
-use super::table::{Measurement, Rejection, Stage};
-use super::timing::TimingConfig;
-use super::worker::{Event, Job, JobVariant, Task};
-use super::worker_process::Worker;
-use crate::KernelSpec;
+use crate::board::{Board, Unit};
+use crate::error::BuildError;
+use autotune_table::progress::{Phase, Progress};
+use autotune_table::ranges::{self, Decision, SizeTimings, Timed};
+use autotune_table::strategy::Strategy;
+use autotune_table::table::{Measurement, Rejection, Stage};
+use crate::timing::TimingConfig;
+use crate::worker::{Event, Job, JobVariant, Task};
+use crate::worker_process::Worker;
+use autotune_runtime::KernelSpec;
 
 /// A size of the grid (or of refinement) is split across GPUs when each gets at
 /// least this many points of it: each share costs its GPU two timings of the

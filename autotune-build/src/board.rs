@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::error::BuildError;
-use super::worker::Task;
+use crate::error::BuildError;
+use crate::worker::Task;
 
 /// Tasks at one key for one lane: some points, the incumbent's always among them
 /// (as that GPU's anchor). Pinned to a lane when it is that lane's share of a

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use autotune_runtime::KernelSpec;
-use autotune_runtime::build::progress::{Phase, Progress};
-use autotune_runtime::build::strategy::{Budget, Strategy};
-use autotune_runtime::build::sweep::{self, SweepPlan, SweepResult};
-use autotune_runtime::build::table::{Measurement, Stage};
-use autotune_runtime::build::timing::TimingConfig;
-use autotune_runtime::build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
+use autotune_build::progress::{Phase, Progress};
+use autotune_build::strategy::{Budget, Strategy};
+use autotune_build::sweep::{self, SweepPlan, SweepResult};
+use autotune_build::table::{Measurement, Stage};
+use autotune_build::timing::TimingConfig;
+use autotune_build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 
 /// Variants by behaviour: the scripted worker reads the name.
 const SPEC: KernelSpec = KernelSpec {

@@ -7,9 +7,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use super::error::BuildError;
-use super::sweep::SweepPlan;
-use super::worker::WORKER_ENV;
+use crate::error::BuildError;
+use crate::sweep::SweepPlan;
+use crate::worker::WORKER_ENV;
 
 /// A running worker process: its stdin for jobs, its stdout lines as events, its
 /// stderr collected for the log.

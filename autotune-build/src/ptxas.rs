@@ -1,22 +1,6 @@
 //! The resource report of `nvcc -Xptxas -v`: registers, shared memory, spills.
 
-use serde::{Deserialize, Serialize};
-
-/// What one entry function uses, as ptxas reported it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Resources {
-    pub registers: u32,
-    pub shared_bytes: u32,
-    pub stack_bytes: u32,
-    pub spill_store_bytes: u32,
-    pub spill_load_bytes: u32,
-}
-
-impl Resources {
-    pub fn spills(&self) -> bool {
-        self.spill_store_bytes > 0 || self.spill_load_bytes > 0
-    }
-}
+pub use autotune_table::Resources;
 
 /// The resources of `entry` in a ptxas verbose log (the last report for it, i.e.
 /// the last architecture compiled), or `None` if the log has none.

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::BuildError;
-use super::ptxas::Resources;
+use crate::error::TableError;
+use crate::resources::Resources;
 
 /// The file format this version reads and writes.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,31 +44,52 @@ impl GpuRecord {
 }
 
 /// What a kernel's measurements depend on besides the GPU: if any of it changes,
-/// the kernel is tuned again (with the feature) or its table is not used.
+/// the kernel is tuned again (with the feature) or its table is not used. Each
+/// part changes only when the compiled code or the measurement would: comments,
+/// doc comments and formatting of the wrapper file do not count, and the
+/// attribute counts as the data it validates to, not as text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fingerprint {
-    /// CUDA source, the local headers it includes, and the wrapper's Rust file (and
-    /// the fallback's).
-    pub source_sha256: String,
-    /// The `#[autotune]` attribute as written (space, sizes, default, flags).
-    pub attribute_sha256: String,
+    /// The validated spec (entries, key, sizes, parameters, points, default,
+    /// flags, source path), the kernel's and its fallback's.
+    pub spec_sha256: String,
+    /// The Rust items of the wrapper files (the kernel's and the fallback's), doc
+    /// comments, comments and formatting removed.
+    pub wrapper_sha256: String,
+    /// Every file nvcc reads for the kernel besides the toolkit's own headers
+    /// (root sources first), relative to the crate root where inside it.
+    pub sources: Vec<String>,
+    /// The contents of `sources`.
+    pub sources_sha256: String,
     pub nvcc: String,
+    /// Every flag nvcc gets besides defines and targets, and the environment
+    /// variables nvcc reads itself (`NVCC_APPEND_FLAGS=...`).
     pub flags: Vec<String>,
     /// `name version` of the crate that holds the wrapper.
     pub crate_version: String,
-    pub runtime_version: String,
+    /// The version of the build library that measured.
+    pub tuner_version: String,
 }
 
 impl Fingerprint {
     /// What differs between a table's fingerprint (`self`) and the current one.
     pub fn differences(&self, current: &Self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.source_sha256 != current.source_sha256 {
-            out.push("the CUDA source or the wrapper changed".to_string());
+        if self.spec_sha256 != current.spec_sha256 {
+            out.push("the #[autotune] spec changed".to_string());
         }
-        if self.attribute_sha256 != current.attribute_sha256 {
-            out.push("the #[autotune] attribute changed".to_string());
+        if self.wrapper_sha256 != current.wrapper_sha256 {
+            out.push("the wrapper's Rust code changed".to_string());
+        }
+        if self.sources != current.sources {
+            out.push(format!(
+                "nvcc reads other files ({} -> {})",
+                self.sources.len(),
+                current.sources.len()
+            ));
+        } else if self.sources_sha256 != current.sources_sha256 {
+            out.push("the CUDA source or a header changed".to_string());
         }
         if self.nvcc != current.nvcc {
             out.push(format!("nvcc {} -> {}", self.nvcc, current.nvcc));
@@ -82,10 +103,10 @@ impl Fingerprint {
                 self.crate_version, current.crate_version
             ));
         }
-        if self.runtime_version != current.runtime_version {
+        if self.tuner_version != current.tuner_version {
             out.push(format!(
-                "autotune-runtime {} -> {}",
-                self.runtime_version, current.runtime_version
+                "autotune-build {} -> {}",
+                self.tuner_version, current.tuner_version
             ));
         }
         out
@@ -303,7 +324,7 @@ pub fn read(path: &Path) -> Result<TuningTable, Unreadable> {
         Some(format) if format == u64::from(FORMAT) => {}
         Some(format) => {
             return Err(unreadable(format!(
-                "format {format}; this autotune-runtime reads format {FORMAT}"
+                "format {format}; this autotune-build reads format {FORMAT}"
             )));
         }
         None => return Err(unreadable("no `format` field".to_string())),
@@ -339,20 +360,19 @@ pub fn read_all(dir: &Path) -> Vec<(PathBuf, Result<TuningTable, Unreadable>)> {
 }
 
 /// Writes `table` so that a reader sees the old file or the new one, never a part.
-pub fn write_atomic(path: &Path, table: &TuningTable) -> Result<(), BuildError> {
-    let text = serde_json::to_string_pretty(table)
-        .map_err(|e| BuildError::Worker(format!("serialising the table: {e}")))?
-        + "\n";
+pub fn write_atomic(path: &Path, table: &TuningTable) -> Result<(), TableError> {
+    let text = serde_json::to_string_pretty(table).map_err(TableError::Serialise)? + "\n";
     write_text_atomic(path, &text)
 }
 
-pub(crate) fn write_text_atomic(path: &Path, text: &str) -> Result<(), BuildError> {
+/// Writes `text` to `path` through a temporary file and a rename.
+pub fn write_text_atomic(path: &Path, text: &str) -> Result<(), TableError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(BuildError::io("cannot create", dir))?;
+        std::fs::create_dir_all(dir).map_err(TableError::io("cannot create", dir))?;
     }
     let partial = path.with_extension(format!("partial-{}", std::process::id()));
-    std::fs::write(&partial, text).map_err(BuildError::io("cannot write", &partial))?;
-    std::fs::rename(&partial, path).map_err(BuildError::io("cannot replace", path))
+    std::fs::write(&partial, text).map_err(TableError::io("cannot write", &partial))?;
+    std::fs::rename(&partial, path).map_err(TableError::io("cannot replace", path))
 }
 
 /// An exclusive lock on the tables of one folder, held while tuning so that
@@ -365,11 +385,11 @@ pub struct TablesLock {
 }
 
 impl TablesLock {
-    pub fn acquire(dir: &Path) -> Result<Self, BuildError> {
+    pub fn acquire(dir: &Path) -> Result<Self, TableError> {
         let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         let digest = {
             use sha2::Digest;
-            super::nvcc::hex(&sha2::Sha256::digest(canonical.to_string_lossy().as_bytes())[..8])
+            crate::hex(&sha2::Sha256::digest(canonical.to_string_lossy().as_bytes())[..8])
         };
         let path = std::env::temp_dir().join(format!("autotune-{digest}.lock"));
         let file = File::options()
@@ -377,8 +397,8 @@ impl TablesLock {
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(BuildError::io("cannot open lock", &path))?;
-        file.lock().map_err(BuildError::io("cannot lock", &path))?;
+            .map_err(TableError::io("cannot open lock", &path))?;
+        file.lock().map_err(TableError::io("cannot lock", &path))?;
         Ok(Self { _file: file })
     }
 }
@@ -389,12 +409,14 @@ pub(crate) mod tests {
 
     pub(crate) fn sample() -> TuningTable {
         let fingerprint = Fingerprint {
-            source_sha256: "aa".into(),
-            attribute_sha256: "bb".into(),
+            spec_sha256: "aa".into(),
+            wrapper_sha256: "bb".into(),
+            sources: vec!["kernels/k.cu".into()],
+            sources_sha256: "cc".into(),
             nvcc: "13.0.88".into(),
             flags: vec!["-O3".into()],
             crate_version: "k 0.1.0".into(),
-            runtime_version: "0.1.0".into(),
+            tuner_version: "0.1.0".into(),
         };
         let measurement = Measurement {
             key: 8,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use super::error::BuildError;
+use crate::error::BuildError;
 
 /// A variant to embed; `binary` is `None` when nvcc was unavailable.
 #[derive(Debug, Clone)]

@@ -4,33 +4,36 @@
 
 use std::path::{Path, PathBuf};
 
-use super::codegen::{ChoiceData, Generated, ImageData, OriginData, PlanData};
-use super::error::BuildError;
-use super::fingerprint;
-use super::nvcc::{CompileJob, Nvcc, Target};
-use super::table::{FALLBACK, Fingerprint, TuningTable, Unreadable};
-use super::tune::slug;
-use crate::KernelSpec;
+use autotune_runtime::KernelSpec;
+use autotune_table::progress::Progress;
+use autotune_table::summary::{BakedPlan, KernelSummary, SkippedTable};
+use autotune_table::table::{self, FALLBACK, TuningTable, Unreadable};
+
+use crate::codegen::{ChoiceData, Generated, ImageData, OriginData, PlanData};
+use crate::error::BuildError;
+use crate::fingerprint::KernelInputs;
+use crate::nvcc::{CompileJob, Nvcc, NvccError, Target};
+use crate::tune::slug;
 
 #[derive(Debug)]
 pub struct BakeInput<'a> {
     pub spec: &'static KernelSpec,
     pub root: &'a Path,
     pub tables: &'a [(PathBuf, Result<TuningTable, Unreadable>)],
-    pub fingerprint: &'a Fingerprint,
-    pub nvcc: Result<&'a Nvcc, &'a str>,
+    pub inputs: &'a KernelInputs,
+    pub nvcc: Result<&'a Nvcc, &'a NvccError>,
     /// Architectures to compile for besides the tables' own.
     pub archs: &'a [String],
     pub out_dir: &'a Path,
     pub cache_dir: &'a Path,
 }
 
-/// What was baked, for the build's one warning.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BakeSummary {
+/// What was baked: a line for the build's one warning, and the same as data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baked {
     /// `rms_norm: tuned for NVIDIA H200 (kernels/tuning/nvidia-h200.json)`.
     pub line: String,
-    pub tuned_plans: usize,
+    pub summary: KernelSummary,
 }
 
 /// Path of `path` relative to `root`, for messages and generated code.
@@ -41,9 +44,11 @@ pub fn relative(path: &Path, root: &Path) -> String {
         .into_owned()
 }
 
-pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
+pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
     let spec = input.spec;
     let mut notes: Vec<String> = Vec::new();
+    let mut baked_plans: Vec<BakedPlan> = Vec::new();
+    let mut skipped: Vec<SkippedTable> = Vec::new();
     let mut images: Vec<ImageData> = vec![ImageData {
         name: spec.point_name(spec.default),
         values: spec.default.to_vec(),
@@ -53,20 +58,27 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
     let mut archs: Vec<String> = input.archs.to_vec();
     for (path, table) in input.tables {
         let shown = relative(path, input.root);
+        let mut skip = |reason: String| {
+            notes.push(format!("{shown} {reason}"));
+            skipped.push(SkippedTable {
+                table: shown.clone(),
+                reason,
+            });
+        };
         let table = match table {
             Ok(table) => table,
             Err(unreadable) => {
-                notes.push(format!("{shown} is unreadable ({})", unreadable.reason));
+                skip(format!("is unreadable ({})", unreadable.reason));
                 continue;
             }
         };
         let Some(entry) = table.kernels.get(spec.name) else {
             continue;
         };
-        let differences = fingerprint::differences(&entry.fingerprint, input.fingerprint);
+        let differences = input.inputs.differences(&entry.fingerprint);
         if !differences.is_empty() {
-            notes.push(format!(
-                "{shown} is stale for {} ({})",
+            skip(format!(
+                "is stale for {} ({})",
                 table.gpu.name,
                 differences.join("; ")
             ));
@@ -105,10 +117,15 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
             ranges.push((range.first, range.last, choice));
         }
         if !valid {
-            notes.push(format!("{shown} names variants this kernel does not have"));
+            skip("names variants this kernel does not have".to_string());
             continue;
         }
         archs.push(table.gpu.arch());
+        baked_plans.push(BakedPlan {
+            table: shown.clone(),
+            gpu: table.gpu.clone(),
+            tuned_on: entry.tuned_on.clone(),
+        });
         notes.push(format!(
             "tuned for {} on {} ({shown})",
             table.gpu.name, entry.tuned_on
@@ -137,9 +154,11 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
     let not_compiled = match input.nvcc {
         Err(reason) => Some(reason.to_string()),
         Ok(nvcc) => {
+            let dependencies = input.inputs.compile_inputs();
             let jobs: Vec<CompileJob> = images
                 .iter()
                 .map(|image| CompileJob {
+                    dependencies: dependencies.clone(),
                     kernel: spec.name.to_string(),
                     label: slug(spec, &image.values),
                     source: input.root.join(spec.source),
@@ -152,7 +171,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
             let (results, _) = nvcc.compile_all(
                 &jobs,
                 input.cache_dir,
-                &super::progress::Progress::silent(input.spec.name),
+                &Progress::silent(input.spec.name),
             );
             let mut failure = None;
             for (image, result) in images.iter_mut().zip(results) {
@@ -173,6 +192,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
         }
     };
     let note = format!("{}: {}", spec.name, notes.join("; "));
+    let compiled = not_compiled.is_none();
     let generated = Generated {
         kernel: spec.name.to_string(),
         images,
@@ -188,11 +208,17 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeSummary, BuildError> {
         .join(format!("{}.rs", spec.name));
     // Rewrite only on change, so that an unchanged plan does not recompile the crate.
     if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-        super::table::write_text_atomic(&path, &text)?;
+        table::write_text_atomic(&path, &text)?;
     }
-    Ok(BakeSummary {
+    Ok(Baked {
         line: note,
-        tuned_plans: generated.plans.len(),
+        summary: KernelSummary {
+            name: spec.name.to_string(),
+            plans: baked_plans,
+            skipped,
+            default: spec.point_name(spec.default),
+            compiled,
+        },
     })
 }
 

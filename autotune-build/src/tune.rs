@@ -6,18 +6,21 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::error::BuildError;
-use super::nvcc::{CompileJob, Nvcc, Target, hex};
-use super::progress::Progress;
-use super::ranges;
-use super::settings::Settings;
-use super::sweep::{self, SweepPlan};
-use super::table::{
+use autotune_runtime::KernelSpec;
+use autotune_table::hex;
+use autotune_table::progress::Progress;
+use autotune_table::ranges;
+use autotune_table::table::{
     FALLBACK, Fingerprint, GpuRecord, KernelTable, RangeRecord, Rejection, Role, Seconds,
     SizeRecord, Stage, VariantRecord,
 };
-use super::worker::JobVariant;
-use crate::KernelSpec;
+
+use crate::error::BuildError;
+use crate::fingerprint::KernelInputs;
+use crate::nvcc::{CompileJob, Nvcc, Target};
+use crate::settings::Settings;
+use crate::sweep::{self, SweepPlan};
+use crate::worker::JobVariant;
 
 /// Shared-memory limit per block on the GPUs this targets (Hopper opt-in: 227 KiB).
 const MAX_SHARED_BYTES: u32 = 227 * 1024;
@@ -48,13 +51,16 @@ pub struct PointJob {
 
 /// One compile job per point of `spec`, then one per point of its fallback that
 /// `fallback_points` names (the points its own plan runs; its default without one).
+/// `dependencies` key the compile cache ([`CompileJob::dependencies`]).
 pub fn compile_jobs(
     spec: &'static KernelSpec,
     root: &Path,
     target: &Target,
     fallback_points: &[Vec<u32>],
+    dependencies: &[PathBuf],
 ) -> Vec<PointJob> {
     let job = |spec: &'static KernelSpec, label: String, values: &[u32]| CompileJob {
+        dependencies: dependencies.to_vec(),
         kernel: spec.name.to_string(),
         label,
         source: root.join(spec.source),
@@ -108,6 +114,7 @@ impl Tuner<'_> {
     pub fn tune(
         &self,
         spec: &'static KernelSpec,
+        inputs: &KernelInputs,
         fingerprint: &Fingerprint,
         fallback_table: Option<&KernelTable>,
         log: &mut (dyn Write + Send),
@@ -142,6 +149,7 @@ impl Tuner<'_> {
             self.root,
             &Target::Cubin(arch.clone()),
             &fallback_points,
+            &inputs.compile_inputs(),
         );
         let compile_jobs: Vec<CompileJob> = jobs.iter().map(|p| p.job.clone()).collect();
         let (compiled, compile_seconds) =
@@ -172,11 +180,11 @@ impl Tuner<'_> {
         ) in jobs.iter().zip(compiled)
         {
             let (binary, rejection, used) = match result {
-                Err(message) => (
+                Err(error) => (
                     PathBuf::new(),
                     Some(Rejection {
                         stage: Stage::Compile,
-                        reason: message,
+                        reason: error.to_string(),
                     }),
                     None,
                 ),

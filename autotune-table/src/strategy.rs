@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::random::Rng;
+use autotune_spec::rng::Rng;
 
 /// How much a search may time.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,6 +84,15 @@ impl std::fmt::Display for Strategy {
 const RANDOM_BATCH: usize = 4;
 
 impl Strategy {
+    /// The name [`Strategy::parse`] takes: `grid`, `random` or `local`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Grid => "grid",
+            Self::Random { .. } => "random",
+            Self::Local { .. } => "local",
+        }
+    }
+
     /// `grid`, `random` or `local`, the last two with a budget.
     pub fn parse(name: &str, budget: Option<Budget>, seed: u64) -> Result<Self, String> {
         let need = || {

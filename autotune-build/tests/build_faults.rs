@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use autotune_runtime::build::nvcc::{CompileJob, Nvcc, Target};
-use autotune_runtime::build::progress::Progress;
-use autotune_runtime::build::table::{self, TablesLock, TuningTable};
+use autotune_build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_build::progress::Progress;
+use autotune_build::table::{self, TablesLock, TuningTable};
 
 fn temp(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);

@@ -1,0 +1,378 @@
+//! What a kernel's tuning depends on, hashed so that only changes of the compiled
+//! code or of the measurement count:
+//!
+//! - the spec as validated data (entries, key, sizes, parameters, points, default,
+//!   flags, source path), never the attribute's text, which the compiler does not
+//!   promise to print the same way across releases;
+//! - the wrapper files as Rust tokens with doc comments removed, written out in a
+//!   form of our own (comments and formatting never reach the tokens);
+//! - every file nvcc reads for the kernel (its `-MM` list, the toolkit's own
+//!   headers left out), headers found through `-I` or `-include` included; without
+//!   nvcc, the list the table recorded, read again;
+//! - the nvcc version, every flag, and the environment nvcc reads itself.
+//!
+//! [`KernelInputs::gather`] runs once per kernel per build.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use autotune_runtime::KernelSpec;
+use autotune_spec::source::SourceSet;
+use autotune_table::hex;
+use autotune_table::table::Fingerprint;
+use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
+use sha2::{Digest, Sha256};
+
+use crate::error::BuildError;
+use crate::nvcc::{self, Nvcc};
+
+/// The kernel and its fallback: the specs whose sources and wrappers count.
+fn specs(spec: &'static KernelSpec) -> Vec<&'static KernelSpec> {
+    let mut all = vec![spec];
+    all.extend(spec.fallback);
+    all
+}
+
+/// What one kernel's fingerprint is computed from, gathered once per build.
+#[derive(Debug, Clone)]
+pub struct KernelInputs {
+    root: PathBuf,
+    spec_sha256: String,
+    wrapper_sha256: String,
+    wrapper_files: Vec<PathBuf>,
+    /// nvcc's dependency list (kernel, then fallback), when nvcc is here.
+    nvcc_sources: Option<Vec<PathBuf>>,
+    /// What the include scanner finds through the include folders: watched in
+    /// any case, the compile cache's key where nvcc cannot be asked.
+    scanned: Vec<PathBuf>,
+    flags: Vec<String>,
+    nvcc_version: Option<String>,
+    crate_version: String,
+}
+
+impl KernelInputs {
+    /// Reads the wrapper files, scans the sources and, with `nvcc`, asks it which
+    /// files each kernel reads (under the default point's defines).
+    pub fn gather(
+        spec: &'static KernelSpec,
+        root: &Path,
+        nvcc: Option<&Nvcc>,
+        crate_version: &str,
+    ) -> Result<Self, BuildError> {
+        let mut wrapper = Sha256::new();
+        let mut wrapper_files = Vec::new();
+        let mut scanned = Vec::new();
+        let mut nvcc_sources = nvcc.map(|_| Vec::new());
+        for spec in specs(spec) {
+            let file = root.join(spec.wrapper_file);
+            let text = std::fs::read_to_string(&file)
+                .map_err(BuildError::io("cannot read wrapper file", &file))?;
+            wrapper.update(spec.name.as_bytes());
+            wrapper.update([0]);
+            wrapper.update(rust_items_digest(&text).map_err(|message| BuildError::Kernel {
+                kernel: spec.name.to_string(),
+                message: format!("{} does not lex as Rust: {message}", file.display()),
+            })?);
+            wrapper_files.push(file);
+            let source = root.join(spec.source);
+            let args = nvcc::source_args(&flags_of(spec), &spec.defines(spec.default), &source);
+            let found = SourceSet::load_with(&source, &absolute(root, nvcc::include_dirs(&args)))
+                .map_err(BuildError::io("cannot read CUDA source", &source))?;
+            scanned.extend(found.files.into_iter().map(|f| f.path));
+            if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
+                let deps = nvcc
+                    .dependencies(&source, &args)
+                    .map_err(|error| BuildError::Kernel {
+                        kernel: spec.name.to_string(),
+                        message: error.to_string(),
+                    })?;
+                for dep in deps {
+                    let dep = absolute(root, vec![dep]).remove(0);
+                    if !list.contains(&dep) {
+                        list.push(dep);
+                    }
+                }
+            }
+        }
+        let nvcc_env = nvcc.map(Nvcc::environment_flags).unwrap_or_default();
+        Ok(Self {
+            root: root.to_path_buf(),
+            spec_sha256: spec_digest(spec),
+            wrapper_sha256: hex(&wrapper.finalize()),
+            wrapper_files,
+            nvcc_sources,
+            scanned,
+            flags: flags_of(spec).into_iter().chain(nvcc_env).collect(),
+            nvcc_version: nvcc.map(|n| n.version.clone()),
+            crate_version: crate_version.to_string(),
+        })
+    }
+
+    /// The files whose change must rerun the build script.
+    pub fn watched(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self
+            .nvcc_sources
+            .iter()
+            .flatten()
+            .chain(&self.scanned)
+            .chain(&self.wrapper_files)
+            .cloned()
+            .collect();
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// The files that key the compile cache of this kernel's variants: nvcc's
+    /// list when nvcc was asked (empty otherwise: the compile step scans).
+    pub fn compile_inputs(&self) -> Vec<PathBuf> {
+        self.nvcc_sources.clone().unwrap_or_default()
+    }
+
+    /// The fingerprint now. Sources are nvcc's list where nvcc was asked, else the
+    /// list `recorded` (a table's fingerprint) names, read again, else what the
+    /// scanner found; the nvcc version, where nvcc is missing, is taken as the
+    /// recorded one (nothing can be compiled then, and the plan is still valid).
+    pub fn fingerprint(&self, recorded: Option<&Fingerprint>) -> Result<Fingerprint, String> {
+        let files: Vec<PathBuf> = match (&self.nvcc_sources, recorded) {
+            (Some(list), _) => list.clone(),
+            (None, Some(recorded)) => recorded
+                .sources
+                .iter()
+                .map(|shown| self.root.join(shown))
+                .collect(),
+            (None, None) => self.scanned.clone(),
+        };
+        let mut sources = Sha256::new();
+        let mut shown = Vec::new();
+        for file in &files {
+            let text = std::fs::read(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let name = relative(file, &self.root);
+            sources.update(name.as_bytes());
+            sources.update([0]);
+            sources.update(&text);
+            sources.update([0]);
+            shown.push(name);
+        }
+        let nvcc = match (&self.nvcc_version, recorded) {
+            (Some(version), _) => version.clone(),
+            (None, Some(recorded)) => recorded.nvcc.clone(),
+            (None, None) => "unknown".to_string(),
+        };
+        Ok(Fingerprint {
+            spec_sha256: self.spec_sha256.clone(),
+            wrapper_sha256: self.wrapper_sha256.clone(),
+            sources: shown,
+            sources_sha256: hex(&sources.finalize()),
+            nvcc,
+            flags: self.flags.clone(),
+            crate_version: self.crate_version.clone(),
+            tuner_version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+    }
+
+    /// What differs between `recorded` and the fingerprint now (a file that can no
+    /// longer be read is a difference too).
+    pub fn differences(&self, recorded: &Fingerprint) -> Vec<String> {
+        match self.fingerprint(Some(recorded)) {
+            Ok(current) => recorded.differences(&current),
+            Err(reason) => vec![reason],
+        }
+    }
+}
+
+/// `path` relative to `root` where inside it (as tables and messages show it),
+/// else as it is.
+fn relative(path: &Path, root: &Path) -> String {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(&root)
+        .unwrap_or(&path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Relative paths resolved against `root` (where nvcc runs: the build script's
+/// folder is the crate root), then canonical.
+fn absolute(root: &Path, paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths
+        .into_iter()
+        .map(|p| {
+            let p = if p.is_absolute() { p } else { root.join(p) };
+            p.canonicalize().unwrap_or(p)
+        })
+        .collect()
+}
+
+/// The nvcc flags of `spec` besides its defines and target.
+pub fn flags_of(spec: &KernelSpec) -> Vec<String> {
+    spec.flags.iter().map(|f| f.to_string()).collect()
+}
+
+/// The spec of the kernel and its fallback as data: every field that changes what
+/// is compiled, launched or timed, each tagged and length-framed.
+fn spec_digest(spec: &'static KernelSpec) -> String {
+    let mut hash = Sha256::new();
+    let mut field = |tag: &str, value: &[u8]| {
+        hash.update(tag.as_bytes());
+        hash.update((value.len() as u64).to_le_bytes());
+        hash.update(value);
+    };
+    for (role, spec) in specs(spec).into_iter().enumerate() {
+        field("role", &[role as u8]);
+        field("name", spec.name.as_bytes());
+        field("source", spec.source.as_bytes());
+        field("entries", spec.entries.join("\0").as_bytes());
+        field("key", spec.key.as_bytes());
+        let sizes: Vec<u8> = spec.sizes.iter().flat_map(|s| s.to_le_bytes()).collect();
+        field("sizes", &sizes);
+        field("params", spec.params.join("\0").as_bytes());
+        let points: Vec<u8> = spec
+            .points
+            .iter()
+            .flat_map(|p| p.iter().flat_map(|v| v.to_le_bytes()).chain([0xFF; 4]))
+            .collect();
+        field("points", &points);
+        let default: Vec<u8> = spec.default.iter().flat_map(|v| v.to_le_bytes()).collect();
+        field("default", &default);
+        field("flags", spec.flags.join("\0").as_bytes());
+    }
+    hex(&hash.finalize())
+}
+
+/// A digest of the Rust items in `text`: its tokens with every doc attribute
+/// (`///`, `//!`, `#[doc = ...]`) removed, written in a fixed form of our own.
+/// Comments and whitespace never become tokens, so neither counts.
+pub fn rust_items_digest(text: &str) -> Result<[u8; 32], String> {
+    let tokens = TokenStream::from_str(text).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    write_tokens(tokens, &mut out);
+    Ok(Sha256::digest(out.as_bytes()).into())
+}
+
+fn write_tokens(tokens: TokenStream, out: &mut String) {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut i = 0;
+    while i < tokens.len() {
+        if let Some(skip) = doc_attribute_len(&tokens[i..]) {
+            i += skip;
+            continue;
+        }
+        match &tokens[i] {
+            TokenTree::Ident(ident) => {
+                out.push('i');
+                out.push_str(&ident.to_string());
+            }
+            TokenTree::Punct(punct) => {
+                out.push('p');
+                out.push(punct.as_char());
+                out.push(if punct.spacing() == Spacing::Joint { 'j' } else { 'a' });
+            }
+            TokenTree::Literal(literal) => {
+                out.push('l');
+                out.push_str(&literal.to_string());
+            }
+            TokenTree::Group(group) => {
+                let (open, close) = match group.delimiter() {
+                    Delimiter::Parenthesis => ('(', ')'),
+                    Delimiter::Brace => ('{', '}'),
+                    Delimiter::Bracket => ('[', ']'),
+                    Delimiter::None => ('<', '>'),
+                };
+                out.push(open);
+                write_tokens(group.stream(), out);
+                out.push(close);
+            }
+        }
+        out.push('\u{1f}');
+        i += 1;
+    }
+}
+
+/// The number of tokens of a doc attribute at the start of `tokens` (`#` `[doc ...]`
+/// or `#` `!` `[doc ...]`), if one is there.
+fn doc_attribute_len(tokens: &[TokenTree]) -> Option<usize> {
+    let TokenTree::Punct(hash) = tokens.first()? else {
+        return None;
+    };
+    if hash.as_char() != '#' {
+        return None;
+    }
+    let bang = matches!(tokens.get(1), Some(TokenTree::Punct(p)) if p.as_char() == '!');
+    let group_at = if bang { 2 } else { 1 };
+    let TokenTree::Group(group) = tokens.get(group_at)? else {
+        return None;
+    };
+    if group.delimiter() != Delimiter::Bracket {
+        return None;
+    }
+    match group.stream().into_iter().next() {
+        Some(TokenTree::Ident(ident)) if ident == "doc" => Some(group_at + 1),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WRAPPER: &str = r#"
+//! The wrapper module.
+use autotune_runtime::prelude::*;
+
+/// Scales a vector.
+#[autotune(source = "kernels/scale.cu", key = n, sizes = [1k], case = ScaleCase, block = [64, 128])]
+pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> Result<(), KernelError> {
+    let grid = n.div_ceil(variant.params().block as usize); // one thread an element
+    Ok(())
+}
+"#;
+
+    fn digest(text: &str) -> [u8; 32] {
+        rust_items_digest(text).unwrap()
+    }
+
+    #[test]
+    fn comments_docs_and_formatting_do_not_count() {
+        let base = digest(WRAPPER);
+        let comment = WRAPPER.replace("// one thread an element", "// x") + "\n// x\n";
+        assert_eq!(digest(&comment), base, "a comment");
+        let doc = WRAPPER
+            .replace("/// Scales a vector.", "/// Scales a vector, fast.\n/// More.")
+            .replace("//! The wrapper module.", "");
+        assert_eq!(digest(&doc), base, "doc comments");
+        let doc_attr = WRAPPER.replace("/// Scales a vector.", "#[doc = \"Scales.\"]");
+        assert_eq!(digest(&doc_attr), base, "a #[doc] attribute");
+        let reformatted = WRAPPER
+            .replace("-> Result<(), KernelError> {", "\n    -> Result<(), KernelError>\n{")
+            .replace("    let grid", "        let   grid");
+        assert_eq!(digest(&reformatted), base, "formatting");
+    }
+
+    #[test]
+    fn semantic_edits_count() {
+        let base = digest(WRAPPER);
+        assert_ne!(digest(&WRAPPER.replace("div_ceil", "div_floor")), base);
+        assert_ne!(digest(&WRAPPER.replace("[64, 128]", "[64, 256]")), base);
+        // Joint and alone punctuation differ: `a - -b` is not `a --b`.
+        assert_ne!(digest("fn f() { a - -b }"), digest("fn f() { a -= b }"));
+        // The attribute's contents count (it is not a doc attribute).
+        assert_ne!(digest(&WRAPPER.replace("sizes = [1k]", "sizes = [2k]")), base);
+    }
+
+    /// The form written is ours: a golden value that a change of proc-macro2's or
+    /// rustc's printing cannot move.
+    #[test]
+    fn token_form_is_fixed() {
+        let mut out = String::new();
+        write_tokens(
+            TokenStream::from_str("/// doc\nfn f(x: u8) -> u8 { x+1 } // c").unwrap(),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "ifn\u{1f}if\u{1f}(ix\u{1f}p:a\u{1f}iu8\u{1f})\u{1f}p-j\u{1f}p>a\u{1f}iu8\u{1f}{ix\u{1f}p+a\u{1f}l1\u{1f}}\u{1f}"
+        );
+    }
+}

@@ -1,0 +1,564 @@
+//! The build-script library of `#[autotune]`: called from `build.rs` as
+//!
+//! ```ignore
+//! fn main() -> Result<(), autotune_build::BuildError> {
+//!     autotune_build::Builder::new().tune(autotune_build::tunables!())
+//! }
+//! ```
+//!
+//! With the crate's `autotune` feature on, nvcc and a GPU present, every kernel
+//! whose table entry is missing or stale is compiled at every point of its space,
+//! checked and timed on the GPU (in a worker process), and its table rewritten.
+//! Then, always, each kernel's plans are baked from the tables that match, or the
+//! declared defaults, with one cargo warning saying which. Lack of a GPU or nvcc
+//! never fails the build.
+
+mod bake;
+mod board;
+mod codegen;
+mod error;
+pub mod fingerprint;
+pub mod nvcc;
+pub mod ptxas;
+pub mod settings;
+pub mod sweep;
+pub mod timing;
+mod tunables;
+pub mod tune;
+pub mod worker;
+mod worker_process;
+
+pub use autotune_runtime::tunables;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use autotune_runtime::KernelSpec;
+use autotune_runtime::gpu::{self, GpuIdentity, NoGpu};
+use autotune_spec::names::gpu_slug;
+use autotune_table::strategy::Strategy;
+use autotune_table::summary::{BuildSummary, SUMMARY_FORMAT, SUMMARY_PATH};
+use autotune_table::table::{self, GpuRecord, TuningTable};
+use cudarc::driver::CudaContext;
+use cudarc::driver::sys::CUdevice_attribute;
+
+pub use error::BuildError;
+pub use settings::{Devices, Settings, SettingsError};
+pub use tunables::{Tunable, Tunables};
+
+use fingerprint::KernelInputs;
+use nvcc::Nvcc;
+
+/// The variable `cargo autotune check` sets: look at the GPU (without tuning) so
+/// that the summary can say whether this GPU's model has a fresh plan.
+pub const CHECK_ENV: &str = "AUTOTUNE_CHECK";
+
+/// The build step, configured in `build.rs`; every option is overridden by its
+/// `AUTOTUNE_*` environment variable where that is set (see [`Settings`]).
+///
+/// ```ignore
+/// autotune_build::Builder::new()
+///     .tables_dir("kernels/tuning")
+///     .min_margin(0.02)
+///     .tune(autotune_build::tunables!())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    tables_dir: Option<PathBuf>,
+    settings: Settings,
+}
+
+impl Builder {
+    /// Tables in `<crate>/tuning`, the default settings.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Where the tuning tables live, relative to the crate root (default `tuning`).
+    pub fn tables_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.tables_dir = Some(dir.into());
+        self
+    }
+
+    /// The devices to tune on (`AUTOTUNE_DEVICES`).
+    pub fn devices(mut self, devices: Devices) -> Self {
+        self.settings.devices = devices;
+        self
+    }
+
+    /// The architectures to compile for, the first one the sweep's (`AUTOTUNE_ARCH`).
+    pub fn archs<S: Into<String>>(mut self, archs: impl IntoIterator<Item = S>) -> Self {
+        self.settings.archs = archs.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Keep variants whose registers spill (`AUTOTUNE_ALLOW_SPILLS`).
+    pub fn allow_spills(mut self, allow: bool) -> Self {
+        self.settings.allow_spills = allow;
+        self
+    }
+
+    /// The least relative win that replaces the incumbent (`AUTOTUNE_MIN_MARGIN`).
+    pub fn min_margin(mut self, margin: f64) -> Self {
+        self.settings.min_margin = margin;
+        self
+    }
+
+    /// Rounds of boundary refinement (`AUTOTUNE_REFINE`).
+    pub fn refine_rounds(mut self, rounds: u32) -> Self {
+        self.settings.refine_rounds = rounds;
+        self
+    }
+
+    /// How long a variant may go without a result (`AUTOTUNE_TASK_TIMEOUT_S`).
+    pub fn task_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.task_timeout = timeout;
+        self
+    }
+
+    /// The seed of the random inputs (`AUTOTUNE_SEED`).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.settings.seed = seed;
+        self
+    }
+
+    /// The time budget per variant and key, in ms (`AUTOTUNE_TARGET_MS`).
+    pub fn target_ms(mut self, target_ms: f64) -> Self {
+        self.settings.timing.target_ms = target_ms;
+        self
+    }
+
+    /// Which points the sweep times (`AUTOTUNE_STRATEGY`, `AUTOTUNE_BUDGET`).
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.settings.strategy = strategy;
+        self
+    }
+
+    /// Runs the build step over `tunables`. See the crate documentation.
+    pub fn tune(self, tunables: Tunables) -> Result<(), BuildError> {
+        if let Ok(kernel) = std::env::var(worker::WORKER_ENV) {
+            std::process::exit(worker_main(&tunables, &kernel));
+        }
+        run(self, tunables)
+    }
+}
+
+/// `Builder::new().tune(tunables)`.
+pub fn tune(tunables: Tunables) -> Result<(), BuildError> {
+    Builder::new().tune(tunables)
+}
+
+fn env_var(name: &'static str) -> Result<String, BuildError> {
+    std::env::var(name).map_err(|_| BuildError::MissingEnv { name })
+}
+
+fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
+    let out_dir = PathBuf::from(env_var("OUT_DIR")?);
+    let package = format!("{} {}", env_var("CARGO_PKG_NAME")?, env_var("CARGO_PKG_VERSION")?);
+    let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some();
+    let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
+    let mut report = Vec::new();
+    // A bad tuning knob fails a tuning build; any other build warns and goes on.
+    let settings = match builder.settings.clone().with_env() {
+        Ok(settings) => settings,
+        Err(error) if feature => return Err(error.into()),
+        Err(error) => {
+            report.push(format!("{error} (ignored: not tuning)"));
+            builder.settings.clone()
+        }
+    };
+    let root = tunables.root.clone();
+    let tables_dir = root.join(builder.tables_dir.unwrap_or_else(|| PathBuf::from("tuning")));
+    let build = Build {
+        root,
+        tables_dir,
+        out_dir: out_dir.clone(),
+        cache_dir: out_dir.join("autotune").join("bin"),
+        crate_version: package.clone(),
+        settings,
+    };
+    let mut seen = BTreeSet::new();
+    for spec in tunables.specs() {
+        if !seen.insert(spec.name) {
+            return Err(BuildError::DuplicateKernel(spec.name.to_string()));
+        }
+    }
+    let nvcc = Nvcc::find(&build.cache_dir);
+    // Every kernel's inputs, gathered once (nvcc asked once per kernel).
+    let mut inputs = Vec::new();
+    for spec in tunables.specs() {
+        inputs.push((spec, KernelInputs::gather(spec, &build.root, nvcc.as_ref().ok(), &build.crate_version)?));
+    }
+    build.watch(&inputs);
+    // The driver is only touched when tuning or checking was asked for.
+    let gpu = (feature || check).then(|| probe(&build.settings.devices));
+    if feature {
+        match (&nvcc, &gpu) {
+            (Err(reason), _) => report.push(format!(
+                "feature `autotune` is on, but {reason}: nothing tuned"
+            )),
+            (_, Some(Err(reason))) => report.push(format!(
+                "feature `autotune` is on, but {reason}: nothing tuned"
+            )),
+            (Ok(nvcc), Some(Ok((gpu, devices)))) => {
+                report.push(build.tune_stale(&tunables, &inputs, nvcc, gpu, devices)?)
+            }
+            (Ok(_), None) => {}
+        }
+    }
+    let tuning = feature.then(|| report.last().cloned()).flatten();
+    let tables = table::read_all(&build.tables_dir);
+    let mut archs = build.settings.archs.clone();
+    // Bake machine code for the local GPU too.
+    if let Some(Ok((gpu, _))) = &gpu {
+        archs.push(gpu.arch());
+    }
+    let mut baked = Vec::new();
+    let mut kernels = Vec::new();
+    for (spec, inputs) in &inputs {
+        let result = bake::bake(&bake::BakeInput {
+            spec,
+            root: &build.root,
+            tables: &tables,
+            inputs,
+            nvcc: nvcc.as_ref(),
+            archs: &archs,
+            out_dir: &build.out_dir,
+            cache_dir: &build.cache_dir,
+        })?;
+        baked.push(result.line);
+        kernels.push(result.summary);
+    }
+    if let Err(reason) = &nvcc {
+        report.push(format!(
+            "{reason}: no kernel binaries baked, load() will fail"
+        ));
+    }
+    report.push(format!("baked {}", baked.join(" | ")));
+    let summary = BuildSummary {
+        format: SUMMARY_FORMAT,
+        package,
+        nvcc: nvcc.as_ref().ok().map(|n| n.version.clone()),
+        nvcc_missing: nvcc.as_ref().err().map(ToString::to_string),
+        gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).map(|(g, _)| g.clone()),
+        gpu_missing: match &gpu {
+            None => Some(format!("not looked at (neither feature `autotune` nor {CHECK_ENV}=1)")),
+            Some(Err(reason)) => Some(reason.to_string()),
+            Some(Ok(_)) => None,
+        },
+        tuning,
+        kernels,
+    };
+    write_summary(&build.out_dir, &summary)?;
+    // One warning, one line: cargo shows each `cargo::warning` line separately.
+    println!(
+        "cargo::warning=autotune: {}",
+        one_line(&report.join("; "))
+    );
+    Ok(())
+}
+
+/// `text` as one line of printable characters: what may follow `cargo::warning=`
+/// without starting a directive of its own or moving a terminal's cursor.
+pub fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+fn write_summary(out_dir: &Path, summary: &BuildSummary) -> Result<(), BuildError> {
+    let text = serde_json::to_string_pretty(summary)
+        .map_err(|e| BuildError::Summary(e.to_string()))?;
+    let path = out_dir.join(SUMMARY_PATH);
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        table::write_text_atomic(&path, &text)?;
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+struct Build {
+    root: PathBuf,
+    tables_dir: PathBuf,
+    out_dir: PathBuf,
+    cache_dir: PathBuf,
+    crate_version: String,
+    settings: Settings,
+}
+
+impl Build {
+    fn watch(&self, inputs: &[(&'static KernelSpec, KernelInputs)]) {
+        // A missing folder is watched through its parent, so that a build without
+        // tables is not rerun every time (cargo reruns for a missing path).
+        let tables = if self.tables_dir.exists() {
+            self.tables_dir.clone()
+        } else {
+            self.tables_dir
+                .parent()
+                .map_or_else(|| self.tables_dir.clone(), Path::to_path_buf)
+        };
+        println!("cargo::rerun-if-changed={}", tables.display());
+        let mut files: Vec<PathBuf> = inputs.iter().flat_map(|(_, i)| i.watched()).collect();
+        files.sort();
+        files.dedup();
+        for file in files {
+            println!("cargo::rerun-if-changed={}", file.display());
+        }
+        for var in settings::ENV.iter().chain(nvcc::ENV.iter()).chain([&CHECK_ENV, &"PATH"]) {
+            println!("cargo::rerun-if-env-changed={var}");
+        }
+    }
+
+    /// Tunes every kernel whose entry in this GPU's table is missing or stale,
+    /// under the tables lock, writing the table after each kernel.
+    fn tune_stale(
+        &self,
+        tunables: &Tunables,
+        inputs: &[(&'static KernelSpec, KernelInputs)],
+        nvcc: &Nvcc,
+        gpu: &GpuRecord,
+        devices: &[usize],
+    ) -> Result<String, BuildError> {
+        let path = self
+            .tables_dir
+            .join(format!("{}.json", gpu_slug(&gpu.name)));
+        let shown = bake::relative(&path, &self.root);
+        let mut fingerprints = Vec::new();
+        for (spec, inputs) in inputs {
+            let fingerprint = inputs.fingerprint(None).map_err(|message| BuildError::Kernel {
+                kernel: spec.name.to_string(),
+                message,
+            })?;
+            fingerprints.push((*spec, inputs, fingerprint));
+        }
+        let stale = |table: &Option<TuningTable>| -> Vec<(&'static KernelSpec, table::Fingerprint, String)> {
+            fingerprints
+                .iter()
+                .filter_map(|(spec, _, fp)| {
+                    let reason = match table.as_ref() {
+                        _ if self.settings.forced(spec.name) => "AUTOTUNE_FORCE".to_string(),
+                        None => "no table for this GPU".to_string(),
+                        Some(t) if t.gpu != *gpu => format!("the table was measured under driver {} ", t.gpu.driver),
+                        Some(t) => match t.kernels.get(spec.name) {
+                            None => "not in the table".to_string(),
+                            Some(entry) => {
+                                let d = entry.fingerprint.differences(fp);
+                                if d.is_empty() {
+                                    return None;
+                                }
+                                d.join("; ")
+                            }
+                        },
+                    };
+                    Some((*spec, fp.clone(), reason))
+                })
+                .collect()
+        };
+        let readable = |path: &Path| table::read(path).ok();
+        if stale(&readable(&path)).is_empty() {
+            return Ok(format!("{shown} is up to date for {}", gpu.name));
+        }
+        let _lock = table::TablesLock::acquire(&self.tables_dir)?;
+        // Another build may have tuned while this one waited for the lock.
+        let mut table = match table::read(&path) {
+            Ok(table) => table,
+            Err(unreadable) if path.exists() => {
+                let keep = path.with_extension("json.unreadable");
+                std::fs::rename(&path, &keep)
+                    .map_err(BuildError::io("cannot move aside", &path))?;
+                println!(
+                    "cargo::warning=autotune: {}",
+                    one_line(&format!(
+                        "{shown} was unreadable ({}); moved to {} and tuning afresh",
+                        unreadable.reason,
+                        keep.display()
+                    ))
+                );
+                fresh_table(gpu)
+            }
+            Err(_) => fresh_table(gpu),
+        };
+        if table.gpu != *gpu {
+            table = fresh_table(gpu);
+        }
+        // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
+        let mut todo = stale(&Some(table.clone()));
+        let is_a_fallback = |name: &str| {
+            tunables
+                .specs()
+                .any(|other| other.fallback.is_some_and(|f| f.name == name))
+        };
+        todo.sort_by_key(|(spec, _, _)| !is_a_fallback(spec.name));
+        let exe = std::env::current_exe().map_err(|e| {
+            BuildError::Worker(format!("cannot find this build script's path: {e}"))
+        })?;
+        let tuner = tune::Tuner {
+            root: &self.root,
+            work_dir: self.out_dir.join("autotune").join("sweep"),
+            cache_dir: self.cache_dir.clone(),
+            nvcc,
+            gpu,
+            devices: devices.to_vec(),
+            settings: &self.settings,
+            exe,
+        };
+        let mut done = Vec::new();
+        for (spec, fp, reason) in &todo {
+            let log_path = self.tables_dir.join("logs").join(format!(
+                "{}-{}.log",
+                gpu_slug(&gpu.name),
+                spec.name
+            ));
+            let mut log: Vec<u8> = Vec::new();
+            let _ = writeln!(
+                log,
+                "autotune-build {}: tuning `{}` on {}{} (driver {}, {}), {}, nvcc {}, seed {}: {reason}",
+                env!("CARGO_PKG_VERSION"),
+                spec.name,
+                gpu.name,
+                on_devices(devices),
+                gpu.driver,
+                gpu.arch(),
+                tune::today(),
+                nvcc.version,
+                self.settings.seed
+            );
+            let fallback_table = spec.fallback.and_then(|f| {
+                let entry = table.kernels.get(f.name)?;
+                let fresh = fingerprints.iter().find(|(s, _, _)| s.name == f.name)?;
+                entry.fingerprint.differences(&fresh.2).is_empty().then_some(entry)
+            });
+            let kernel_inputs = fingerprints
+                .iter()
+                .find(|(s, _, _)| s.name == spec.name)
+                .map(|(_, inputs, _)| *inputs)
+                .ok_or_else(|| BuildError::Worker(format!("no inputs for `{}`", spec.name)))?;
+            let result = tuner.tune(spec, kernel_inputs, fp, fallback_table, &mut log);
+            table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;
+            let entry = result?;
+            done.push(format!("{} in {:.1} s", spec.name, entry.seconds.total));
+            table.kernels.insert(spec.name.to_string(), entry);
+            table::write_atomic(&path, &table)?;
+        }
+        Ok(format!(
+            "tuned {} on {} -> {shown}",
+            done.join(", "),
+            gpu.name
+        ))
+    }
+}
+
+fn fresh_table(gpu: &GpuRecord) -> TuningTable {
+    TuningTable {
+        format: table::FORMAT,
+        gpu: gpu.clone(),
+        kernels: Default::default(),
+    }
+}
+
+/// Why no GPU can be tuned on.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(transparent)]
+    NoGpu(#[from] NoGpu),
+    #[error("cannot query device {device}: {source}")]
+    Query {
+        device: usize,
+        source: cudarc::driver::DriverError,
+    },
+    #[error(
+        "devices {reference} ({reference_name}, {reference_sms} SMs) and {device} ({name}, {sms} SMs) \
+         differ; a table is per GPU model, so tune them one at a time (AUTOTUNE_DEVICES)"
+    )]
+    Mixed {
+        reference: usize,
+        reference_name: String,
+        reference_sms: u32,
+        device: usize,
+        name: String,
+        sms: u32,
+    },
+    #[error("AUTOTUNE_DEVICES names no device")]
+    NoDevices,
+}
+
+/// The GPU model to tune on and the devices of it to use, or why there is none.
+/// Several devices must be one model: a table is measured on one.
+fn probe(devices: &Devices) -> Result<(GpuRecord, Vec<usize>), ProbeError> {
+    let count = if gpu::driver_present() {
+        CudaContext::device_count().map_or(0, |c| c.max(0).unsigned_abs() as usize)
+    } else {
+        0
+    };
+    let devices = devices.resolve(count);
+    let mut first: Option<(usize, GpuRecord)> = None;
+    for &device in &devices {
+        let record = probe_one(device)?;
+        match &first {
+            None => first = Some((device, record)),
+            Some((reference, model)) if *model != record => {
+                return Err(ProbeError::Mixed {
+                    reference: *reference,
+                    reference_name: model.name.clone(),
+                    reference_sms: model.sm_count,
+                    device,
+                    name: record.name,
+                    sms: record.sm_count,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    let (_, record) = first.ok_or(ProbeError::NoDevices)?;
+    Ok((record, devices))
+}
+
+/// ` x2 (devices 0, 1)` when tuning on several devices.
+fn on_devices(devices: &[usize]) -> String {
+    if devices.len() < 2 {
+        return String::new();
+    }
+    let list: Vec<String> = devices.iter().map(usize::to_string).collect();
+    format!(" x{} (devices {})", devices.len(), list.join(", "))
+}
+
+/// One device's model, or why it cannot be used.
+fn probe_one(device: usize) -> Result<GpuRecord, ProbeError> {
+    let ctx = gpu::open(device)?;
+    let query = |source| ProbeError::Query { device, source };
+    let identity = GpuIdentity::of(&ctx).map_err(query)?;
+    let l2 = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        .map_err(query)?;
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: the driver is loaded (gpu::open succeeded); writes one int.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(query)?;
+    let driver = format!("{}.{}", version / 1000, (version % 1000) / 10);
+    Ok(GpuRecord {
+        name: identity.name,
+        compute_capability: [identity.compute_capability.0, identity.compute_capability.1],
+        sm_count: identity.sm_count,
+        driver,
+        l2_bytes: u64::from(l2.max(0).unsigned_abs()),
+    })
+}
+
+/// The worker side of the sweep: serve jobs from stdin, report on stdout.
+fn worker_main(tunables: &Tunables, kernel: &str) -> i32 {
+    let Some(kernel) = tunables.find(kernel) else {
+        eprintln!("autotune worker: no kernel `{kernel}` in this build script");
+        return 2;
+    };
+    let mut input = std::io::stdin().lock();
+    match kernel.serve(&mut input, &mut |event| worker::emit_line(&event)) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("autotune worker: {error}");
+            1
+        }
+    }
+}

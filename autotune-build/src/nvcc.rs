@@ -1,0 +1,632 @@
+//! Finding nvcc as the CUDA ecosystem does, asking it which files a kernel reads,
+//! and compiling points of a space with it: in parallel, cached, under a timeout.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use autotune_spec::source::SourceSet;
+use sha2::{Digest, Sha256};
+
+use autotune_table::hex;
+use autotune_table::progress::{Phase, Progress};
+
+use crate::ptxas::{self, Resources};
+
+/// The environment variables that decide which nvcc is used and how it runs.
+/// `NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` are read by nvcc itself; they are
+/// listed so that a change reruns the build and enters the fingerprint.
+pub const ENV: [&str; 9] = [
+    "NVCC",
+    "CUDA_PATH",
+    "CUDA_HOME",
+    "CUDA_ROOT",
+    "CUDA_TOOLKIT_ROOT_DIR",
+    "NVCC_CCBIN",
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "AUTOTUNE_NVCC_TIMEOUT_S",
+];
+
+/// Why nvcc could not be found, run, or compile something.
+#[derive(Debug, thiserror::Error)]
+pub enum NvccError {
+    #[error("nvcc not found ($NVCC, $CUDA_PATH, $CUDA_HOME, $CUDA_ROOT, $CUDA_TOOLKIT_ROOT_DIR, PATH, /usr/local/cuda, /opt/cuda)")]
+    NotFound,
+    #[error("{variable}={} names no nvcc that answers --version", path.display())]
+    Unusable { variable: &'static str, path: PathBuf },
+    #[error("AUTOTUNE_NVCC_TIMEOUT_S={0:?} is not a whole number of seconds > 0")]
+    Timeout(String),
+    #[error("cannot run {}: {source}", path.display())]
+    Spawn {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("nvcc ran past its {seconds} s timeout (AUTOTUNE_NVCC_TIMEOUT_S) on {what}")]
+    TimedOut { seconds: u64, what: String },
+    #[error("nvcc failed ({status}) on {what}:\n{log}")]
+    Failed {
+        status: std::process::ExitStatus,
+        what: String,
+        log: String,
+    },
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// An nvcc that answered `--version`, and how it is run.
+#[derive(Debug, Clone)]
+pub struct Nvcc {
+    pub path: PathBuf,
+    /// `13.0.88`.
+    pub version: String,
+    /// `NVCC_CCBIN`: the host compiler, passed as `-ccbin`.
+    pub ccbin: Option<String>,
+    /// `AUTOTUNE_NVCC_TIMEOUT_S` (default 600): an nvcc call that runs longer is
+    /// killed and reported with the kernel and variant it was compiling.
+    pub timeout: Duration,
+}
+
+impl Nvcc {
+    /// An nvcc at `path` of `version`, run with the environment's `NVCC_CCBIN` and
+    /// timeout.
+    pub fn at(path: PathBuf, version: String) -> Self {
+        Self {
+            path,
+            version,
+            ccbin: env("NVCC_CCBIN"),
+            timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+        }
+    }
+
+    /// `$NVCC` (which must then work: a wrong `NVCC` is an error, not a reason to
+    /// look elsewhere), then `bin/nvcc` under `$CUDA_PATH`, `$CUDA_HOME`,
+    /// `$CUDA_ROOT`, `$CUDA_TOOLKIT_ROOT_DIR`, then `PATH`, `/usr/local/cuda`,
+    /// `/opt/cuda`, as cudarc looks for the toolkit. The version is remembered in
+    /// `cache_dir` (keyed by the binary's path, size and time), so that a build with
+    /// nothing to compile runs nvcc zero times.
+    pub fn find(cache_dir: &Path) -> Result<Self, NvccError> {
+        let timeout = match env("AUTOTUNE_NVCC_TIMEOUT_S") {
+            None => Duration::from_secs(DEFAULT_TIMEOUT_S),
+            Some(text) => match text.trim().parse::<u64>() {
+                Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
+                _ => return Err(NvccError::Timeout(text)),
+            },
+        };
+        let found = |path: PathBuf, version: String| Self {
+            timeout,
+            ..Self::at(path, version)
+        };
+        if let Some(path) = env("NVCC").map(PathBuf::from) {
+            return match cached_version_of(&path, cache_dir) {
+                Some(version) => Ok(found(path, version)),
+                None => Err(NvccError::Unusable {
+                    variable: "NVCC",
+                    path,
+                }),
+            };
+        }
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR"] {
+            if let Some(root) = env(var) {
+                candidates.push(Path::new(&root).join("bin").join("nvcc"));
+            }
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            candidates.extend(std::env::split_paths(&path).map(|dir| dir.join("nvcc")));
+        }
+        candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+        candidates.push(PathBuf::from("/opt/cuda/bin/nvcc"));
+        for candidate in candidates {
+            if !candidate.is_file() {
+                continue;
+            }
+            if let Some(version) = cached_version_of(&candidate, cache_dir) {
+                return Ok(found(candidate, version));
+            }
+        }
+        Err(NvccError::NotFound)
+    }
+
+    /// The toolkit folder this nvcc belongs to (`bin/..`), whose headers are not
+    /// the crate's sources.
+    pub fn toolkit_root(&self) -> Option<PathBuf> {
+        let root = self.path.parent()?.parent()?;
+        root.canonicalize().ok()
+    }
+
+    /// What reaches the compiled code from the environment besides the flags
+    /// given: the host compiler and the flags nvcc reads from its own variables.
+    pub fn environment_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if let Some(ccbin) = &self.ccbin {
+            flags.push(format!("-ccbin={ccbin}"));
+        }
+        for var in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
+            if let Some(value) = env(var) {
+                flags.push(format!("{var}={value}"));
+            }
+        }
+        flags
+    }
+
+    /// Runs nvcc with `args` in `dir`, killing it past the timeout.
+    fn run(&self, args: &[String], what: &str) -> Result<(std::process::ExitStatus, String, String), NvccError> {
+        let mut command = Command::new(&self.path);
+        if let Some(ccbin) = &self.ccbin {
+            command.arg("-ccbin").arg(ccbin);
+        }
+        let mut child = command
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| NvccError::Spawn {
+                path: self.path.clone(),
+                source,
+            })?;
+        let stdout = child.stdout.take().map(drain);
+        let stderr = child.stderr.take().map(drain);
+        let started = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if started.elapsed() >= self.timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(NvccError::TimedOut {
+                        seconds: self.timeout.as_secs(),
+                        what: what.to_string(),
+                    });
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(source) => {
+                    return Err(NvccError::Spawn {
+                        path: self.path.clone(),
+                        source,
+                    });
+                }
+            }
+        };
+        let text = |reader: Option<std::thread::JoinHandle<String>>| {
+            reader.and_then(|r| r.join().ok()).unwrap_or_default()
+        };
+        Ok((status, text(stdout), text(stderr)))
+    }
+
+    /// The files nvcc reads to compile `source` with `args` (its `-MM` list), the
+    /// toolkit's own headers left out: what the fingerprint and the compile cache
+    /// hash, and what cargo watches.
+    pub fn dependencies(&self, source: &Path, args: &[String]) -> Result<Vec<PathBuf>, NvccError> {
+        let mut all = args.to_vec();
+        all.push("-MM".into());
+        all.push(source.display().to_string());
+        let what = format!("the dependencies of {}", source.display());
+        let (status, stdout, stderr) = self.run(&all, &what)?;
+        if !status.success() {
+            return Err(NvccError::Failed {
+                status,
+                what,
+                log: tail(&stderr, 20),
+            });
+        }
+        let toolkit = self.toolkit_root();
+        let mut files = Vec::new();
+        for path in make_rule_prerequisites(&stdout) {
+            let path = PathBuf::from(path);
+            let canonical = path.canonicalize().unwrap_or(path);
+            if toolkit.as_ref().is_some_and(|t| canonical.starts_with(t)) {
+                continue;
+            }
+            if !files.contains(&canonical) {
+                files.push(canonical);
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// Reads a child's pipe to the end on a thread, so that a chatty nvcc never
+/// blocks on a full pipe while the timeout is watched.
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// The prerequisites of the make rules nvcc `-M`/`-MM` prints
+/// (`k.o : k.cu \` then one file a line), `\ ` being an escaped space.
+fn make_rule_prerequisites(text: &str) -> Vec<String> {
+    let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
+    let mut out = Vec::new();
+    for rule in joined.lines() {
+        let Some((_, prerequisites)) = rule.split_once(" : ").or_else(|| rule.split_once(": "))
+        else {
+            continue;
+        };
+        let mut current = String::new();
+        let mut chars = prerequisites.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => {
+                    current.push(' ');
+                    chars.next();
+                }
+                c if c.is_whitespace() => {
+                    if !current.is_empty() {
+                        out.push(std::mem::take(&mut current));
+                    }
+                }
+                c => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            out.push(current);
+        }
+    }
+    out
+}
+
+const DEFAULT_TIMEOUT_S: u64 = 600;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn cached_version_of(nvcc: &Path, cache_dir: &Path) -> Option<String> {
+    let meta = std::fs::metadata(nvcc).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    let key = format!("{} {} {modified}", nvcc.display(), meta.len());
+    let cache = cache_dir.join("nvcc-version");
+    if let Ok(text) = std::fs::read_to_string(&cache)
+        && let Some((cached_key, version)) = text.split_once('\n')
+        && cached_key == key
+    {
+        return Some(version.trim().to_string());
+    }
+    let version = version_of(nvcc)?;
+    let _ = std::fs::create_dir_all(cache_dir);
+    let _ = std::fs::write(&cache, format!("{key}\n{version}\n"));
+    Some(version)
+}
+
+fn version_of(nvcc: &Path) -> Option<String> {
+    let output = Command::new(nvcc).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // "Cuda compilation tools, release 13.0, V13.0.88"
+    let version = text
+        .rsplit_once(", V")?
+        .1
+        .split_whitespace()
+        .next()?
+        .to_string();
+    Some(version)
+}
+
+/// What to compile to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One architecture's machine code (`sm_90`), for the sweep.
+    Cubin(String),
+    /// Machine code for each architecture plus the PTX of the first, so the image
+    /// also loads (JIT-compiled) on newer GPUs: what the crate bakes.
+    Fatbin(Vec<String>),
+}
+
+impl Target {
+    fn args(&self) -> Vec<String> {
+        match self {
+            Self::Cubin(arch) => vec![
+                "-cubin".into(),
+                format!("-gencode=arch={},code={arch}", compute(arch)),
+            ],
+            Self::Fatbin(archs) => {
+                let mut args = vec!["-fatbin".to_string()];
+                for arch in archs {
+                    args.push(format!("-gencode=arch={},code={arch}", compute(arch)));
+                }
+                if let Some(first) = archs.first() {
+                    let ptx = compute(first);
+                    args.push(format!("-gencode=arch={ptx},code={ptx}"));
+                }
+                args
+            }
+        }
+    }
+
+    fn extension(&self) -> &'static str {
+        match self {
+            Self::Cubin(_) => "cubin",
+            Self::Fatbin(_) => "fatbin",
+        }
+    }
+}
+
+/// `sm_90a` -> `compute_90a`.
+fn compute(arch: &str) -> String {
+    format!("compute_{}", arch.trim_start_matches("sm_"))
+}
+
+/// The flags every variant is compiled with, before the kernel's own.
+pub const BASE_FLAGS: [&str; 2] = ["-O3", "-std=c++17"];
+
+/// The arguments that decide what nvcc reads and generates for `source`, before a
+/// target: the base flags, the kernel's flags, the point's defines, and the
+/// source's own folder as an include folder.
+pub fn source_args(flags: &[String], defines: &[String], source: &Path) -> Vec<String> {
+    let mut args: Vec<String> = BASE_FLAGS.iter().map(|f| f.to_string()).collect();
+    args.extend(flags.iter().cloned());
+    args.extend(defines.iter().cloned());
+    if let Some(dir) = source.parent() {
+        args.push(format!("-I{}", dir.display()));
+    }
+    args
+}
+
+/// The include folders of `args` (`-Idir`, `-I dir`, `--include-path=dir`), in order.
+pub fn include_dirs(args: &[String]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let dir = match arg.as_str() {
+            "-I" | "--include-path" => rest.next().cloned(),
+            other => other
+                .strip_prefix("--include-path=")
+                .or_else(|| other.strip_prefix("-I"))
+                .map(str::to_string),
+        };
+        dirs.extend(dir.filter(|d| !d.is_empty()).map(PathBuf::from));
+    }
+    dirs
+}
+
+/// One point of one kernel to compile.
+#[derive(Debug, Clone)]
+pub struct CompileJob {
+    pub kernel: String,
+    /// File-name fragment for the point (`block128_stages2`).
+    pub label: String,
+    pub source: PathBuf,
+    pub entries: Vec<String>,
+    /// `-DBLOCK=128`, ...
+    pub defines: Vec<String>,
+    /// The kernel's own flags.
+    pub flags: Vec<String>,
+    pub target: Target,
+    /// The files whose contents key the compile cache: nvcc's own dependency list
+    /// of the kernel ([`Nvcc::dependencies`]). Empty: the source and the headers
+    /// the include scanner finds through the include folders.
+    pub dependencies: Vec<PathBuf>,
+}
+
+/// A compiled point.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub binary: PathBuf,
+    pub resources: Option<Resources>,
+    /// Taken from the cache: nvcc did not run.
+    pub cached: bool,
+}
+
+impl Nvcc {
+    /// Compiles `job` into `cache_dir`, or reuses an earlier output with the same
+    /// nvcc version, arguments, environment and input files.
+    pub fn compile(&self, job: &CompileJob, cache_dir: &Path) -> Result<Compiled, NvccError> {
+        let what = format!("`{}` variant {}", job.kernel, job.label);
+        let mut args = source_args(&job.flags, &job.defines, &job.source);
+        args.extend(job.target.args());
+        args.extend(["-Xptxas".to_string(), "-v".to_string()]);
+        let inputs = if job.dependencies.is_empty() {
+            SourceSet::load_with(&job.source, &include_dirs(&args))
+                .map_err(|source| NvccError::Io {
+                    what: "cannot read",
+                    path: job.source.clone(),
+                    source,
+                })?
+                .files
+                .into_iter()
+                .map(|f| f.path)
+                .collect()
+        } else {
+            job.dependencies.clone()
+        };
+        let mut hash = Sha256::new();
+        hash.update(self.version.as_bytes());
+        for arg in args.iter().chain(&self.environment_flags()) {
+            hash.update(arg.as_bytes());
+            hash.update([0]);
+        }
+        for file in &inputs {
+            let text = std::fs::read(file).map_err(|source| NvccError::Io {
+                what: "cannot read",
+                path: file.clone(),
+                source,
+            })?;
+            hash.update(&text);
+            hash.update([0]);
+        }
+        let digest = hex(&hash.finalize()[..8]);
+        let dir = cache_dir.join(&job.kernel);
+        let io = |what: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| NvccError::Io { what, path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
+        let binary = dir.join(format!("{}-{digest}.{}", job.label, job.target.extension()));
+        let log_path = binary.with_extension(format!("{}.log", job.target.extension()));
+        if binary.is_file()
+            && let Ok(log) = std::fs::read_to_string(&log_path)
+        {
+            return Ok(Compiled {
+                resources: ptxas::parse_all(&log, &job.entries),
+                binary,
+                cached: true,
+            });
+        }
+        let partial = binary.with_extension(format!(
+            "{}.partial-{}",
+            job.target.extension(),
+            std::process::id()
+        ));
+        args.push("-o".into());
+        args.push(partial.display().to_string());
+        args.push(job.source.display().to_string());
+        let result = self.run(&args, &what);
+        let (status, stdout, stderr) = match result {
+            Ok(output) => output,
+            Err(error) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(error);
+            }
+        };
+        let log = format!("{stdout}{stderr}");
+        if !status.success() {
+            let _ = std::fs::remove_file(&partial);
+            return Err(NvccError::Failed {
+                status,
+                what,
+                log: tail(&log, 20),
+            });
+        }
+        std::fs::write(&log_path, &log).map_err(io("cannot write", &log_path))?;
+        std::fs::rename(&partial, &binary).map_err(io("cannot write", &binary))?;
+        Ok(Compiled {
+            resources: ptxas::parse_all(&log, &job.entries),
+            binary,
+            cached: false,
+        })
+    }
+
+    /// Compiles every job on all cores (respecting cargo's jobserver inside a build
+    /// script), results in job order.
+    pub fn compile_all(
+        &self,
+        jobs: &[CompileJob],
+        cache_dir: &Path,
+        progress: &Progress,
+    ) -> (Vec<Result<Compiled, NvccError>>, f64) {
+        let started = Instant::now();
+        progress.expect(Phase::Compile, jobs.len() as i64);
+        let jobserver = jobserver_client();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(jobs.len())
+            .max(1);
+        let next = AtomicUsize::new(0);
+        let results: Vec<Mutex<Option<Result<Compiled, NvccError>>>> =
+            jobs.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for worker in 0..threads {
+                let (next, results, jobserver) = (&next, &results, &jobserver);
+                scope.spawn(move || {
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(job) = jobs.get(index) else { break };
+                        // The build script holds one token already; the others ask.
+                        let _token = match (worker, jobserver) {
+                            (0, _) | (_, None) => None,
+                            (_, Some(client)) => client.acquire().ok(),
+                        };
+                        let result = self.compile(job, cache_dir);
+                        progress.step(Phase::Compile);
+                        if let Ok(mut slot) = results[index].lock() {
+                            *slot = Some(result);
+                        }
+                    }
+                });
+            }
+        });
+        let results = results
+            .into_iter()
+            .map(|slot| {
+                slot.into_inner()
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| {
+                        Err(NvccError::Io {
+                            what: "a compile thread died compiling",
+                            path: PathBuf::new(),
+                            source: std::io::Error::other("panic"),
+                        })
+                    })
+            })
+            .collect();
+        (results, started.elapsed().as_secs_f64())
+    }
+}
+
+fn jobserver_client() -> Option<jobserver::Client> {
+    // SAFETY: called once per compile batch; cargo passes the jobserver's file
+    // descriptors to build scripts, and nothing else in this process uses them.
+    unsafe { jobserver::Client::from_env() }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fatbin_carries_ptx_of_the_first_arch() {
+        let args = Target::Fatbin(vec!["sm_90".into(), "sm_100".into()]).args();
+        assert_eq!(
+            args,
+            [
+                "-fatbin",
+                "-gencode=arch=compute_90,code=sm_90",
+                "-gencode=arch=compute_100,code=sm_100",
+                "-gencode=arch=compute_90,code=compute_90"
+            ]
+        );
+        assert_eq!(
+            Target::Cubin("sm_90a".into()).args()[1],
+            "-gencode=arch=compute_90a,code=sm_90a"
+        );
+    }
+
+    #[test]
+    fn make_rules_are_read_as_nvcc_prints_them() {
+        let text = "inner.o : kernels/sub/inner.cu \\\n    /cuda/include/cuda_runtime.h \\\n    kernels/my\\ dir/common.cuh\n";
+        assert_eq!(
+            make_rule_prerequisites(text),
+            [
+                "kernels/sub/inner.cu",
+                "/cuda/include/cuda_runtime.h",
+                "kernels/my dir/common.cuh"
+            ]
+        );
+    }
+
+    #[test]
+    fn include_dirs_in_every_spelling() {
+        let args: Vec<String> = ["-O3", "-Ia", "-I", "b", "--include-path=c", "-DX=1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            include_dirs(&args),
+            [PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")]
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! The knobs of the build step: set in `build.rs` through [`crate::Builder`], each
+//! overridden by its `AUTOTUNE_*` environment variable when that is set.
+
+use std::time::Duration;
+
+use autotune_table::strategy::{Budget, Strategy};
+
+use crate::timing::TimingConfig;
+
+/// Every variable read here, for `cargo::rerun-if-env-changed`.
+pub const ENV: [&str; 11] = [
+    "AUTOTUNE_STRATEGY",
+    "AUTOTUNE_BUDGET",
+    "AUTOTUNE_DEVICES",
+    "AUTOTUNE_ARCH",
+    "AUTOTUNE_FORCE",
+    "AUTOTUNE_ALLOW_SPILLS",
+    "AUTOTUNE_MIN_MARGIN",
+    "AUTOTUNE_REFINE",
+    "AUTOTUNE_TASK_TIMEOUT_S",
+    "AUTOTUNE_SEED",
+    "AUTOTUNE_TARGET_MS",
+];
+
+/// A setting that cannot be used, named by its environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}={value:?}: {reason}")]
+pub struct SettingsError {
+    pub variable: &'static str,
+    pub value: String,
+    pub reason: String,
+}
+
+impl SettingsError {
+    fn new(variable: &'static str, value: &str, reason: impl Into<String>) -> Self {
+        Self {
+            variable,
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `AUTOTUNE_DEVICES`: the CUDA devices to tune on (`0,1`, or `all`; default 0).
+    pub devices: Devices,
+    /// `AUTOTUNE_ARCH`: architectures to compile for (`sm_90a,sm_100`): the first is
+    /// what the sweep compiles and times instead of the device's own; all are baked.
+    pub archs: Vec<String>,
+    /// `AUTOTUNE_FORCE`: retune these kernels (`all`, or names) even when fresh.
+    pub force: Vec<String>,
+    /// `AUTOTUNE_ALLOW_SPILLS=1`: keep variants whose registers spill.
+    pub allow_spills: bool,
+    /// `AUTOTUNE_MIN_MARGIN`: the least relative win that replaces the incumbent.
+    pub min_margin: f64,
+    /// `AUTOTUNE_REFINE`: rounds of boundary refinement (default 2).
+    pub refine_rounds: u32,
+    /// `AUTOTUNE_TASK_TIMEOUT_S`: a variant with no result for this long is out.
+    pub task_timeout: Duration,
+    /// `AUTOTUNE_SEED`: fixes the random inputs (default: from the clock).
+    pub seed: u64,
+    /// `AUTOTUNE_TARGET_MS` sets `timing.target_ms`.
+    pub timing: TimingConfig,
+    /// `AUTOTUNE_STRATEGY` (`grid`, `random`, `local`) with `AUTOTUNE_BUDGET` (points
+    /// per size, `28`, or seconds for a kernel's search, `60s`): which points the sweep times.
+    pub strategy: Strategy,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            devices: Devices::List(vec![0]),
+            archs: Vec::new(),
+            force: Vec::new(),
+            allow_spills: false,
+            min_margin: 0.01,
+            refine_rounds: 2,
+            task_timeout: Duration::from_secs(120),
+            seed: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            timing: TimingConfig::default(),
+            strategy: Strategy::Grid,
+        }
+    }
+}
+
+impl Settings {
+    /// The defaults, overridden by the environment.
+    pub fn from_env() -> Result<Self, SettingsError> {
+        Self::default().with_env()
+    }
+
+    /// `self`, with every `AUTOTUNE_*` variable that is set taking precedence.
+    pub fn with_env(mut self) -> Result<Self, SettingsError> {
+        if let Some(text) = var("AUTOTUNE_SEED") {
+            self.seed = parse(&text, "AUTOTUNE_SEED")?;
+        }
+        if let Some(text) = var("AUTOTUNE_TARGET_MS") {
+            self.timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
+        }
+        if let Some(text) = var("AUTOTUNE_DEVICES") {
+            self.devices = Devices::parse(&text)?;
+        }
+        if let Some(text) = var("AUTOTUNE_ARCH") {
+            self.archs = list(&text);
+        }
+        if let Some(text) = var("AUTOTUNE_FORCE") {
+            self.force = list(&text);
+        }
+        if let Some(text) = var("AUTOTUNE_ALLOW_SPILLS") {
+            self.allow_spills = match text.trim() {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                _ => {
+                    return Err(SettingsError::new(
+                        "AUTOTUNE_ALLOW_SPILLS",
+                        &text,
+                        "takes 1, 0, true or false",
+                    ));
+                }
+            };
+        }
+        if let Some(text) = var("AUTOTUNE_MIN_MARGIN") {
+            self.min_margin = parse(&text, "AUTOTUNE_MIN_MARGIN")?;
+        }
+        if let Some(text) = var("AUTOTUNE_REFINE") {
+            self.refine_rounds = parse(&text, "AUTOTUNE_REFINE")?;
+        }
+        if let Some(text) = var("AUTOTUNE_TASK_TIMEOUT_S") {
+            self.task_timeout = Duration::from_secs(parse(&text, "AUTOTUNE_TASK_TIMEOUT_S")?);
+        }
+        let strategy = var("AUTOTUNE_STRATEGY");
+        let budget = var("AUTOTUNE_BUDGET");
+        if strategy.is_some() || budget.is_some() {
+            let budget = budget
+                .map(|text| {
+                    Budget::parse(&text)
+                        .map_err(|reason| SettingsError::new("AUTOTUNE_BUDGET", &text, reason))
+                })
+                .transpose()?;
+            let name = strategy.unwrap_or_else(|| self.strategy.name().to_string());
+            self.strategy = Strategy::parse(&name, budget, self.seed)
+                .map_err(|reason| SettingsError::new("AUTOTUNE_STRATEGY", &name, reason))?;
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Values no sweep can use: NaN or negative margins, a zero timeout, a
+    /// non-positive time budget.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if !(self.min_margin.is_finite() && self.min_margin >= 0.0) {
+            return Err(SettingsError::new(
+                "AUTOTUNE_MIN_MARGIN",
+                &self.min_margin.to_string(),
+                "must be a finite fraction >= 0 (0.01 is 1%)",
+            ));
+        }
+        if !(self.timing.target_ms.is_finite() && self.timing.target_ms > 0.0) {
+            return Err(SettingsError::new(
+                "AUTOTUNE_TARGET_MS",
+                &self.timing.target_ms.to_string(),
+                "must be a finite number of milliseconds > 0",
+            ));
+        }
+        if self.task_timeout.is_zero() {
+            return Err(SettingsError::new(
+                "AUTOTUNE_TASK_TIMEOUT_S",
+                "0",
+                "must be at least one second",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn forced(&self, kernel: &str) -> bool {
+        self.force.iter().any(|f| f == "all" || f == kernel)
+    }
+}
+
+/// Which GPUs a sweep runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Devices {
+    /// These ordinals, the first one the reference.
+    List(Vec<usize>),
+    /// Every device the driver sees.
+    All,
+}
+
+impl Devices {
+    /// `0,1` or `all`.
+    pub fn parse(text: &str) -> Result<Self, SettingsError> {
+        let error = |reason: String| SettingsError::new("AUTOTUNE_DEVICES", text, reason);
+        if text.trim() == "all" {
+            return Ok(Self::All);
+        }
+        let mut devices = Vec::new();
+        for item in list(text) {
+            let device: usize = item
+                .parse()
+                .map_err(|_| error(format!("`{item}` is not a device ordinal")))?;
+            if devices.contains(&device) {
+                return Err(error(format!("names device {device} twice")));
+            }
+            devices.push(device);
+        }
+        if devices.is_empty() {
+            return Err(error("names no device".into()));
+        }
+        Ok(Self::List(devices))
+    }
+
+    /// The ordinals, given how many devices the driver sees.
+    pub fn resolve(&self, count: usize) -> Vec<usize> {
+        match self {
+            Self::List(devices) => devices.clone(),
+            Self::All => (0..count.max(1)).collect(),
+        }
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn parse<T: std::str::FromStr>(text: &str, name: &'static str) -> Result<T, SettingsError> {
+    text.trim()
+        .parse()
+        .map_err(|_| SettingsError::new(name, text, "is not a valid value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_lists_and_all() {
+        assert_eq!(Devices::parse("1, 0"), Ok(Devices::List(vec![1, 0])));
+        assert_eq!(Devices::parse("all"), Ok(Devices::All));
+        assert_eq!(Devices::All.resolve(2), vec![0, 1]);
+        assert!(Devices::parse("0,0").is_err());
+        assert!(Devices::parse("0,x").is_err());
+        assert!(Devices::parse(",").is_err());
+    }
+
+    #[test]
+    fn unusable_values_are_refused_by_name() {
+        let nan = Settings {
+            min_margin: f64::NAN,
+            ..Settings::default()
+        };
+        assert_eq!(nan.validate().unwrap_err().variable, "AUTOTUNE_MIN_MARGIN");
+        let negative = Settings {
+            min_margin: -5.0,
+            ..Settings::default()
+        };
+        assert!(negative.validate().is_err());
+        let zero = Settings {
+            task_timeout: Duration::ZERO,
+            ..Settings::default()
+        };
+        assert_eq!(zero.validate().unwrap_err().variable, "AUTOTUNE_TASK_TIMEOUT_S");
+        let mut timing = TimingConfig::default();
+        timing.target_ms = f64::NAN;
+        let nan_target = Settings {
+            timing,
+            ..Settings::default()
+        };
+        assert_eq!(nan_target.validate().unwrap_err().variable, "AUTOTUNE_TARGET_MS");
+        assert_eq!(Settings::default().validate(), Ok(()));
+    }
+}

@@ -1,0 +1,23 @@
+//! Everything about tuning results that needs neither a GPU nor nvcc: the table
+//! format ([`table`]), the rule that turns timings into ranges ([`ranges`]), the
+//! search strategies ([`strategy`]), the progress lines a terminal draws
+//! ([`progress`]) and the build's machine-readable summary ([`summary`]).
+//!
+//! The build library (`autotune-build`) writes these; `cargo autotune` reads them
+//! without linking cudarc.
+
+pub mod error;
+pub mod progress;
+pub mod ranges;
+pub mod resources;
+pub mod strategy;
+pub mod summary;
+pub mod table;
+
+pub use error::TableError;
+pub use resources::Resources;
+
+/// Lower-case hexadecimal of `bytes` (digests in tables and file names).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
