@@ -5,7 +5,7 @@
 
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::Kernel;
-use autotune_build::table;
+use autotune_table::table;
 use autotune_runtime::dispatch::{Baked, Choice, Selection};
 use autotune_runtime::gpu::GpuIdentity;
 

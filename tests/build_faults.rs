@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use autotune_build::table::{
+use autotune_table::table::{
     FORMAT, Fingerprint, GpuRecord, KernelTable, RangeRecord, Role, Seconds, TuningTable,
     VariantRecord,
 };
@@ -162,24 +162,29 @@ fn a_table_with_a_foreign_fingerprint_is_not_used() {
     let dir = fixture("stale");
     let path = dir.join("tuning/nvidia-h200.json");
     let foreign = Fingerprint {
-        source_sha256: "0".repeat(64),
-        attribute_sha256: "1".repeat(64),
+        spec_sha256: "0".repeat(64),
+        wrapper_sha256: "1".repeat(64),
+        sources: vec!["kernels/scale.cu".into()],
+        sources_sha256: "2".repeat(64),
         nvcc: "13.0.88".into(),
         flags: vec!["-O3".into(), "-std=c++17".into()],
         crate_version: "fixture-scale 0.1.0".into(),
-        runtime_version: env!("CARGO_PKG_VERSION").into(),
+        tuner_version: env!("CARGO_PKG_VERSION").into(),
     };
-    autotune_build::table::write_atomic(&path, &table(foreign)).unwrap();
+    autotune_table::table::write_atomic(&path, &table(foreign)).unwrap();
     let before = std::fs::read(&path).unwrap();
     let line = warning(&build(&dir, &[], false));
     assert!(
         line.contains("tuning/nvidia-h200.json is stale for NVIDIA H200"),
         "{line}"
     );
-    assert!(
-        line.contains("the CUDA source or the wrapper changed"),
-        "{line}"
-    );
+    for reason in [
+        "the #[autotune] spec changed",
+        "the wrapper's Rust code changed",
+        "the CUDA source or a header changed",
+    ] {
+        assert!(line.contains(reason), "{reason}: {line}");
+    }
     assert!(line.contains("; defaults (block=128)"), "{line}");
     assert_eq!(
         std::fs::read(&path).unwrap(),

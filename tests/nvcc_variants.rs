@@ -5,7 +5,7 @@
 
 use autotune_kernels::{RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_build::nvcc::{Nvcc, Target};
-use autotune_build::progress::Progress;
+use autotune_table::progress::Progress;
 use autotune_build::tune::compile_jobs;
 use autotune_runtime::{Kernel, KernelSpec};
 
@@ -27,7 +27,7 @@ fn compile_every_point(spec: &'static KernelSpec) {
     let Some(nvcc) = nvcc() else { return };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nvcc-variants");
-    let jobs = compile_jobs(spec, root, &Target::Cubin("sm_90".into()), &[]);
+    let jobs = compile_jobs(spec, root, &Target::Cubin("sm_90".into()), &[], &[]);
     let batch: Vec<_> = jobs.iter().map(|p| p.job.clone()).collect();
     let (results, seconds) = nvcc.compile_all(&batch, &cache, &Progress::silent("test"));
     eprintln!("{}: {} variants in {seconds:.1} s", spec.name, batch.len());

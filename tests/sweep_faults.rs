@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autotune_build::nvcc::{CompileJob, Nvcc, Target};
-use autotune_build::progress::Progress;
+use autotune_table::progress::Progress;
 use autotune_build::sweep::{self, SweepPlan};
-use autotune_build::table::Stage;
+use autotune_table::table::Stage;
 use autotune_build::timing::TimingConfig;
 use autotune_build::worker::{self, JobVariant};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
@@ -95,7 +95,6 @@ const SPEC: KernelSpec = KernelSpec {
     constraint: None,
     flags: &[],
     fallback: None,
-    attribute: "test",
 };
 
 impl Kernel for Planted {
@@ -178,6 +177,7 @@ fn compile(nvcc: &Nvcc, root: &Path, work: &Path) -> Vec<JobVariant> {
             defines: SPEC.defines(p),
             flags: vec![],
             target: Target::Cubin("sm_90".into()),
+            dependencies: vec![],
         })
         .collect();
     let (compiled, _) = nvcc.compile_all(&jobs, work, &Progress::silent("test"));
@@ -231,7 +231,7 @@ fn plan(
         refine_rounds: 1,
         task_timeout: Duration::from_secs(10),
         journal_header: header.to_string(),
-        strategy: autotune_build::strategy::Strategy::Grid,
+        strategy: autotune_table::strategy::Strategy::Grid,
         default: 0,
     }
 }

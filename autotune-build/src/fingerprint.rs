@@ -102,7 +102,12 @@ impl KernelInputs {
             wrapper_files,
             nvcc_sources,
             scanned,
-            flags: flags_of(spec).into_iter().chain(nvcc_env).collect(),
+            flags: nvcc::BASE_FLAGS
+                .iter()
+                .map(|f| f.to_string())
+                .chain(flags_of(spec))
+                .chain(nvcc_env)
+                .collect(),
             nvcc_version: nvcc.map(|n| n.version.clone()),
             crate_version: crate_version.to_string(),
         })

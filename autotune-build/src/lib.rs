@@ -38,8 +38,9 @@ use std::time::Duration;
 use autotune_runtime::KernelSpec;
 use autotune_runtime::gpu::{self, GpuIdentity, NoGpu};
 use autotune_spec::names::gpu_slug;
+use autotune_table::artifacts;
 use autotune_table::strategy::Strategy;
-use autotune_table::summary::{BuildSummary, SUMMARY_FORMAT, SUMMARY_PATH};
+use autotune_table::summary::{BuildSummary, CHECK_ENV, SUMMARY_FORMAT, SUMMARY_PATH};
 use autotune_table::table::{self, GpuRecord, TuningTable};
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys::CUdevice_attribute;
@@ -50,10 +51,6 @@ pub use tunables::{Tunable, Tunables};
 
 use fingerprint::KernelInputs;
 use nvcc::Nvcc;
-
-/// The variable `cargo autotune check` sets: look at the GPU (without tuning) so
-/// that the summary can say whether this GPU's model has a fresh plan.
-pub const CHECK_ENV: &str = "AUTOTUNE_CHECK";
 
 /// The build step, configured in `build.rs`; every option is overridden by its
 /// `AUTOTUNE_*` environment variable where that is set (see [`Settings`]).
@@ -441,6 +438,8 @@ impl Build {
             done.push(format!("{} in {:.1} s", spec.name, entry.seconds.total));
             table.kernels.insert(spec.name.to_string(), entry);
             table::write_atomic(&path, &table)?;
+            // The committed report and plots follow the table they show.
+            artifacts::write_beside(&self.tables_dir, &shown, &table)?;
         }
         Ok(format!(
             "tuned {} on {} -> {shown}",

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use autotune_build::nvcc::{CompileJob, Nvcc, Target};
-use autotune_build::progress::Progress;
-use autotune_build::table::{self, TablesLock, TuningTable};
+use autotune_table::progress::Progress;
+use autotune_table::table::{self, TablesLock, TuningTable};
 
 fn temp(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
@@ -44,10 +44,7 @@ echo "ptxas info    : Used 10 registers, used 0 barriers"
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    Nvcc {
-        path,
-        version: "13.0.88".into(),
-    }
+    Nvcc::at(path, "13.0.88".into())
 }
 
 fn calls(dir: &Path) -> usize {
@@ -70,6 +67,7 @@ fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
             defines: vec![format!("-DBLOCK={block}")],
             flags: vec![],
             target: Target::Cubin("sm_90".into()),
+            dependencies: vec![],
         })
         .collect();
     let cache = dir.join("cache");
@@ -77,7 +75,7 @@ fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
     assert!(
         results[1]
             .as_ref()
-            .is_err_and(|e| e.contains("planted failure")),
+            .is_err_and(|e| e.to_string().contains("planted failure")),
         "{:?}",
         results[1]
     );

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use autotune_runtime::KernelSpec;
-use autotune_build::progress::{Phase, Progress};
-use autotune_build::strategy::{Budget, Strategy};
+use autotune_table::progress::{Phase, Progress};
+use autotune_table::strategy::{Budget, Strategy};
 use autotune_build::sweep::{self, SweepPlan, SweepResult};
-use autotune_build::table::{Measurement, Stage};
+use autotune_table::table::{Measurement, Stage};
 use autotune_build::timing::TimingConfig;
 use autotune_build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 
@@ -31,7 +31,6 @@ const SPEC: KernelSpec = KernelSpec {
     constraint: None,
     flags: &[],
     fallback: None,
-    attribute: "scripted",
 };
 
 /// The median of a scripted variant at `key` on device 0: v=0 is the incumbent,

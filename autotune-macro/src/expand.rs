@@ -31,11 +31,11 @@ pub(crate) fn autotune(
             "#[autotune] needs a build script: add `build.rs` with \
              `fn main() -> Result<(), autotune_build::BuildError> { \
              autotune_build::Builder::new().tune(autotune_build::tunables!()) }` \
-             and `autotune-runtime` (feature `build`) under [build-dependencies]",
+             and `autotune-build` and `autotune-runtime` under [build-dependencies]",
         ));
     }
     let params = params_struct(&spec, &item);
-    let kernel = kernel_impl(&spec, &attr);
+    let kernel = kernel_impl(&spec);
     let dispatch = dispatch(&spec, &item, &context);
     Ok(quote! {
         #item
@@ -113,7 +113,7 @@ fn params_type(spec: &Spec) -> TokenStream {
 
 /// `impl Kernel for RmsNorm`: the spec as static data, and the launch of a variant
 /// (or of the fallback) with the case's fields.
-fn kernel_impl(spec: &Spec, attr: &TokenStream) -> TokenStream {
+fn kernel_impl(spec: &Spec) -> TokenStream {
     let rt = runtime();
     let dispatch = spec.dispatch_struct();
     let params = params_type(spec);
@@ -138,7 +138,6 @@ fn kernel_impl(spec: &Spec, attr: &TokenStream) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let flags = &spec.flags;
-    let attribute = attr.to_string();
     let fallback_struct = spec.fallback.as_ref().map(|f| {
         let name = Ident::new(
             &autotune_spec::names::dispatch_struct(&f.to_string()),
@@ -186,7 +185,6 @@ fn kernel_impl(spec: &Spec, attr: &TokenStream) -> TokenStream {
                 constraint: #constraint,
                 flags: &[#(#flags),*],
                 fallback: #fallback_spec,
-                attribute: #attribute,
             };
 
             fn launch_case(

@@ -28,8 +28,6 @@ pub struct KernelSpec {
     pub flags: &'static [&'static str],
     /// The wrapper that owns ranges no tuned variant wins, if any.
     pub fallback: Option<&'static KernelSpec>,
-    /// The attribute as written, hashed into the table's fingerprint.
-    pub attribute: &'static str,
 }
 
 impl KernelSpec {

@@ -1,14 +1,18 @@
 //! Everything about tuning results that needs neither a GPU nor nvcc: the table
 //! format ([`table`]), the rule that turns timings into ranges ([`ranges`]), the
 //! search strategies ([`strategy`]), the progress lines a terminal draws
-//! ([`progress`]) and the build's machine-readable summary ([`summary`]).
+//! ([`progress`]), the build's machine-readable summary ([`summary`]), and the
+//! report and plots that stand beside a committed table ([`artifacts`]).
 //!
 //! The build library (`autotune-build`) writes these; `cargo autotune` reads them
 //! without linking cudarc.
 
+pub mod artifacts;
 pub mod error;
+pub mod plot;
 pub mod progress;
 pub mod ranges;
+pub mod report;
 pub mod resources;
 pub mod strategy;
 pub mod summary;

@@ -12,6 +12,11 @@ use crate::table::GpuRecord;
 /// The version of this format.
 pub const SUMMARY_FORMAT: u32 = 1;
 
+/// The variable `cargo autotune check` sets (to `1`): the build step then looks
+/// at the GPU, without tuning, so that the summary can say whether this GPU's
+/// model has a fresh plan.
+pub const CHECK_ENV: &str = "AUTOTUNE_CHECK";
+
 /// Where the summary lives under a build script's `OUT_DIR`.
 pub const SUMMARY_PATH: &str = "autotune/summary.json";
 

@@ -539,14 +539,18 @@ pub(crate) mod tests {
         let a = sample().kernels["k"].fingerprint.clone();
         let mut b = a.clone();
         b.nvcc = "12.4.131".into();
-        b.source_sha256 = "cc".into();
-        let d = a.differences(&b);
+        b.sources_sha256 = "dd".into();
+        b.wrapper_sha256 = "ee".into();
         assert_eq!(
-            d,
+            a.differences(&b),
             [
-                "the CUDA source or the wrapper changed",
+                "the wrapper's Rust code changed",
+                "the CUDA source or a header changed",
                 "nvcc 13.0.88 -> 12.4.131"
             ]
         );
+        // Another list of files says so, whatever the digest.
+        b.sources.push("kernels/common.cuh".into());
+        assert!(a.differences(&b)[1].starts_with("nvcc reads other files (1 -> 2)"));
     }
 }

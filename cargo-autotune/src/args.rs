@@ -1,52 +1,149 @@
-/// `--flag value` options and positional arguments, in order.
-#[derive(Debug)]
-pub struct Args {
-    options: Vec<(String, String)>,
-    positional: Vec<String>,
+//! The command line, parsed by clap: `cargo autotune <command> [options]`. Unknown
+//! options are errors (exit 2), `--flag=value` and `--flag value` both work.
+
+use std::path::PathBuf;
+
+use autotune_table::strategy::Budget;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `cargo` runs `cargo-autotune autotune ARGS`; the binary run directly takes the
+/// same arguments with or without the leading `autotune`.
+#[derive(Debug, Parser)]
+#[command(name = "cargo-autotune", bin_name = "cargo autotune", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-impl Args {
-    pub fn new(argv: &[String]) -> Self {
-        let mut options = Vec::new();
-        let mut positional = Vec::new();
-        let mut rest = argv.iter();
-        while let Some(arg) = rest.next() {
-            if arg.starts_with("--") {
-                options.push((arg.clone(), rest.next().cloned().unwrap_or_default()));
-            } else {
-                positional.push(arg.clone());
-            }
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// `cargo build --release --features autotune` with these options, with
+    /// progress bars and a summary of what was tuned.
+    Tune(TuneArgs),
+    /// Per kernel and range: the pick, margins, rejected variants, fingerprint.
+    Report(ReportArgs),
+    /// An SVG per kernel: every valid variant's time relative to the incumbent.
+    Plot(PlotArgs),
+    /// Exit 0 when every kernel bakes a table measured on this GPU model with this
+    /// nvcc and these sources; 1 when not.
+    Check(CheckArgs),
+    /// Combine tables of one GPU model tuned on different machines.
+    Merge(MergeArgs),
+    /// Two tunings of one kernel side by side.
+    Compare(CompareArgs),
+    /// Replay a budgeted search over a table's full-grid measurements.
+    Simulate(SimulateArgs),
+}
+
+/// The tables folder: `--tables DIR`, else `kernels/tuning` or `tuning` here.
+#[derive(Debug, Args)]
+pub struct TablesArg {
+    #[arg(long, value_name = "DIR")]
+    pub tables: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// Retune this kernel (or `all`) even when its table entry is fresh.
+    #[arg(long, value_name = "NAME|all")]
+    pub kernel: Option<String>,
+    /// The CUDA devices to tune on: `0,1` or `all`.
+    #[arg(long, value_name = "0,1|all")]
+    pub devices: Option<String>,
+    #[arg(long, value_enum)]
+    pub strategy: Option<StrategyName>,
+    /// Points per key (`28`) or seconds for a kernel's whole search (`60s`).
+    #[arg(long, value_name = "N|Ns", value_parser = parse_budget)]
+    pub budget: Option<(String, Budget)>,
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub tables: TablesArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StrategyName {
+    Grid,
+    Random,
+    Local,
+}
+
+impl StrategyName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Grid => "grid",
+            Self::Random => "random",
+            Self::Local => "local",
         }
-        Self {
-            options,
-            positional,
+    }
+}
+
+fn parse_budget(text: &str) -> Result<(String, Budget), String> {
+    Budget::parse(text).map(|budget| (text.to_string(), budget))
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub tables: TablesArg,
+    /// Only this kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    #[command(flatten)]
+    pub tables: TablesArg,
+    /// Where to write the SVGs (default: `plots/` in the tables folder).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    pub out: PathBuf,
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    pub reference: PathBuf,
+    pub other: PathBuf,
+    #[arg(long)]
+    pub kernel: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    #[arg(long)]
+    pub table: PathBuf,
+    #[arg(long)]
+    pub kernel: String,
+    #[arg(long, value_enum)]
+    pub strategy: StrategyName,
+    /// Points per key.
+    #[arg(long)]
+    pub budget: Option<usize>,
+    #[arg(long, default_value_t = 200)]
+    pub runs: usize,
+}
+
+impl Cli {
+    /// Parses `argv` (without the program name), dropping the `autotune` that
+    /// cargo puts first.
+    pub fn parse_from_cargo(mut argv: Vec<String>) -> Result<Self, clap::Error> {
+        if argv.first().is_some_and(|a| a == "autotune") {
+            argv.remove(0);
         }
-    }
-
-    pub fn value(&self, flag: &str) -> Option<&str> {
-        self.options
-            .iter()
-            .find(|(f, _)| f == flag)
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn required(&self, flag: &str) -> Result<&str, String> {
-        self.value(flag)
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| format!("{flag} is required"))
-    }
-
-    pub fn number(&self, flag: &str) -> Result<Option<usize>, String> {
-        self.value(flag)
-            .map(|v| {
-                v.parse()
-                    .map_err(|_| format!("{flag} takes a number, not `{v}`"))
-            })
-            .transpose()
-    }
-
-    pub fn positional(&self) -> &[String] {
-        &self.positional
+        Self::try_parse_from(std::iter::once("cargo-autotune".to_string()).chain(argv))
     }
 }
 
@@ -54,15 +151,23 @@ impl Args {
 mod tests {
     use super::*;
 
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::parse_from_cargo(args.iter().map(|s| s.to_string()).collect())
+    }
+
     #[test]
-    fn flags_and_positionals() {
-        let argv: Vec<String> = ["out.json", "--budget", "12", "a.json"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let args = Args::new(&argv);
-        assert_eq!(args.number("--budget").unwrap(), Some(12));
-        assert_eq!(args.positional(), ["out.json", "a.json"]);
-        assert!(args.required("--kernel").is_err());
+    fn both_spellings_and_no_unknown_flags() {
+        let Command::Tune(tune) = parse(&["autotune", "tune", "--kernel=gemm"]).unwrap().command
+        else {
+            panic!("tune")
+        };
+        assert_eq!(tune.kernel.as_deref(), Some("gemm"));
+        let Command::Tune(tune) = parse(&["tune", "--kernel", "gemm"]).unwrap().command else {
+            panic!("tune")
+        };
+        assert_eq!(tune.kernel.as_deref(), Some("gemm"));
+        assert!(parse(&["tune", "--kernal", "gemm"]).is_err(), "a typo is refused");
+        assert!(parse(&["tune", "--budget", "6x"]).is_err());
+        assert!(parse(&["merge", "out.json"]).is_err(), "merge needs inputs");
     }
 }

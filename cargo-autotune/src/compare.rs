@@ -10,13 +10,14 @@ use std::process::ExitCode;
 
 use autotune_table::table::{self, KernelTable};
 
-use crate::args::Args;
+use crate::args::CompareArgs;
 
-pub fn run(args: &Args) -> Result<ExitCode, String> {
-    let [reference, other] = args.positional() else {
-        return Err("compare takes two tables: REFERENCE.json OTHER.json".into());
-    };
-    let name = args.required("--kernel")?;
+pub fn run(args: &CompareArgs) -> Result<ExitCode, String> {
+    let (reference, other) = (
+        args.reference.display().to_string(),
+        args.other.display().to_string(),
+    );
+    let name = &args.kernel;
     let load = |path: &str| -> Result<KernelTable, String> {
         let table = table::read(Path::new(path)).map_err(|e| format!("{path}: {}", e.reason))?;
         table
@@ -25,8 +26,8 @@ pub fn run(args: &Args) -> Result<ExitCode, String> {
             .cloned()
             .ok_or_else(|| format!("no kernel `{name}` in {path}"))
     };
-    let comparison = compare(&load(reference)?, &load(other)?)?;
-    print!("{}", render(name, reference, other, &comparison));
+    let comparison = compare(&load(&reference)?, &load(&other)?)?;
+    print!("{}", render(name, &reference, &other, &comparison));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,6 +9,9 @@
 //! cargo autotune compare  REFERENCE.json OTHER.json --kernel NAME
 //! cargo autotune simulate --table FILE --kernel NAME --strategy random|local --budget N [--runs N]
 //! ```
+//!
+//! It links no CUDA library: it reads tables and the build's JSON summary, and runs
+//! cargo for everything that needs the GPU.
 
 mod args;
 mod bars;
@@ -23,43 +26,24 @@ mod tune;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use args::Args;
-
-const USAGE: &str =
-    "usage: cargo autotune <tune|report|plot|check|merge|compare|simulate> [options]
-  tune      [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N|60s]
-            [--manifest-path PATH]
-  report    [--tables DIR] [--kernel NAME]
-  plot      [--tables DIR] [--out DIR]
-  check     [--manifest-path PATH]
-  merge     OUT.json IN.json...
-  compare   REFERENCE.json OTHER.json --kernel NAME
-  simulate  --table FILE --kernel NAME --strategy random|local --budget N [--runs N]";
+use args::{Cli, Command, TablesArg};
 
 fn main() -> ExitCode {
-    let mut argv: Vec<String> = std::env::args().skip(1).collect();
-    // `cargo autotune ...` runs `cargo-autotune autotune ...`.
-    if argv.first().is_some_and(|a| a == "autotune") {
-        argv.remove(0);
-    }
-    let Some(command) = argv.first().cloned() else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    let args = Args::new(&argv[1..]);
-    let result = match command.as_str() {
-        "tune" => tune::run(&args),
-        "report" => report::run(&args),
-        "plot" => plot::run(&args),
-        "check" => check::run(&args),
-        "merge" => merge::run(&args),
-        "compare" => compare::run(&args),
-        "simulate" => simulate::run(&args),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
+    let cli = match Cli::parse_from_cargo(std::env::args().skip(1).collect()) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(if error.use_stderr() { 2 } else { 0 });
         }
-        other => Err(format!("unknown command `{other}`\n{USAGE}")),
+    };
+    let result = match &cli.command {
+        Command::Tune(args) => tune::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Plot(args) => plot::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Merge(args) => merge::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(code) => code,
@@ -71,9 +55,9 @@ fn main() -> ExitCode {
 }
 
 /// `--tables DIR`, else `kernels/tuning` or `tuning` under the current folder.
-fn tables_dir(args: &Args) -> Result<PathBuf, String> {
-    if let Some(dir) = args.value("--tables") {
-        return Ok(PathBuf::from(dir));
+fn tables_dir(args: &TablesArg) -> Result<PathBuf, String> {
+    if let Some(dir) = &args.tables {
+        return Ok(dir.clone());
     }
     ["kernels/tuning", "tuning"]
         .iter()

@@ -1,31 +1,26 @@
 //! Combines tables of one GPU model tuned on different machines (or at different
 //! times): per kernel, the most recently tuned entry wins.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use autotune_table::table::{self, TuningTable};
 
-use crate::args::Args;
+use crate::args::MergeArgs;
 
-pub fn run(args: &Args) -> Result<ExitCode, String> {
-    let [out, inputs @ ..] = args.positional() else {
-        return Err("merge OUT.json IN.json...".into());
-    };
-    if inputs.is_empty() {
-        return Err("merge needs at least one input table".into());
-    }
+pub fn run(args: &MergeArgs) -> Result<ExitCode, String> {
+    let names: Vec<String> = args.inputs.iter().map(|p| p.display().to_string()).collect();
     let mut tables = Vec::new();
-    for input in inputs {
-        let table = table::read(Path::new(input)).map_err(|e| format!("{input}: {}", e.reason))?;
-        tables.push((input.as_str(), table));
+    for (input, name) in args.inputs.iter().zip(&names) {
+        let table = table::read(input).map_err(|e| format!("{name}: {}", e.reason))?;
+        tables.push((name.as_str(), table));
     }
     let merged = merge(&tables)?;
-    table::write_atomic(Path::new(out), &merged).map_err(|e| e.to_string())?;
+    table::write_atomic(&args.out, &merged).map_err(|e| e.to_string())?;
     println!(
-        "{out}: {} kernels from {} tables",
+        "{}: {} kernels from {} tables",
+        args.out.display(),
         merged.kernels.len(),
-        inputs.len()
+        args.inputs.len()
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -71,7 +66,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../kernels/tuning/nvidia-h200.json"
         );
-        table::read(Path::new(path)).unwrap()
+        table::read(std::path::Path::new(path)).unwrap()
     }
 
     #[test]

@@ -1,16 +1,16 @@
 //! Per kernel and range: the pick, its margin over the runner-up and over the
 //! incumbent, what was rejected and why, and the fingerprint.
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use autotune_table::table::{self, KernelTable, TuningTable};
+use autotune_table::report::render;
+use autotune_table::table;
 
-use crate::args::Args;
+use crate::args::ReportArgs;
 
-pub fn run(args: &Args) -> Result<ExitCode, String> {
-    let dir = crate::tables_dir(args)?;
-    let kernel = args.value("--kernel");
+pub fn run(args: &ReportArgs) -> Result<ExitCode, String> {
+    let dir = crate::tables_dir(&args.tables)?;
+    let kernel = args.kernel.as_deref();
     let tables = table::read_all(&dir);
     if tables.is_empty() {
         return Err(format!("no tables in {}", dir.display()));
@@ -22,153 +22,4 @@ pub fn run(args: &Args) -> Result<ExitCode, String> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
-    let gpu = &table.gpu;
-    let mut out = format!(
-        "{path}: {} ({}, {} SMs, driver {}, L2 {} MiB)\n",
-        gpu.name,
-        gpu.arch(),
-        gpu.sm_count,
-        gpu.driver,
-        gpu.l2_bytes >> 20
-    );
-    for (name, kernel) in &table.kernels {
-        if only.is_some_and(|o| o != name) {
-            continue;
-        }
-        out.push_str(&kernel_report(name, kernel));
-    }
-    out
-}
-
-fn kernel_report(name: &str, k: &KernelTable) -> String {
-    let mut out = String::new();
-    let valid = k.variants.iter().filter(|v| v.rejected.is_none()).count();
-    let _ = writeln!(
-        out,
-        "\n{name}: key `{}`, {} variants ({valid} valid), default {}{}, tuned {} in {:.1} s (nvcc {:.1} s)",
-        k.key,
-        k.variants.len(),
-        k.default,
-        k.fallback
-            .as_ref()
-            .map(|_| ", with a fallback")
-            .unwrap_or_default(),
-        k.tuned_on,
-        k.seconds.total,
-        k.seconds.compile
-    );
-    let _ = writeln!(
-        out,
-        "  {:<24} {:<48} {:>10} {:>12} {:>12}  runner-up",
-        "range", "pick", "at key", "vs incumb.", "vs runner-up"
-    );
-    for range in &k.ranges {
-        let span = if range.last == u64::MAX {
-            format!("{}..", range.first)
-        } else {
-            format!("{}..={}", range.first, range.last)
-        };
-        let inside: Vec<_> = k
-            .sizes
-            .iter()
-            .filter(|s| s.key >= range.first && s.key <= range.last)
-            .collect();
-        if inside.is_empty() {
-            let _ = writeln!(
-                out,
-                "  {span:<24} {:<48} {:>10}",
-                range.variant, "(untimed)"
-            );
-        }
-        for size in inside {
-            let runner_up = size.runner_up.as_deref().unwrap_or("-");
-            let over_runner_up = size
-                .runner_up
-                .as_deref()
-                .and_then(|r| k.variant(r))
-                .and_then(|v| v.measurements.iter().find(|m| m.key == size.key))
-                .map(|m| format!("{:+.1}%", (m.median_us / size.winner_us - 1.0) * 100.0))
-                .unwrap_or_else(|| "-".into());
-            let _ = writeln!(
-                out,
-                "  {span:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
-                size.winner,
-                size.key,
-                size.margin * 100.0,
-                over_runner_up
-            );
-        }
-    }
-    let rejected: Vec<_> = k
-        .variants
-        .iter()
-        .filter_map(|v| v.rejected.as_ref().map(|r| (v, r)))
-        .collect();
-    if !rejected.is_empty() {
-        let _ = writeln!(out, "  rejected:");
-        for (v, r) in rejected {
-            let _ = writeln!(
-                out,
-                "    {:<40} {:?}: {}",
-                v.name,
-                r.stage,
-                r.reason.lines().next().unwrap_or("")
-            );
-        }
-    }
-    let f = &k.fingerprint;
-    let _ = writeln!(
-        out,
-        "  fingerprint: sources {}…, attribute {}…, nvcc {}, flags {}, {}, autotune-runtime {}",
-        &f.source_sha256[..12.min(f.source_sha256.len())],
-        &f.attribute_sha256[..12.min(f.attribute_sha256.len())],
-        f.nvcc,
-        f.flags.join(" "),
-        f.crate_version,
-        f.runtime_version
-    );
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reports_each_range_with_its_margins_and_the_fingerprint() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        );
-        let table = table::read(std::path::Path::new(path)).unwrap();
-        let text = render("t.json", &table, Some("topk_indexer"));
-        assert!(text.contains("NVIDIA H200 (sm_90, 132 SMs"));
-        assert!(text.contains("topk_indexer: key `n_ctx`"));
-        assert!(text.contains("with a fallback"));
-        assert!(
-            text.contains("fallback:chunk=128,warps=4,stages=2"),
-            "{text}"
-        );
-        assert!(text.contains("fingerprint: sources"));
-        assert!(!text.contains("gemm:"), "only the kernel asked for");
-    }
-
-    #[test]
-    fn the_committed_report_is_the_committed_table_s() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let path = "kernels/tuning/nvidia-h200.json";
-        let table = table::read(&std::path::Path::new(root).join(path)).unwrap();
-        let committed = std::fs::read_to_string(
-            std::path::Path::new(root).join("kernels/tuning/nvidia-h200-report.txt"),
-        )
-        .unwrap();
-        assert!(
-            render(path, &table, None) == committed,
-            "kernels/tuning/nvidia-h200-report.txt is stale: \
-             `cargo autotune report > kernels/tuning/nvidia-h200-report.txt`"
-        );
-    }
 }

@@ -2,25 +2,24 @@
 //! where every valid point was timed, how close does a budgeted search get to the
 //! grid's best? Each run draws its own seed; a timing is looked up, not re-run.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use autotune_table::strategy::{Budget, Strategy};
 use autotune_table::table::{self, KernelTable, Role};
 
-use crate::args::Args;
+use crate::args::SimulateArgs;
 
-pub fn run(args: &Args) -> Result<ExitCode, String> {
-    let path = args.required("--table")?;
-    let name = args.required("--kernel")?;
-    let runs = args.number("--runs")?.unwrap_or(200);
-    let table = table::read(Path::new(path)).map_err(|e| format!("{path}: {}", e.reason))?;
+pub fn run(args: &SimulateArgs) -> Result<ExitCode, String> {
+    let path = args.table.display();
+    let name = &args.kernel;
+    let runs = args.runs;
+    let table = table::read(&args.table).map_err(|e| format!("{path}: {}", e.reason))?;
     let kernel = table
         .kernels
         .get(name)
         .ok_or_else(|| format!("no kernel `{name}` in {path}"))?;
-    let strategy_name = args.required("--strategy")?;
-    let points = args.number("--budget")?;
+    let strategy_name = args.strategy.as_str();
+    let points = args.budget;
     let budget = points.map(Budget::Points);
     let summary = replay(
         kernel,
@@ -136,7 +135,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../kernels/tuning/nvidia-h200.json"
         );
-        let table = table::read(Path::new(path)).unwrap();
+        let table = table::read(std::path::Path::new(path)).unwrap();
         let gemm = &table.kernels["gemm"];
         let points = gemm
             .variants

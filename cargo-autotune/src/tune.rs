@@ -10,31 +10,29 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use autotune_table::progress::PROGRESS_ENV;
-use autotune_table::strategy::Budget;
 use autotune_table::table::{self, KernelTable};
 
-use crate::args::Args;
+use crate::args::TuneArgs;
 use crate::bars::Bars;
 
-pub fn run(args: &Args) -> Result<ExitCode, String> {
+pub fn run(args: &TuneArgs) -> Result<ExitCode, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command.args(["build", "--release", "--features", "autotune"]);
-    if let Some(manifest) = args.value("--manifest-path") {
+    if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
     }
-    if let Some(kernel) = args.value("--kernel") {
+    if let Some(kernel) = &args.kernel {
         command.env("AUTOTUNE_FORCE", kernel);
     }
-    if let Some(strategy) = args.value("--strategy") {
-        command.env("AUTOTUNE_STRATEGY", strategy);
+    if let Some(strategy) = args.strategy {
+        command.env("AUTOTUNE_STRATEGY", strategy.as_str());
     }
-    if let Some(budget) = args.value("--budget") {
-        // Checked here, so that a typo fails before cargo starts.
-        Budget::parse(budget)?;
+    // Parsed (and so checked) before cargo starts.
+    if let Some((budget, _)) = &args.budget {
         command.env("AUTOTUNE_BUDGET", budget);
     }
-    if let Some(devices) = args.value("--devices") {
+    if let Some(devices) = &args.devices {
         command.env("AUTOTUNE_DEVICES", devices);
     }
     let progress_path = progress_file()?;
@@ -101,8 +99,8 @@ fn progress_file() -> Result<PathBuf, String> {
 }
 
 /// Every kernel entry of every readable table, by `kernel on GPU`.
-fn tuned_entries(args: &Args) -> BTreeMap<String, KernelTable> {
-    let Ok(dir) = crate::tables_dir(args) else {
+fn tuned_entries(args: &TuneArgs) -> BTreeMap<String, KernelTable> {
+    let Ok(dir) = crate::tables_dir(&args.tables) else {
         return BTreeMap::new();
     };
     let mut entries = BTreeMap::new();

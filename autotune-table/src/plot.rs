@@ -1,0 +1,293 @@
+//! One SVG per kernel and table: every valid variant's time relative to the
+//! incumbent (the default, or the fallback) against the key, both on log scales,
+//! with the dispatch ranges shaded and labelled with their pick. `cargo autotune
+//! plot` writes them; a tuning build writes them beside the table it rewrote.
+
+use std::fmt::Write as _;
+
+use crate::table::{FALLBACK, KernelTable, TuningTable};
+
+const WIDTH: f64 = 1200.0;
+const HEIGHT: f64 = 540.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 440.0;
+const TOP: f64 = 50.0;
+const BOTTOM: f64 = 60.0;
+const PALETTE: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+];
+
+pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
+    let keys: Vec<u64> = kernel.sizes.iter().map(|s| s.key).collect();
+    let (Some(&kmin), Some(&kmax)) = (keys.iter().min(), keys.iter().max()) else {
+        return String::from("<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n");
+    };
+    let incumbent_at = |key: u64| {
+        kernel
+            .sizes
+            .iter()
+            .find(|s| s.key == key)
+            .map(|s| s.incumbent_us)
+    };
+    // Each valid variant's (key, time / incumbent's) points.
+    let series: Vec<(&str, Vec<(u64, f64)>)> = kernel
+        .variants
+        .iter()
+        .filter(|v| v.rejected.is_none())
+        .map(|v| {
+            let points = v
+                .measurements
+                .iter()
+                .filter_map(|m| {
+                    incumbent_at(m.key)
+                        .filter(|i| *i > 0.0)
+                        .map(|i| (m.key, m.median_us / i))
+                })
+                .collect();
+            (v.name.as_str(), points)
+        })
+        .collect();
+    let ratios = series.iter().flat_map(|(_, p)| p.iter().map(|(_, r)| *r));
+    let (lo, hi) = ratios.fold((1.0f64, 1.0f64), |(a, b), r| (a.min(r), b.max(r)));
+    let (ylo, yhi) = (lo.max(0.25) * 0.95, hi.min(4.0) * 1.05);
+    let (x0, x1) = (
+        (kmin.max(1) as f64).log2(),
+        (kmax.max(2) as f64)
+            .log2()
+            .max((kmin.max(1) as f64).log2() + 1.0),
+    );
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let plot_h = HEIGHT - TOP - BOTTOM;
+    let x = |key: f64| LEFT + (key.max(1.0).log2() - x0) / (x1 - x0) * plot_w;
+    let y =
+        |ratio: f64| TOP + (yhi.ln() - ratio.clamp(ylo, yhi).ln()) / (yhi.ln() - ylo.ln()) * plot_h;
+    let owners: Vec<&str> = {
+        let mut o: Vec<&str> = kernel.ranges.iter().map(|r| r.variant.as_str()).collect();
+        o.dedup();
+        let mut unique = Vec::new();
+        for name in o {
+            if !unique.contains(&name) {
+                unique.push(name);
+            }
+        }
+        unique
+    };
+    let color = |variant: &str| {
+        let owner = if variant.starts_with(FALLBACK) {
+            FALLBACK
+        } else {
+            variant
+        };
+        owners
+            .iter()
+            .position(|o| *o == owner)
+            .map(|i| PALETTE[i % PALETTE.len()])
+    };
+
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        svg,
+        "<text x=\"{LEFT}\" y=\"24\" font-size=\"15\">{name} on {} ({}), tuned {}: time / incumbent's time</text>",
+        table.gpu.name,
+        table.gpu.arch(),
+        kernel.tuned_on
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{LEFT}\" y=\"40\" font-size=\"11\" fill=\"#555\">incumbent: {}; shaded: the range each pick owns</text>",
+        escape(kernel.fallback.as_deref().map_or(
+            kernel.default.as_str(),
+            |_| "the fallback, as its own plan runs it"
+        ))
+    );
+    // Ranges, shaded, with their picks.
+    for (i, range) in kernel.ranges.iter().enumerate() {
+        let a = x((range.first.max(kmin)) as f64).max(LEFT);
+        let b = if range.last == u64::MAX {
+            WIDTH - RIGHT
+        } else {
+            x(range.last.min(kmax) as f64 + 1.0).min(WIDTH - RIGHT)
+        };
+        if b <= a {
+            continue;
+        }
+        let fill = color(&range.variant).unwrap_or("#999999");
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{plot_h}\" fill=\"{fill}\" opacity=\"{}\"/>",
+            b - a,
+            if i % 2 == 0 { 0.10 } else { 0.16 }
+        );
+        let label = if range.last == u64::MAX {
+            format!("{}..: {}", range.first, range.variant)
+        } else {
+            range.variant.clone()
+        };
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{fill}\" transform=\"rotate(-90 {:.1} {:.1})\">{}</text>",
+            a + 12.0,
+            TOP + plot_h - 6.0,
+            a + 12.0,
+            TOP + plot_h - 6.0,
+            escape(&label)
+        );
+    }
+    // Axes and grid.
+    let _ = writeln!(
+        svg,
+        "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"none\" stroke=\"black\"/>"
+    );
+    for ratio in [
+        0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0,
+    ] {
+        if ratio < ylo || ratio > yhi {
+            continue;
+        }
+        let yy = y(ratio);
+        let dash = if ratio == 1.0 {
+            ""
+        } else {
+            " stroke-dasharray=\"2,4\""
+        };
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"#888\"{dash}/>",
+            WIDTH - RIGHT
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{ratio}</text>",
+            LEFT - 6.0,
+            yy + 4.0
+        );
+    }
+    let mut last_label = f64::NEG_INFINITY;
+    for &key in &keys {
+        let xx = x(key as f64);
+        let refinement = kernel.sizes.iter().any(|s| s.key == key && s.refinement);
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"black\"/>",
+            TOP + plot_h,
+            TOP + plot_h + (if refinement { 3.0 } else { 6.0 })
+        );
+        if !refinement && xx - last_label > 48.0 {
+            last_label = xx;
+            let _ = writeln!(
+                svg,
+                "<text x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{key}</text>",
+                TOP + plot_h + 20.0
+            );
+        }
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} (log scale; short ticks: refinement points)</text>",
+        LEFT + plot_w / 2.0,
+        HEIGHT - 12.0,
+        kernel.key
+    );
+    // Series: gray for variants that own no range.
+    for (variant, points) in &series {
+        if points.is_empty() {
+            continue;
+        }
+        let (stroke, width) = match color(variant) {
+            Some(c) if owners.contains(variant) || variant.starts_with(FALLBACK) => (c, 2.2),
+            _ => ("#c8c8c8", 1.0),
+        };
+        let path: Vec<String> = points
+            .iter()
+            .map(|(k, r)| format!("{:.1},{:.1}", x(*k as f64), y(*r)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{stroke}\" stroke-width=\"{width}\"/>",
+            path.join(" ")
+        );
+        for (k, r) in points {
+            let _ = writeln!(
+                svg,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{stroke}\"/>",
+                x(*k as f64),
+                y(*r)
+            );
+        }
+    }
+    // Legend: the picks.
+    for (i, owner) in owners.iter().enumerate() {
+        let yy = TOP + 14.0 + i as f64 * 18.0;
+        let c = PALETTE[i % PALETTE.len()];
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{:.1}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"{c}\" stroke-width=\"3\"/>",
+            WIDTH - RIGHT + 12.0,
+            WIDTH - RIGHT + 32.0
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}</text>",
+            WIDTH - RIGHT + 36.0,
+            yy + 4.0,
+            escape(owner)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#999\">gray: other valid variants</text>",
+        WIDTH - RIGHT + 12.0,
+        TOP + 14.0 + owners.len() as f64 * 18.0
+    );
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn every_range_is_shaded_and_every_pick_in_the_legend() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernels/tuning/nvidia-h200.json"
+        );
+        let table = crate::table::read(Path::new(path)).unwrap();
+        let kernel = &table.kernels["rms_norm"];
+        let svg = render("rms_norm", kernel, &table);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        // One band per range inside the timed keys (the last range lies above them).
+        let bands = svg.matches("opacity=").count();
+        assert_eq!(bands, kernel.ranges.len() - 1, "{svg}");
+        for range in &kernel.ranges {
+            assert!(svg.contains(&range.variant), "{} missing", range.variant);
+        }
+    }
+
+    #[test]
+    fn the_committed_plots_are_the_committed_table_s() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let table = crate::table::read(&root.join("kernels/tuning/nvidia-h200.json")).unwrap();
+        for (name, kernel) in &table.kernels {
+            let file = format!("kernels/tuning/plots/nvidia-h200-{name}.svg");
+            let committed = std::fs::read_to_string(root.join(&file)).unwrap();
+            assert!(
+                render(name, kernel, &table) == committed,
+                "{file} is stale: `cargo autotune plot`"
+            );
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The text report of a table, per kernel and range: the pick, its margin over the
+//! runner-up and over the incumbent, what was rejected and why, and the
+//! fingerprint. `cargo autotune report` prints it; a tuning build writes it beside
+//! the table it rewrote.
+
+use std::fmt::Write as _;
+
+use crate::table::{KernelTable, TuningTable};
+
+pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
+    let gpu = &table.gpu;
+    let mut out = format!(
+        "{path}: {} ({}, {} SMs, driver {}, L2 {} MiB)\n",
+        gpu.name,
+        gpu.arch(),
+        gpu.sm_count,
+        gpu.driver,
+        gpu.l2_bytes >> 20
+    );
+    for (name, kernel) in &table.kernels {
+        if only.is_some_and(|o| o != name) {
+            continue;
+        }
+        out.push_str(&kernel_report(name, kernel));
+    }
+    out
+}
+
+fn kernel_report(name: &str, k: &KernelTable) -> String {
+    let mut out = String::new();
+    let valid = k.variants.iter().filter(|v| v.rejected.is_none()).count();
+    let _ = writeln!(
+        out,
+        "\n{name}: key `{}`, {} variants ({valid} valid), default {}{}, tuned {} in {:.1} s (nvcc {:.1} s)",
+        k.key,
+        k.variants.len(),
+        k.default,
+        k.fallback
+            .as_ref()
+            .map(|_| ", with a fallback")
+            .unwrap_or_default(),
+        k.tuned_on,
+        k.seconds.total,
+        k.seconds.compile
+    );
+    let _ = writeln!(
+        out,
+        "  {:<24} {:<48} {:>10} {:>12} {:>12}  runner-up",
+        "range", "pick", "at key", "vs incumb.", "vs runner-up"
+    );
+    for range in &k.ranges {
+        let span = if range.last == u64::MAX {
+            format!("{}..", range.first)
+        } else {
+            format!("{}..={}", range.first, range.last)
+        };
+        let inside: Vec<_> = k
+            .sizes
+            .iter()
+            .filter(|s| s.key >= range.first && s.key <= range.last)
+            .collect();
+        if inside.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {span:<24} {:<48} {:>10}",
+                range.variant, "(untimed)"
+            );
+        }
+        for size in inside {
+            let runner_up = size.runner_up.as_deref().unwrap_or("-");
+            let over_runner_up = size
+                .runner_up
+                .as_deref()
+                .and_then(|r| k.variant(r))
+                .and_then(|v| v.measurements.iter().find(|m| m.key == size.key))
+                .map(|m| format!("{:+.1}%", (m.median_us / size.winner_us - 1.0) * 100.0))
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "  {span:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
+                size.winner,
+                size.key,
+                size.margin * 100.0,
+                over_runner_up
+            );
+        }
+    }
+    let rejected: Vec<_> = k
+        .variants
+        .iter()
+        .filter_map(|v| v.rejected.as_ref().map(|r| (v, r)))
+        .collect();
+    if !rejected.is_empty() {
+        let _ = writeln!(out, "  rejected:");
+        for (v, r) in rejected {
+            let _ = writeln!(
+                out,
+                "    {:<40} {:?}: {}",
+                v.name,
+                r.stage,
+                r.reason.lines().next().unwrap_or("")
+            );
+        }
+    }
+    let f = &k.fingerprint;
+    let short = |digest: &str| digest.chars().take(12).collect::<String>();
+    let _ = writeln!(
+        out,
+        "  fingerprint: spec {}…, wrapper {}…, sources {}… ({}), nvcc {}, flags [{}], {}, autotune-build {}",
+        short(&f.spec_sha256),
+        short(&f.wrapper_sha256),
+        short(&f.sources_sha256),
+        f.sources.join(", "),
+        f.nvcc,
+        f.flags.join(" "),
+        f.crate_version,
+        f.tuner_version
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_each_range_with_its_margins_and_the_fingerprint() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernels/tuning/nvidia-h200.json"
+        );
+        let table = crate::table::read(std::path::Path::new(path)).unwrap();
+        let text = render("t.json", &table, Some("topk_indexer"));
+        assert!(text.contains("NVIDIA H200 (sm_90, 132 SMs"));
+        assert!(text.contains("topk_indexer: key `n_ctx`"));
+        assert!(text.contains("with a fallback"));
+        assert!(
+            text.contains("fallback:chunk=128,warps=4,stages=2"),
+            "{text}"
+        );
+        assert!(text.contains("fingerprint: sources"));
+        assert!(!text.contains("gemm:"), "only the kernel asked for");
+    }
+
+    #[test]
+    fn the_committed_report_is_the_committed_table_s() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let path = "kernels/tuning/nvidia-h200.json";
+        let table = crate::table::read(&std::path::Path::new(root).join(path)).unwrap();
+        let committed = std::fs::read_to_string(
+            std::path::Path::new(root).join("kernels/tuning/nvidia-h200-report.txt"),
+        )
+        .unwrap();
+        assert!(
+            render(path, &table, None) == committed,
+            "kernels/tuning/nvidia-h200-report.txt is stale: \
+             `cargo autotune report > kernels/tuning/nvidia-h200-report.txt`"
+        );
+    }
+}
