@@ -2,6 +2,9 @@
 //! H200 (see the issue notes for the runs). They take turns on the GPU: a graph
 //! capture in global mode forbids synchronous calls from every other thread.
 
+#[path = "fixtures/skip.rs"]
+mod skip;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
@@ -18,7 +21,7 @@ pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
     match autotune_runtime::gpu::open(0) {
         Ok(ctx) => Some((turn, ctx)),
         Err(why) => {
-            eprintln!("SKIPPED: no GPU ({why})");
+            skip::skipped(std::thread::current().name().unwrap_or("test"), &format!("no GPU ({why})"));
             None
         }
     }

@@ -3,6 +3,9 @@
 //! Skips (and says so) where nvcc is missing, unless AUTOTUNE_REQUIRE_NVCC=1.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[path = "fixtures/skip.rs"]
+mod skip;
+
 use autotune_kernels::{RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_build::nvcc::{Nvcc, Target};
 use autotune_table::progress::Progress;
@@ -17,7 +20,7 @@ fn nvcc() -> Option<Nvcc> {
             panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
         }
         Err(why) => {
-            eprintln!("SKIPPED: {why}");
+            skip::skipped(std::thread::current().name().unwrap_or("test"), &why.to_string());
             None
         }
     }

@@ -178,6 +178,7 @@ fn compile(nvcc: &Nvcc, root: &Path, work: &Path) -> Vec<JobVariant> {
             flags: vec![],
             target: Target::Cubin("sm_90".into()),
             dependencies: vec![],
+            dir: root.to_path_buf(),
         })
         .collect();
     let (compiled, _) = nvcc.compile_all(&jobs, work, &Progress::silent("test"));

@@ -159,6 +159,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
                 .iter()
                 .map(|image| CompileJob {
                     dependencies: dependencies.clone(),
+                    dir: input.root.to_path_buf(),
                     kernel: spec.name.to_string(),
                     label: slug(spec, &image.values),
                     source: input.root.join(spec.source),

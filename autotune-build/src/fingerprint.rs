@@ -81,7 +81,7 @@ impl KernelInputs {
             scanned.extend(found.files.into_iter().map(|f| f.path));
             if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
                 let deps = nvcc
-                    .dependencies(&source, &args)
+                    .dependencies(&source, &args, root)
                     .map_err(|error| BuildError::Kernel {
                         kernel: spec.name.to_string(),
                         message: error.to_string(),

@@ -193,16 +193,23 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     let gpu = (feature || check).then(|| probe(&build.settings.devices));
     if feature {
         match (&nvcc, &gpu) {
-            (Err(reason), _) => report.push(format!(
-                "feature `autotune` is on, but {reason}: nothing tuned"
-            )),
-            (_, Some(Err(reason))) => report.push(format!(
-                "feature `autotune` is on, but {reason}: nothing tuned"
-            )),
             (Ok(nvcc), Some(Ok((gpu, devices)))) => {
                 report.push(build.tune_stale(&tunables, &inputs, nvcc, gpu, devices)?)
             }
-            (Ok(_), None) => {}
+            _ => {
+                // Say every reason, the GPU's first.
+                let missing: Vec<String> = [
+                    gpu.as_ref().and_then(|g| g.as_ref().err()).map(ToString::to_string),
+                    nvcc.as_ref().err().map(ToString::to_string),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                report.push(format!(
+                    "feature `autotune` is on, but {}: nothing tuned",
+                    missing.join(", and ")
+                ));
+            }
         }
     }
     let tuning = feature.then(|| report.last().cloned()).flatten();

@@ -158,8 +158,14 @@ impl Nvcc {
     }
 
     /// Runs nvcc with `args` in `dir`, killing it past the timeout.
-    fn run(&self, args: &[String], what: &str) -> Result<(std::process::ExitStatus, String, String), NvccError> {
+    fn run(
+        &self,
+        args: &[String],
+        dir: &Path,
+        what: &str,
+    ) -> Result<(std::process::ExitStatus, String, String), NvccError> {
         let mut command = Command::new(&self.path);
+        command.current_dir(dir);
         if let Some(ccbin) = &self.ccbin {
             command.arg("-ccbin").arg(ccbin);
         }
@@ -201,15 +207,20 @@ impl Nvcc {
         Ok((status, text(stdout), text(stderr)))
     }
 
-    /// The files nvcc reads to compile `source` with `args` (its `-MM` list), the
-    /// toolkit's own headers left out: what the fingerprint and the compile cache
-    /// hash, and what cargo watches.
-    pub fn dependencies(&self, source: &Path, args: &[String]) -> Result<Vec<PathBuf>, NvccError> {
+    /// The files nvcc reads to compile `source` with `args` in `dir` (its `-MM`
+    /// list), the toolkit's own headers left out: what the fingerprint and the
+    /// compile cache hash, and what cargo watches. Relative paths are `dir`'s.
+    pub fn dependencies(
+        &self,
+        source: &Path,
+        args: &[String],
+        dir: &Path,
+    ) -> Result<Vec<PathBuf>, NvccError> {
         let mut all = args.to_vec();
         all.push("-MM".into());
         all.push(source.display().to_string());
         let what = format!("the dependencies of {}", source.display());
-        let (status, stdout, stderr) = self.run(&all, &what)?;
+        let (status, stdout, stderr) = self.run(&all, dir, &what)?;
         if !status.success() {
             return Err(NvccError::Failed {
                 status,
@@ -220,7 +231,7 @@ impl Nvcc {
         let toolkit = self.toolkit_root();
         let mut files = Vec::new();
         for path in make_rule_prerequisites(&stdout) {
-            let path = PathBuf::from(path);
+            let path = dir.join(path);
             let canonical = path.canonicalize().unwrap_or(path);
             if toolkit.as_ref().is_some_and(|t| canonical.starts_with(t)) {
                 continue;
@@ -414,6 +425,9 @@ pub struct CompileJob {
     /// of the kernel ([`Nvcc::dependencies`]). Empty: the source and the headers
     /// the include scanner finds through the include folders.
     pub dependencies: Vec<PathBuf>,
+    /// Where nvcc runs: the crate root, against which relative paths in the
+    /// kernel's flags (`-Ikernels`) are written.
+    pub dir: PathBuf,
 }
 
 /// A compiled point.
@@ -434,7 +448,8 @@ impl Nvcc {
         args.extend(job.target.args());
         args.extend(["-Xptxas".to_string(), "-v".to_string()]);
         let inputs = if job.dependencies.is_empty() {
-            SourceSet::load_with(&job.source, &include_dirs(&args))
+            let dirs: Vec<PathBuf> = include_dirs(&args).iter().map(|d| job.dir.join(d)).collect();
+            SourceSet::load_with(&job.source, &dirs)
                 .map_err(|source| NvccError::Io {
                     what: "cannot read",
                     path: job.source.clone(),
@@ -488,7 +503,7 @@ impl Nvcc {
         args.push("-o".into());
         args.push(partial.display().to_string());
         args.push(job.source.display().to_string());
-        let result = self.run(&args, &what);
+        let result = self.run(&args, &job.dir, &what);
         let (status, stdout, stderr) = match result {
             Ok(output) => output,
             Err(error) => {

@@ -61,6 +61,7 @@ pub fn compile_jobs(
 ) -> Vec<PointJob> {
     let job = |spec: &'static KernelSpec, label: String, values: &[u32]| CompileJob {
         dependencies: dependencies.to_vec(),
+        dir: root.to_path_buf(),
         kernel: spec.name.to_string(),
         label,
         source: root.join(spec.source),

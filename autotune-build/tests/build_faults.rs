@@ -68,6 +68,7 @@ fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
             flags: vec![],
             target: Target::Cubin("sm_90".into()),
             dependencies: vec![],
+            dir: dir.clone(),
         })
         .collect();
     let cache = dir.join("cache");
@@ -106,10 +107,10 @@ fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
 }
 
 const TABLE: &str = r#"{
-  "format": 1,
+  "format": 2,
   "gpu": { "name": "NVIDIA H200", "compute_capability": [9, 0], "sm_count": 132, "driver": "13.0", "l2_bytes": 62914560 },
   "kernels": { "k": {
-    "fingerprint": { "source_sha256": "a", "attribute_sha256": "b", "nvcc": "13.0.88", "flags": [], "crate_version": "c 0.1.0", "runtime_version": "0.1.0" },
+    "fingerprint": { "spec_sha256": "a", "wrapper_sha256": "b", "sources": ["k.cu"], "sources_sha256": "c", "nvcc": "13.0.88", "flags": [], "crate_version": "c 0.1.0", "tuner_version": "0.1.0" },
     "tuned_on": "2026-11-30", "seed": 0, "key": "n", "default": "block=64", "fallback": null, "timing": "test", "min_margin": 0.01,
     "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null, "measurements": [] }],
     "sizes": [],

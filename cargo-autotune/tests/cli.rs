@@ -3,6 +3,9 @@
 //! No GPU needed: `tune` then builds, tunes nothing, and says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[path = "../../tests/fixtures/skip.rs"]
+mod skip;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -90,7 +93,7 @@ fn fixture(name: &str) -> PathBuf {
 #[test]
 fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
     if autotune_runtime::gpu::driver_present() {
-        eprintln!("SKIPPED: this machine has a CUDA driver (tune would tune)");
+        skip::skipped(std::thread::current().name().unwrap_or("test"), "this machine has a CUDA driver (tune would tune)");
         return;
     }
     let dir = fixture("tune-no-gpu");

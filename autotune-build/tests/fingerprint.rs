@@ -1,0 +1,175 @@
+//! Golden tests of the fingerprint with the real nvcc (CI installs it; skipped, and
+//! said so, without one unless `AUTOTUNE_REQUIRE_NVCC=1`): it stays the same under
+//! comments, doc edits and reformatting of the wrapper, and changes when a header
+//! that nvcc finds only through a `-I` flag changes, when a flag changes, and on a
+//! semantic edit of the wrapper. The compile cache follows the same header.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+
+#[path = "../../tests/fixtures/skip.rs"]
+mod skip;
+
+use std::path::{Path, PathBuf};
+
+use autotune_build::fingerprint::KernelInputs;
+use autotune_build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_runtime::KernelSpec;
+use autotune_table::progress::Progress;
+use autotune_table::table::Fingerprint;
+
+fn nvcc(test: &str) -> Option<Nvcc> {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fingerprint-nvcc");
+    match Nvcc::find(&cache) {
+        Ok(nvcc) => Some(nvcc),
+        Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() => {
+            panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
+        }
+        Err(why) => {
+            skip::skipped(test, &why.to_string());
+            None
+        }
+    }
+}
+
+const WRAPPER: &str = "use autotune_runtime::prelude::*;\n\n\
+/// Scales.\n\
+#[autotune(source = \"kernels/sub/k.cu\", key = n, sizes = [1k], case = C, block = [64])]\n\
+pub fn k(stream: &CudaStream, variant: &Variant<KParams>, n: usize) -> Result<(), KernelError> {\n\
+    let _ = (stream, variant, n); // nothing to launch\n\
+    Ok(())\n\
+}\n";
+
+/// A crate in a temporary folder: `kernels/sub/k.cu` includes `"common.cuh"`,
+/// which lives in `kernels/` and is found through the spec's `-Ikernels`.
+fn crate_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fingerprint")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("kernels/sub")).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("kernels/sub/k.cu"),
+        "#include \"common.cuh\"\n\
+         extern \"C\" __global__ void k(float* y) { y[threadIdx.x] = FACTOR; }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("kernels/common.cuh"), "#define FACTOR 2.0f\n").unwrap();
+    std::fs::write(dir.join("src/k.rs"), WRAPPER).unwrap();
+    dir
+}
+
+fn spec(flags: &'static [&'static str]) -> &'static KernelSpec {
+    Box::leak(Box::new(KernelSpec {
+        name: "k",
+        wrapper_file: "src/k.rs",
+        source: "kernels/sub/k.cu",
+        entries: &["k"],
+        key: "n",
+        sizes: &[1024],
+        params: &["block"],
+        points: &[&[64]],
+        default: &[64],
+        constraint: None,
+        flags,
+        fallback: None,
+    }))
+}
+
+const FLAGS: &[&str] = &["-Ikernels"];
+
+fn fingerprint(spec: &'static KernelSpec, dir: &Path, nvcc: &Nvcc) -> Fingerprint {
+    KernelInputs::gather(spec, dir, Some(nvcc), "k 0.1.0")
+        .unwrap()
+        .fingerprint(None)
+        .unwrap()
+}
+
+#[test]
+fn unchanged_by_comments_docs_and_formatting() {
+    let Some(nvcc) = nvcc("unchanged_by_comments_docs_and_formatting") else {
+        return;
+    };
+    let dir = crate_dir("cosmetic");
+    let before = fingerprint(spec(FLAGS), &dir, &nvcc);
+    let cosmetic = WRAPPER
+        .replace("/// Scales.", "/// Scales, with a longer doc.\n/// Two lines.")
+        .replace("// nothing to launch", "// a comment that says more")
+        .replace("    Ok(())", "        Ok(\n            ()\n        )")
+        + "// a trailing comment\n";
+    std::fs::write(dir.join("src/k.rs"), cosmetic).unwrap();
+    assert_eq!(fingerprint(spec(FLAGS), &dir, &nvcc), before);
+}
+
+#[test]
+fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
+    let Some(nvcc) = nvcc("changed_by_a_header_behind_an_include_flag") else {
+        return;
+    };
+    let dir = crate_dir("semantic");
+    let inputs = KernelInputs::gather(spec(FLAGS), &dir, Some(&nvcc), "k 0.1.0").unwrap();
+    let before = inputs.fingerprint(None).unwrap();
+    assert_eq!(
+        before.sources,
+        ["kernels/sub/k.cu", "kernels/common.cuh"],
+        "nvcc's list, the toolkit's headers left out"
+    );
+    let header = dir.join("kernels/common.cuh").canonicalize().unwrap();
+    assert!(inputs.watched().contains(&header), "cargo watches the header");
+
+    // The compile cache follows the header too: a new image after the edit.
+    let job = CompileJob {
+        kernel: "k".into(),
+        label: "block64".into(),
+        source: dir.join("kernels/sub/k.cu"),
+        entries: vec!["k".into()],
+        defines: vec!["-DBLOCK=64".into()],
+        flags: vec!["-Ikernels".into()],
+        target: Target::Cubin("sm_90".into()),
+        dependencies: inputs.compile_inputs(),
+        dir: dir.clone(),
+    };
+    let cache = dir.join("cache");
+    let (first, _) = nvcc.compile_all(std::slice::from_ref(&job), &cache, &Progress::silent("k"));
+    let first = first.into_iter().next().unwrap().unwrap();
+
+    std::fs::write(dir.join("kernels/common.cuh"), "#define FACTOR 3.0f\n").unwrap();
+    let after = fingerprint(spec(FLAGS), &dir, &nvcc);
+    assert_eq!(
+        before.differences(&after),
+        ["the CUDA source or a header changed"]
+    );
+    let (second, _) = nvcc.compile_all(&[job], &cache, &Progress::silent("k"));
+    let second = second.into_iter().next().unwrap().unwrap();
+    assert!(!second.cached, "nvcc ran again");
+    assert_ne!(first.binary, second.binary);
+
+    let more_flags = fingerprint(spec(&["-Ikernels", "-use_fast_math"]), &dir, &nvcc);
+    let differences = after.differences(&more_flags);
+    assert!(differences.iter().any(|d| d.starts_with("flags")), "{differences:?}");
+
+    std::fs::write(dir.join("src/k.rs"), WRAPPER.replace("Ok(())", "Ok(drop(n))")).unwrap();
+    let edited = fingerprint(spec(FLAGS), &dir, &nvcc);
+    assert_eq!(
+        after.differences(&edited),
+        ["the wrapper's Rust code changed"]
+    );
+}
+
+#[test]
+fn without_nvcc_the_recorded_sources_are_read_again() {
+    let Some(nvcc) = nvcc("without_nvcc_the_recorded_sources_are_read_again") else {
+        return;
+    };
+    let dir = crate_dir("recorded");
+    let tuned = fingerprint(spec(FLAGS), &dir, &nvcc);
+    // A GPU-less build without nvcc: the table's own list is hashed again.
+    let bare = KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").unwrap();
+    assert!(bare.differences(&tuned).is_empty(), "fresh without nvcc");
+    std::fs::write(dir.join("kernels/common.cuh"), "#define FACTOR 4.0f\n").unwrap();
+    assert_eq!(
+        bare.differences(&tuned),
+        ["the CUDA source or a header changed"]
+    );
+    std::fs::remove_file(dir.join("kernels/common.cuh")).unwrap();
+    assert!(bare.differences(&tuned)[0].starts_with("cannot read"));
+}
