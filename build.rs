@@ -1,3 +1,5 @@
 fn main() -> Result<(), autotune_build::BuildError> {
-    autotune_build::Builder::new().tables_dir("kernels/tuning").tune(autotune_build::tunables!())
+    autotune_build::Builder::new()
+        .tables_dir("kernels/tuning")
+        .tune(autotune_build::tunables!())
 }

@@ -10,9 +10,9 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use autotune_build::timing::L2Flush;
 use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::samples;
-use autotune_build::timing::L2Flush;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;

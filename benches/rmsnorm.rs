@@ -11,10 +11,10 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use autotune_build::timing::L2Flush;
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::samples;
 use autotune_runtime::Kernel;
-use autotune_build::timing::L2Flush;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;

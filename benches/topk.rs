@@ -11,9 +11,9 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use autotune_build::timing::L2Flush;
 use autotune_kernels::samples;
 use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
-use autotune_build::timing::L2Flush;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
 use common::{python_anchor, time_ms};

@@ -5,9 +5,9 @@
 
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::Kernel;
-use autotune_table::table;
 use autotune_runtime::dispatch::{Baked, Choice, Selection};
 use autotune_runtime::gpu::GpuIdentity;
+use autotune_table::table;
 
 fn committed() -> table::TuningTable {
     let path = concat!(

@@ -83,7 +83,10 @@ fn the_autotune_feature_without_a_gpu_tunes_nothing_and_still_builds() {
     let dir = fixture("feature-no-gpu");
     let line = warning(&build(&dir, &["--features", "autotune"], false));
     if autotune_runtime::gpu::driver_present() {
-        skip::skipped(std::thread::current().name().unwrap_or("test"), "this machine has a CUDA driver");
+        skip::skipped(
+            std::thread::current().name().unwrap_or("test"),
+            "this machine has a CUDA driver",
+        );
         return;
     }
     assert!(
@@ -208,7 +211,11 @@ fn baked_images(output: &Output) -> Vec<String> {
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|m| m["reason"] == "build-script-executed")
-        .find(|m| m["package_id"].as_str().is_some_and(|p| p.contains("fixture-scale-")))
+        .find(|m| {
+            m["package_id"]
+                .as_str()
+                .is_some_and(|p| p.contains("fixture-scale-"))
+        })
         .and_then(|m| m["out_dir"].as_str().map(PathBuf::from))
         .expect("the fixture's build script ran");
     let generated = std::fs::read_to_string(out_dir.join("autotune/scale.rs")).unwrap();

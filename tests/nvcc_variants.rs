@@ -6,11 +6,11 @@
 #[path = "fixtures/skip.rs"]
 mod skip;
 
-use autotune_kernels::{RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_build::nvcc::{Nvcc, Target};
-use autotune_table::progress::Progress;
 use autotune_build::tune::compile_jobs;
+use autotune_kernels::{RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::{Kernel, KernelSpec};
+use autotune_table::progress::Progress;
 
 fn nvcc() -> Option<Nvcc> {
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nvcc-variants");
@@ -20,7 +20,10 @@ fn nvcc() -> Option<Nvcc> {
             panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
         }
         Err(why) => {
-            skip::skipped(std::thread::current().name().unwrap_or("test"), &why.to_string());
+            skip::skipped(
+                std::thread::current().name().unwrap_or("test"),
+                &why.to_string(),
+            );
             None
         }
     }

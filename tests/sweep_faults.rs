@@ -14,15 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autotune_build::nvcc::{CompileJob, Nvcc, Target};
-use autotune_table::progress::Progress;
 use autotune_build::sweep::{self, SweepPlan};
-use autotune_table::table::Stage;
 use autotune_build::timing::TimingConfig;
 use autotune_build::worker::{self, JobVariant};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use autotune_runtime::{
     Case, CaseError, Kernel, KernelSpec, LaunchError, Params, Variant, Verdict, Work,
 };
+use autotune_table::progress::Progress;
+use autotune_table::table::Stage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PlantedParams {

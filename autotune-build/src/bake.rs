@@ -169,11 +169,8 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
                     target: Target::Fatbin(archs.clone()),
                 })
                 .collect();
-            let (results, _) = nvcc.compile_all(
-                &jobs,
-                input.cache_dir,
-                &Progress::silent(input.spec.name),
-            );
+            let (results, _) =
+                nvcc.compile_all(&jobs, input.cache_dir, &Progress::silent(input.spec.name));
             let mut failure = None;
             for (image, result) in images.iter_mut().zip(results) {
                 match result {

@@ -69,10 +69,12 @@ impl KernelInputs {
                 .map_err(BuildError::io("cannot read wrapper file", &file))?;
             wrapper.update(spec.name.as_bytes());
             wrapper.update([0]);
-            wrapper.update(rust_items_digest(&text).map_err(|message| BuildError::Kernel {
-                kernel: spec.name.to_string(),
-                message: format!("{} does not lex as Rust: {message}", file.display()),
-            })?);
+            wrapper.update(
+                rust_items_digest(&text).map_err(|message| BuildError::Kernel {
+                    kernel: spec.name.to_string(),
+                    message: format!("{} does not lex as Rust: {message}", file.display()),
+                })?,
+            );
             wrapper_files.push(file);
             let source = root.join(spec.source);
             let args = nvcc::source_args(&flags_of(spec), &spec.defines(spec.default), &source);
@@ -80,12 +82,12 @@ impl KernelInputs {
                 .map_err(BuildError::io("cannot read CUDA source", &source))?;
             scanned.extend(found.files.into_iter().map(|f| f.path));
             if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
-                let deps = nvcc
-                    .dependencies(&source, &args, root)
-                    .map_err(|error| BuildError::Kernel {
+                let deps = nvcc.dependencies(&source, &args, root).map_err(|error| {
+                    BuildError::Kernel {
                         kernel: spec.name.to_string(),
                         message: error.to_string(),
-                    })?;
+                    }
+                })?;
                 for dep in deps {
                     let dep = absolute(root, vec![dep]).remove(0);
                     if !list.contains(&dep) {
@@ -151,8 +153,8 @@ impl KernelInputs {
         let mut sources = Sha256::new();
         let mut shown = Vec::new();
         for file in &files {
-            let text = std::fs::read(file)
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let text =
+                std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let name = relative(file, &self.root);
             sources.update(name.as_bytes());
             sources.update([0]);
@@ -272,7 +274,11 @@ fn write_tokens(tokens: TokenStream, out: &mut String) {
             TokenTree::Punct(punct) => {
                 out.push('p');
                 out.push(punct.as_char());
-                out.push(if punct.spacing() == Spacing::Joint { 'j' } else { 'a' });
+                out.push(if punct.spacing() == Spacing::Joint {
+                    'j'
+                } else {
+                    'a'
+                });
             }
             TokenTree::Literal(literal) => {
                 out.push('l');
@@ -344,13 +350,19 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
         let comment = WRAPPER.replace("// one thread an element", "// x") + "\n// x\n";
         assert_eq!(digest(&comment), base, "a comment");
         let doc = WRAPPER
-            .replace("/// Scales a vector.", "/// Scales a vector, fast.\n/// More.")
+            .replace(
+                "/// Scales a vector.",
+                "/// Scales a vector, fast.\n/// More.",
+            )
             .replace("//! The wrapper module.", "");
         assert_eq!(digest(&doc), base, "doc comments");
         let doc_attr = WRAPPER.replace("/// Scales a vector.", "#[doc = \"Scales.\"]");
         assert_eq!(digest(&doc_attr), base, "a #[doc] attribute");
         let reformatted = WRAPPER
-            .replace("-> Result<(), KernelError> {", "\n    -> Result<(), KernelError>\n{")
+            .replace(
+                "-> Result<(), KernelError> {",
+                "\n    -> Result<(), KernelError>\n{",
+            )
             .replace("    let grid", "        let   grid");
         assert_eq!(digest(&reformatted), base, "formatting");
     }
@@ -363,7 +375,10 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
         // Joint and alone punctuation differ: `a - -b` is not `a --b`.
         assert_ne!(digest("fn f() { a - -b }"), digest("fn f() { a -= b }"));
         // The attribute's contents count (it is not a doc attribute).
-        assert_ne!(digest(&WRAPPER.replace("sizes = [1k]", "sizes = [2k]")), base);
+        assert_ne!(
+            digest(&WRAPPER.replace("sizes = [1k]", "sizes = [2k]")),
+            base
+        );
     }
 
     /// The form written is ours: a golden value that a change of proc-macro2's or

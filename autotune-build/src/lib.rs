@@ -20,6 +20,7 @@ mod error;
 pub mod fingerprint;
 pub mod nvcc;
 pub mod ptxas;
+mod record;
 pub mod settings;
 pub mod sweep;
 pub mod timing;
@@ -153,7 +154,11 @@ fn env_var(name: &'static str) -> Result<String, BuildError> {
 
 fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     let out_dir = PathBuf::from(env_var("OUT_DIR")?);
-    let package = format!("{} {}", env_var("CARGO_PKG_NAME")?, env_var("CARGO_PKG_VERSION")?);
+    let package = format!(
+        "{} {}",
+        env_var("CARGO_PKG_NAME")?,
+        env_var("CARGO_PKG_VERSION")?
+    );
     let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some();
     let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
     let mut report = Vec::new();
@@ -167,7 +172,11 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         }
     };
     let root = tunables.root.clone();
-    let tables_dir = root.join(builder.tables_dir.unwrap_or_else(|| PathBuf::from("tuning")));
+    let tables_dir = root.join(
+        builder
+            .tables_dir
+            .unwrap_or_else(|| PathBuf::from("tuning")),
+    );
     let build = Build {
         root,
         tables_dir,
@@ -186,7 +195,10 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     // Every kernel's inputs, gathered once (nvcc asked once per kernel).
     let mut inputs = Vec::new();
     for spec in tunables.specs() {
-        inputs.push((spec, KernelInputs::gather(spec, &build.root, nvcc.as_ref().ok(), &build.crate_version)?));
+        inputs.push((
+            spec,
+            KernelInputs::gather(spec, &build.root, nvcc.as_ref().ok(), &build.crate_version)?,
+        ));
     }
     build.watch(&inputs);
     // The driver is only touched when tuning or checking was asked for.
@@ -199,7 +211,9 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
             _ => {
                 // Say every reason, the GPU's first.
                 let missing: Vec<String> = [
-                    gpu.as_ref().and_then(|g| g.as_ref().err()).map(ToString::to_string),
+                    gpu.as_ref()
+                        .and_then(|g| g.as_ref().err())
+                        .map(ToString::to_string),
                     nvcc.as_ref().err().map(ToString::to_string),
                 ]
                 .into_iter()
@@ -246,9 +260,14 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         package,
         nvcc: nvcc.as_ref().ok().map(|n| n.version.clone()),
         nvcc_missing: nvcc.as_ref().err().map(ToString::to_string),
-        gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).map(|(g, _)| g.clone()),
+        gpu: gpu
+            .as_ref()
+            .and_then(|g| g.as_ref().ok())
+            .map(|(g, _)| g.clone()),
         gpu_missing: match &gpu {
-            None => Some(format!("not looked at (neither feature `autotune` nor {CHECK_ENV}=1)")),
+            None => Some(format!(
+                "not looked at (neither feature `autotune` nor {CHECK_ENV}=1)"
+            )),
             Some(Err(reason)) => Some(reason.to_string()),
             Some(Ok(_)) => None,
         },
@@ -257,10 +276,7 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     };
     write_summary(&build.out_dir, &summary)?;
     // One warning, one line: cargo shows each `cargo::warning` line separately.
-    println!(
-        "cargo::warning=autotune: {}",
-        one_line(&report.join("; "))
-    );
+    println!("cargo::warning=autotune: {}", one_line(&report.join("; ")));
     Ok(())
 }
 
@@ -273,8 +289,8 @@ pub fn one_line(text: &str) -> String {
 }
 
 fn write_summary(out_dir: &Path, summary: &BuildSummary) -> Result<(), BuildError> {
-    let text = serde_json::to_string_pretty(summary)
-        .map_err(|e| BuildError::Summary(e.to_string()))?;
+    let text =
+        serde_json::to_string_pretty(summary).map_err(|e| BuildError::Summary(e.to_string()))?;
     let path = out_dir.join(SUMMARY_PATH);
     if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
         table::write_text_atomic(&path, &text)?;
@@ -310,7 +326,11 @@ impl Build {
         for file in files {
             println!("cargo::rerun-if-changed={}", file.display());
         }
-        for var in settings::ENV.iter().chain(nvcc::ENV.iter()).chain([&CHECK_ENV, &"PATH"]) {
+        for var in settings::ENV
+            .iter()
+            .chain(nvcc::ENV.iter())
+            .chain([&CHECK_ENV, &"PATH"])
+        {
             println!("cargo::rerun-if-env-changed={var}");
         }
     }
@@ -331,10 +351,12 @@ impl Build {
         let shown = bake::relative(&path, &self.root);
         let mut fingerprints = Vec::new();
         for (spec, inputs) in inputs {
-            let fingerprint = inputs.fingerprint(None).map_err(|message| BuildError::Kernel {
-                kernel: spec.name.to_string(),
-                message,
-            })?;
+            let fingerprint = inputs
+                .fingerprint(None)
+                .map_err(|message| BuildError::Kernel {
+                    kernel: spec.name.to_string(),
+                    message,
+                })?;
             fingerprints.push((*spec, inputs, fingerprint));
         }
         let stale = |table: &Option<TuningTable>| -> Vec<(&'static KernelSpec, table::Fingerprint, String)> {
@@ -432,7 +454,11 @@ impl Build {
             let fallback_table = spec.fallback.and_then(|f| {
                 let entry = table.kernels.get(f.name)?;
                 let fresh = fingerprints.iter().find(|(s, _, _)| s.name == f.name)?;
-                entry.fingerprint.differences(&fresh.2).is_empty().then_some(entry)
+                entry
+                    .fingerprint
+                    .differences(&fresh.2)
+                    .is_empty()
+                    .then_some(entry)
             });
             let kernel_inputs = fingerprints
                 .iter()

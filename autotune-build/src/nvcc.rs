@@ -34,10 +34,15 @@ pub const ENV: [&str; 9] = [
 /// Why nvcc could not be found, run, or compile something.
 #[derive(Debug, thiserror::Error)]
 pub enum NvccError {
-    #[error("nvcc not found ($NVCC, $CUDA_PATH, $CUDA_HOME, $CUDA_ROOT, $CUDA_TOOLKIT_ROOT_DIR, PATH, /usr/local/cuda, /opt/cuda)")]
+    #[error(
+        "nvcc not found ($NVCC, $CUDA_PATH, $CUDA_HOME, $CUDA_ROOT, $CUDA_TOOLKIT_ROOT_DIR, PATH, /usr/local/cuda, /opt/cuda)"
+    )]
     NotFound,
     #[error("{variable}={} names no nvcc that answers --version", path.display())]
-    Unusable { variable: &'static str, path: PathBuf },
+    Unusable {
+        variable: &'static str,
+        path: PathBuf,
+    },
     #[error("AUTOTUNE_NVCC_TIMEOUT_S={0:?} is not a whole number of seconds > 0")]
     Timeout(String),
     #[error("cannot run {}: {source}", path.display())]
@@ -114,7 +119,12 @@ impl Nvcc {
             };
         }
         let mut candidates: Vec<PathBuf> = Vec::new();
-        for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR"] {
+        for var in [
+            "CUDA_PATH",
+            "CUDA_HOME",
+            "CUDA_ROOT",
+            "CUDA_TOOLKIT_ROOT_DIR",
+        ] {
             if let Some(root) = env(var) {
                 candidates.push(Path::new(&root).join("bin").join("nvcc"));
             }
@@ -448,7 +458,10 @@ impl Nvcc {
         args.extend(job.target.args());
         args.extend(["-Xptxas".to_string(), "-v".to_string()]);
         let inputs = if job.dependencies.is_empty() {
-            let dirs: Vec<PathBuf> = include_dirs(&args).iter().map(|d| job.dir.join(d)).collect();
+            let dirs: Vec<PathBuf> = include_dirs(&args)
+                .iter()
+                .map(|d| job.dir.join(d))
+                .collect();
             SourceSet::load_with(&job.source, &dirs)
                 .map_err(|source| NvccError::Io {
                     what: "cannot read",
@@ -571,16 +584,13 @@ impl Nvcc {
         let results = results
             .into_iter()
             .map(|slot| {
-                slot.into_inner()
-                    .ok()
-                    .flatten()
-                    .unwrap_or_else(|| {
-                        Err(NvccError::Io {
-                            what: "a compile thread died compiling",
-                            path: PathBuf::new(),
-                            source: std::io::Error::other("panic"),
-                        })
+                slot.into_inner().ok().flatten().unwrap_or_else(|| {
+                    Err(NvccError::Io {
+                        what: "a compile thread died compiling",
+                        path: PathBuf::new(),
+                        source: std::io::Error::other("panic"),
                     })
+                })
             })
             .collect();
         (results, started.elapsed().as_secs_f64())

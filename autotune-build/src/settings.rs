@@ -269,14 +269,20 @@ mod tests {
             task_timeout: Duration::ZERO,
             ..Settings::default()
         };
-        assert_eq!(zero.validate().unwrap_err().variable, "AUTOTUNE_TASK_TIMEOUT_S");
+        assert_eq!(
+            zero.validate().unwrap_err().variable,
+            "AUTOTUNE_TASK_TIMEOUT_S"
+        );
         let mut timing = TimingConfig::default();
         timing.target_ms = f64::NAN;
         let nan_target = Settings {
             timing,
             ..Settings::default()
         };
-        assert_eq!(nan_target.validate().unwrap_err().variable, "AUTOTUNE_TARGET_MS");
+        assert_eq!(
+            nan_target.validate().unwrap_err().variable,
+            "AUTOTUNE_TARGET_MS"
+        );
         assert_eq!(Settings::default().validate(), Ok(()));
     }
 }

@@ -1,7 +1,8 @@
-//! The sweep's supervising half: hands tasks to worker processes, one per GPU,
-//! records what they report (in a journal, so a killed build resumes where it
-//! stopped), replaces a worker that crashes or hangs (rejecting the variant it was
-//! running), and refines boundaries between sizes whose winners differ.
+//! The sweep's supervising half, its scheduling: hands tasks to worker processes,
+//! one per GPU, passes what they report to the record (`record`: outcomes, the
+//! journal a killed build resumes from, anchors, decisions), replaces a worker
+//! that crashes or hangs (rejecting the variant it was running), and refines
+//! boundaries between sizes whose winners differ.
 //!
 //! Several GPUs of one model share the work through a board of units (see
 //! `board`). At a key with many points to time, every GPU takes an interleaved
@@ -10,26 +11,25 @@
 //! the ratio of the anchors onto the first GPU's clock. A key with few points goes
 //! whole to whichever GPU is free; searches post each batch the same way.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fs::OpenOptions;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use autotune_runtime::KernelSpec;
+use autotune_table::progress::{Phase, Progress};
+use autotune_table::ranges::{self, Decision};
+use autotune_table::strategy::Strategy;
+use autotune_table::table::{Measurement, Rejection, Stage};
 
 use crate::board::{Board, Unit};
 use crate::error::BuildError;
-use autotune_table::progress::{Phase, Progress};
-use autotune_table::ranges::{self, Decision, SizeTimings, Timed};
-use autotune_table::strategy::Strategy;
-use autotune_table::table::{Measurement, Rejection, Stage};
+use crate::record::{self, Facts, Outcome, Record, TaskId};
 use crate::timing::TimingConfig;
 use crate::worker::{Event, Job, JobVariant, Task};
 use crate::worker_process::Worker;
-use autotune_runtime::KernelSpec;
 
 /// A size of the grid (or of refinement) is split across GPUs when each gets at
 /// least this many points of it: each share costs its GPU two timings of the
@@ -69,10 +69,21 @@ pub struct SweepPlan {
 impl SweepPlan {
     /// The incumbent at `key`.
     pub fn incumbent_at(&self, key: u64) -> usize {
-        self.incumbents
-            .iter()
-            .find(|&&(first, last, _)| first <= key && key <= last)
-            .map_or(0, |&(_, _, v)| v)
+        record::incumbent_at(&self.incumbents, key)
+    }
+
+    /// What the record needs of this plan.
+    fn facts(&self) -> Facts {
+        Facts {
+            key_name: self.spec.key.to_string(),
+            names: self.variants.iter().map(|v| v.name.clone()).collect(),
+            incumbents: self.incumbents.clone(),
+            sizes: self.spec.sizes.to_vec(),
+            min_margin: self.min_margin,
+            several_devices: self.devices.len() > 1,
+            journal: self.work_dir.join(format!("{}.journal", self.spec.name)),
+            journal_header: self.journal_header.clone(),
+        }
     }
 }
 
@@ -100,59 +111,8 @@ pub struct DeviceShare {
     pub seconds: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-struct TaskId {
-    key: u64,
-    variant: usize,
-    repeat: bool,
-    /// The CUDA device it ran on.
-    #[serde(default)]
-    device: usize,
-}
-
-impl TaskId {
-    fn of(task: &Task, device: usize) -> Self {
-        Self {
-            key: task.key,
-            variant: task.variant,
-            repeat: task.repeat,
-            device,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-enum Outcome {
-    Measured(Measurement),
-    Rejected {
-        stage: Stage,
-        reason: String,
-    },
-    /// The variant's wrapper refused this key's arguments: not timed here, not out.
-    Unfit(String),
-    CaseFailed(String),
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct JournalLine {
-    id: TaskId,
-    outcome: Outcome,
-}
-
-/// What the sweep has learned so far; the device lanes share it behind a lock.
-struct Record<'a> {
-    log: &'a mut (dyn Write + Send),
-    measured: BTreeMap<TaskId, Measurement>,
-    rejected: Vec<Option<Rejection>>,
-    /// `(key, variant)` pairs whose wrapper refused the key's arguments.
-    unfit: BTreeSet<(u64, usize)>,
-    failed_keys: BTreeMap<u64, String>,
-    resumed: usize,
-}
-
 struct Sweep<'a> {
     plan: &'a SweepPlan,
-    journal: PathBuf,
     progress: &'a Progress,
     record: Mutex<Record<'a>>,
 }
@@ -180,16 +140,8 @@ pub fn run(
         .map_err(BuildError::io("cannot create", &plan.work_dir))?;
     let sweep = Sweep {
         plan,
-        journal: plan.work_dir.join(format!("{}.journal", plan.spec.name)),
         progress,
-        record: Mutex::new(Record {
-            log,
-            measured: BTreeMap::new(),
-            rejected: plan.rejected.clone(),
-            unfit: BTreeSet::new(),
-            failed_keys: BTreeMap::new(),
-            resumed: 0,
-        }),
+        record: Mutex::new(Record::new(plan.facts(), plan.rejected.clone(), log)),
     };
     let mut lanes: Vec<Lane> = plan
         .devices
@@ -206,7 +158,7 @@ pub fn run(
             },
         })
         .collect();
-    sweep.replay_journal()?;
+    sweep.record().replay_journal()?;
     let lane_count = lanes.len();
     if plan.strategy == Strategy::Grid {
         let all: Vec<usize> = (0..plan.variants.len()).collect();
@@ -223,7 +175,7 @@ pub fn run(
         }
         sweep.run_units(&mut lanes, Vec::new(), keys)?;
     }
-    let mut decisions = sweep.decisions();
+    let mut decisions = sweep.record().decisions();
     for _ in 0..plan.refine_rounds {
         let points = ranges::refinement_points(&decisions);
         if points.is_empty() {
@@ -241,7 +193,7 @@ pub fn run(
             MIN_SHARE,
         );
         sweep.run_units(&mut lanes, units, Vec::new())?;
-        decisions = sweep.decisions();
+        decisions = sweep.record().decisions();
     }
     let mut devices = Vec::new();
     for lane in lanes {
@@ -252,34 +204,14 @@ pub fn run(
         devices.push(lane.share);
     }
     let record = sweep.record();
-    let mut measurements = vec![Vec::new(); plan.variants.len()];
-    let mut seen = BTreeSet::new();
-    let mut anchors: BTreeMap<u64, Anchors> = BTreeMap::new();
-    // Ordered by key, variant, repeat, device: the first of a (key, variant) is the
-    // reference device's. Times go onto its scale, as the decisions saw them.
-    for (id, m) in &record.measured {
-        if !id.repeat && seen.insert((id.key, id.variant)) {
-            let s = anchors
-                .entry(id.key)
-                .or_insert_with(|| sweep.anchors_at(&record, id.key))
-                .scale(id.device);
-            measurements[id.variant].push(Measurement {
-                median_us: m.median_us * s,
-                p25_us: m.p25_us * s,
-                p75_us: m.p75_us * s,
-                min_us: m.min_us * s,
-                ..m.clone()
-            });
-        }
-    }
+    let measurements = record.measurements();
     let (rejected, failed_keys, resumed) = (
-        record.rejected.clone(),
-        record.failed_keys.clone(),
-        record.resumed,
+        record.rejected().to_vec(),
+        record.failed_keys().clone(),
+        record.resumed(),
     );
+    record.remove_journal();
     drop(record);
-    // The journal has served its purpose once the caller has the results.
-    let _ = std::fs::remove_file(&sweep.journal);
     Ok(SweepResult {
         measurements,
         rejected,
@@ -298,7 +230,7 @@ impl<'a> Sweep<'a> {
     }
 
     fn say(&self, line: std::fmt::Arguments<'_>) {
-        let _ = writeln!(self.record().log, "{line}");
+        self.record().say(line);
     }
 
     /// Units for `(key, points)`: a key with enough points for every lane to get
@@ -346,8 +278,8 @@ impl<'a> Sweep<'a> {
             // A share's device is known; a whole unit's anchor is left to its lane.
             let device = unit.lane.map(|lane| self.plan.devices[lane]);
             unit.tasks.retain(|t| match device {
-                Some(device) => !self.is_done(&record, t, device),
-                None => t.variant == self.plan.incumbent_at(t.key) || !self.is_done(&record, t, 0),
+                Some(device) => !record.is_done(t, device),
+                None => t.variant == self.plan.incumbent_at(t.key) || !record.is_done(t, 0),
             });
         }
         drop(record);
@@ -437,36 +369,6 @@ impl<'a> Sweep<'a> {
         tasks
     }
 
-    /// Whether `task` needs no running on `device`: its variant is out, its key has
-    /// no case, or it was measured (the incumbent: on this device, as its anchor).
-    fn is_done(&self, record: &Record<'_>, task: &Task, device: usize) -> bool {
-        if record.rejected[task.variant].is_some()
-            || record.failed_keys.contains_key(&task.key)
-            || record.unfit.contains(&(task.key, task.variant))
-        {
-            return true;
-        }
-        let id = TaskId::of(task, device);
-        if task.variant == self.plan.incumbent_at(task.key) {
-            return record.measured.contains_key(&id);
-        }
-        let any = TaskId { device: 0, ..id }..=TaskId {
-            device: usize::MAX,
-            ..id
-        };
-        record.measured.range(any).next().is_some()
-    }
-
-    /// The median of `variant` at `key` on the reference scale, if timed and not out.
-    fn median(&self, key: u64, variant: usize) -> Option<f64> {
-        let timings = self.timings_at(&self.record(), key);
-        timings
-            .timed
-            .iter()
-            .find(|t| t.variant == variant)
-            .map(|t| t.median)
-    }
-
     /// A budgeted search at `key` over the space's points, its batches posted to
     /// `board` for the lanes (the fallback is timed as the incumbent, not searched).
     fn search_key(&self, board: &Board, key: u64) -> Result<(), BuildError> {
@@ -488,7 +390,8 @@ impl<'a> Sweep<'a> {
                 let units = self.units(std::iter::once((key, variants.clone())), lanes, 1);
                 failed = !board.run_batch(units);
             }
-            variants.iter().map(|&v| self.median(key, v)).collect()
+            let record = self.record();
+            variants.iter().map(|&v| record.median(key, v)).collect()
         };
         // A time budget is the kernel's: each key gets its share, the lanes
         // searching keys side by side.
@@ -510,130 +413,6 @@ impl<'a> Sweep<'a> {
             points.len()
         ));
         Ok(())
-    }
-
-    fn replay_journal(&self) -> Result<(), BuildError> {
-        let Ok(text) = std::fs::read_to_string(&self.journal) else {
-            return Ok(());
-        };
-        let mut lines = text.lines();
-        if lines.next() != Some(self.plan.journal_header.as_str()) {
-            let _ = std::fs::remove_file(&self.journal);
-            return Ok(());
-        }
-        let mut resumed = 0;
-        for line in lines {
-            // A line cut short by a kill is simply not replayed.
-            let Ok(entry) = serde_json::from_str::<JournalLine>(line) else {
-                continue;
-            };
-            if entry.id.variant >= self.plan.variants.len() {
-                continue;
-            }
-            resumed += 1;
-            self.apply(entry.id, entry.outcome, false, None)?;
-        }
-        if resumed > 0 {
-            let mut record = self.record();
-            record.resumed = resumed;
-            let _ = writeln!(
-                record.log,
-                "  resumed {resumed} results from {}",
-                self.journal.display()
-            );
-        }
-        Ok(())
-    }
-
-    fn apply(
-        &self,
-        id: TaskId,
-        outcome: Outcome,
-        journal: bool,
-        seconds: Option<f64>,
-    ) -> Result<(), BuildError> {
-        let mut record = self.record();
-        if journal {
-            self.append_journal(&JournalLine {
-                id,
-                outcome: outcome.clone(),
-            })?;
-        }
-        let name = &self.plan.variants[id.variant].name;
-        let key = format!("{}={}", self.plan.spec.key, id.key);
-        let gpu = if self.plan.devices.len() > 1 {
-            format!("gpu{} ", id.device)
-        } else {
-            String::new()
-        };
-        match outcome {
-            Outcome::Measured(m) => {
-                let tb_s = if m.bytes > 0 {
-                    format!("  {:.2} TB/s", m.bytes as f64 / m.median_us / 1e6)
-                } else {
-                    String::new()
-                };
-                let check = if m.error >= 0.0 {
-                    format!("  err {:.1e}", m.error)
-                } else {
-                    "  (again)".to_string()
-                };
-                let check = if m.repeats == 1 {
-                    format!("{check}  (hopeless: one launch)")
-                } else {
-                    check
-                };
-                let took = seconds.map(|s| format!("  [{s:.2} s]")).unwrap_or_default();
-                let _ = writeln!(
-                    record.log,
-                    "  {gpu}{key:<12} {name:<32} {:>10.2} us  IQR ±{:.1}%  n={}{check}{tb_s}{took}",
-                    m.median_us,
-                    m.spread() * 100.0,
-                    m.repeats
-                );
-                record.measured.insert(id, m);
-            }
-            Outcome::Rejected { stage, reason } => {
-                let _ = writeln!(
-                    record.log,
-                    "  {gpu}{key:<12} {name:<32} REJECTED ({stage:?}): {reason}"
-                );
-                if record.rejected[id.variant].is_none() {
-                    record.rejected[id.variant] = Some(Rejection { stage, reason });
-                }
-            }
-            Outcome::Unfit(reason) => {
-                let _ = writeln!(
-                    record.log,
-                    "  {gpu}{key:<12} {name:<32} not at this key (its wrapper refused the arguments): {reason}"
-                );
-                record.unfit.insert((id.key, id.variant));
-            }
-            Outcome::CaseFailed(reason) => {
-                let _ = writeln!(record.log, "  {gpu}{key:<12} no case: {reason}");
-                record.failed_keys.insert(id.key, reason);
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends one line (the caller holds the record's lock, which orders lines).
-    fn append_journal(&self, line: &JournalLine) -> Result<(), BuildError> {
-        let fresh = !self.journal.exists();
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.journal)
-            .map_err(BuildError::io("cannot open", &self.journal))?;
-        let mut text = String::new();
-        if fresh {
-            text.push_str(&self.plan.journal_header);
-            text.push('\n');
-        }
-        text.push_str(&serde_json::to_string(line).map_err(|e| BuildError::Worker(e.to_string()))?);
-        text.push('\n');
-        file.write_all(text.as_bytes())
-            .map_err(BuildError::io("cannot write", &self.journal))
     }
 
     /// Runs `tasks` on `lane`, in its running worker or new ones: a worker that
@@ -663,7 +442,7 @@ impl<'a> Sweep<'a> {
                 tasks
                     .iter()
                     .copied()
-                    .filter(|t| !self.is_done(&record, t, lane.device))
+                    .filter(|t| !record.is_done(t, lane.device))
                     .collect()
             };
             if pending.is_empty() {
@@ -701,7 +480,7 @@ impl<'a> Sweep<'a> {
         let job_started = Instant::now();
         let mut worker = match lane.worker.take() {
             Some(worker) => worker,
-            None => Worker::spawn(plan)?,
+            None => Worker::spawn(&plan.exe, plan.spec.name)?,
         };
         if worker
             .stdin
@@ -711,7 +490,7 @@ impl<'a> Sweep<'a> {
         {
             // It died between jobs; a fresh one gets the job.
             worker.stop();
-            worker = Worker::spawn(plan)?;
+            worker = Worker::spawn(&plan.exe, plan.spec.name)?;
             worker
                 .stdin
                 .write_all(line.as_bytes())
@@ -791,7 +570,8 @@ impl<'a> Sweep<'a> {
                     progressed = true;
                     finish(task_index, task, &mut checked, &mut finished, &mut step);
                     lane.share.tasks += 1;
-                    self.apply(TaskId::of(task, lane.device), outcome, true, seconds)?;
+                    self.record()
+                        .apply(TaskId::of(task, lane.device), outcome, true, seconds)?;
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => break Ending::Hung,
                 Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::Died,
@@ -818,7 +598,7 @@ impl<'a> Sweep<'a> {
                 ),
             };
             finish(index, task, &mut checked, &mut finished, &mut step);
-            self.apply(
+            self.record().apply(
                 TaskId::of(task, lane.device),
                 Outcome::Rejected { stage, reason },
                 true,
@@ -829,106 +609,6 @@ impl<'a> Sweep<'a> {
             self.say(format_args!("  worker exited with {status}:\n{stderr}"));
         }
         Ok(progressed)
-    }
-
-    /// The incumbent's two medians at `key` per device that timed it (its anchors),
-    /// and the factor that brings each device's times onto the reference's (the
-    /// lowest-numbered device with an anchor). A device without an anchor keeps 1.
-    fn anchors_at(&self, record: &Record<'_>, key: u64) -> Anchors {
-        let incumbent = self.plan.incumbent_at(key);
-        let mut anchors: BTreeMap<usize, (f64, Option<f64>)> = BTreeMap::new();
-        for (id, m) in record.measured.range(key_range(key)) {
-            if id.variant == incumbent {
-                let entry = anchors.entry(id.device).or_insert((f64::NAN, None));
-                if id.repeat {
-                    entry.1 = Some(m.median_us);
-                } else {
-                    entry.0 = m.median_us;
-                }
-            }
-        }
-        anchors.retain(|_, (first, _)| first.is_finite() && *first > 0.0);
-        let reference = anchors.values().next().map(|&(first, _)| first);
-        Anchors {
-            scale: anchors
-                .iter()
-                .filter_map(|(&device, &(first, _))| Some((device, reference? / first)))
-                .collect(),
-            repeat_noise: anchors
-                .values()
-                .filter_map(|&(first, again)| again.map(|again| (again - first).abs() / first))
-                .reduce(f64::max),
-        }
-    }
-
-    /// What was timed at `key`, on the reference device's scale; the repeat noise
-    /// is the largest over the devices.
-    fn timings_at(&self, record: &Record<'_>, key: u64) -> SizeTimings {
-        let anchors = self.anchors_at(record, key);
-        let mut timed: Vec<Timed> = Vec::new();
-        for (id, m) in record.measured.range(key_range(key)) {
-            if id.repeat
-                || record.rejected[id.variant].is_some()
-                || timed.iter().any(|t| t.variant == id.variant)
-            {
-                continue;
-            }
-            let s = anchors.scale(id.device);
-            timed.push(Timed {
-                variant: id.variant,
-                median: m.median_us * s,
-                p25: m.p25_us * s,
-                p75: m.p75_us * s,
-            });
-        }
-        SizeTimings {
-            key,
-            timed,
-            repeat_noise: anchors.repeat_noise,
-            refinement: !self.plan.spec.sizes.contains(&key),
-        }
-    }
-
-    /// The decision at every key with valid timings, ascending.
-    fn decisions(&self) -> Vec<Decision> {
-        let record = self.record();
-        let keys: BTreeSet<u64> = record.measured.keys().map(|id| id.key).collect();
-        keys.into_iter()
-            .filter_map(|key| {
-                let timings = self.timings_at(&record, key);
-                ranges::decide(&timings, self.plan.incumbent_at(key), self.plan.min_margin)
-            })
-            .collect()
-    }
-}
-
-/// Every task id at `key`.
-fn key_range(key: u64) -> std::ops::RangeInclusive<TaskId> {
-    let first = TaskId {
-        key,
-        variant: 0,
-        repeat: false,
-        device: 0,
-    };
-    first..=TaskId {
-        variant: usize::MAX,
-        repeat: true,
-        device: usize::MAX,
-        ..first
-    }
-}
-
-/// The incumbent's timings at one key, per device.
-struct Anchors {
-    /// Per device: the reference anchor over this device's.
-    scale: BTreeMap<usize, f64>,
-    /// The largest relative difference between a device's two incumbent timings.
-    repeat_noise: Option<f64>,
-}
-
-impl Anchors {
-    fn scale(&self, device: usize) -> f64 {
-        self.scale.get(&device).copied().unwrap_or(1.0)
     }
 }
 

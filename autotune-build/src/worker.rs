@@ -12,10 +12,10 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 
-use autotune_table::table::{Measurement, Stage};
 use crate::timing::{self, L2Flush, TimingConfig};
 use autotune_runtime::random::Rng;
 use autotune_runtime::{Case, Kernel, LaunchError, Params, Variant};
+use autotune_table::table::{Measurement, Stage};
 
 /// The environment variable that makes `tune()` serve jobs for the kernel it names.
 pub const WORKER_ENV: &str = "AUTOTUNE_WORKER";
@@ -286,7 +286,8 @@ fn run_task<K: Kernel>(
         // Every variant at a key is checked and timed on the same values, on every
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
         let seed = Rng::derive(job.seed, task.key);
-        let setup = |e: autotune_runtime::CaseError| (Stage::Launch, format!("preparing the case: {e}"));
+        let setup =
+            |e: autotune_runtime::CaseError| (Stage::Launch, format!("preparing the case: {e}"));
         case.randomize(stream, seed).map_err(setup)?;
         case.poison(stream).map_err(setup)?;
         first_launch(case)?;

@@ -3,12 +3,12 @@
 //! lines as events, its stderr kept for the log.
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use crate::error::BuildError;
-use crate::sweep::SweepPlan;
 use crate::worker::WORKER_ENV;
 
 /// A running worker process: its stdin for jobs, its stdout lines as events, its
@@ -22,14 +22,15 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn spawn(plan: &SweepPlan) -> Result<Self, BuildError> {
-        let mut child = Command::new(&plan.exe)
-            .env(WORKER_ENV, plan.spec.name)
+    /// Starts `exe` as the worker of `kernel`.
+    pub fn spawn(exe: &Path, kernel: &str) -> Result<Self, BuildError> {
+        let mut child = Command::new(exe)
+            .env(WORKER_ENV, kernel)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", plan.exe.display())))?;
+            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", exe.display())))?;
         let stdin = child
             .stdin
             .take()

@@ -92,7 +92,10 @@ fn unchanged_by_comments_docs_and_formatting() {
     let dir = crate_dir("cosmetic");
     let before = fingerprint(spec(FLAGS), &dir, &nvcc);
     let cosmetic = WRAPPER
-        .replace("/// Scales.", "/// Scales, with a longer doc.\n/// Two lines.")
+        .replace(
+            "/// Scales.",
+            "/// Scales, with a longer doc.\n/// Two lines.",
+        )
         .replace("// nothing to launch", "// a comment that says more")
         .replace("    Ok(())", "        Ok(\n            ()\n        )")
         + "// a trailing comment\n";
@@ -114,7 +117,10 @@ fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
         "nvcc's list, the toolkit's headers left out"
     );
     let header = dir.join("kernels/common.cuh").canonicalize().unwrap();
-    assert!(inputs.watched().contains(&header), "cargo watches the header");
+    assert!(
+        inputs.watched().contains(&header),
+        "cargo watches the header"
+    );
 
     // The compile cache follows the header too: a new image after the edit.
     let job = CompileJob {
@@ -145,9 +151,16 @@ fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
 
     let more_flags = fingerprint(spec(&["-Ikernels", "-use_fast_math"]), &dir, &nvcc);
     let differences = after.differences(&more_flags);
-    assert!(differences.iter().any(|d| d.starts_with("flags")), "{differences:?}");
+    assert!(
+        differences.iter().any(|d| d.starts_with("flags")),
+        "{differences:?}"
+    );
 
-    std::fs::write(dir.join("src/k.rs"), WRAPPER.replace("Ok(())", "Ok(drop(n))")).unwrap();
+    std::fs::write(
+        dir.join("src/k.rs"),
+        WRAPPER.replace("Ok(())", "Ok(drop(n))"),
+    )
+    .unwrap();
     let edited = fingerprint(spec(FLAGS), &dir, &nvcc);
     assert_eq!(
         after.differences(&edited),

@@ -9,13 +9,13 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use autotune_build::sweep::{self, SweepPlan, SweepResult};
+use autotune_build::timing::TimingConfig;
+use autotune_build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_runtime::KernelSpec;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::strategy::{Budget, Strategy};
-use autotune_build::sweep::{self, SweepPlan, SweepResult};
 use autotune_table::table::{Measurement, Stage};
-use autotune_build::timing::TimingConfig;
-use autotune_build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 
 /// Variants by behaviour: the scripted worker reads the name.
 const SPEC: KernelSpec = KernelSpec {

@@ -51,10 +51,18 @@ mod tests {
 
     #[test]
     fn seeds_repeat_and_differ() {
-        let draw = |seed| (0..4).map(|_| Rng::new(seed).next_u64()).collect::<Vec<_>>();
+        let draw = |seed| {
+            (0..4)
+                .map(|_| Rng::new(seed).next_u64())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(draw(1), draw(1));
         assert_ne!(Rng::new(1).next_u64(), Rng::new(2).next_u64());
         let mut rng = Rng::new(5);
-        assert!((0..1000).map(|_| rng.uniform()).all(|u| (0.0..1.0).contains(&u)));
+        assert!(
+            (0..1000)
+                .map(|_| rng.uniform())
+                .all(|u| (0.0..1.0).contains(&u))
+        );
     }
 }

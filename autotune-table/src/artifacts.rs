@@ -23,7 +23,11 @@ pub fn plot_path(dir: &Path, gpu: &str, kernel: &str) -> PathBuf {
 
 /// Writes the report and the plots of `table` (at `shown`, the table's path as the
 /// report names it) into `dir`; returns the files written.
-pub fn write_beside(dir: &Path, shown: &str, table: &TuningTable) -> Result<Vec<PathBuf>, TableError> {
+pub fn write_beside(
+    dir: &Path,
+    shown: &str,
+    table: &TuningTable,
+) -> Result<Vec<PathBuf>, TableError> {
     let mut written = Vec::new();
     let path = report_path(dir, &table.gpu.name);
     table::write_text_atomic(&path, &report::render(shown, table, None))?;

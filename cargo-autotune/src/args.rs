@@ -157,7 +157,9 @@ mod tests {
 
     #[test]
     fn both_spellings_and_no_unknown_flags() {
-        let Command::Tune(tune) = parse(&["autotune", "tune", "--kernel=gemm"]).unwrap().command
+        let Command::Tune(tune) = parse(&["autotune", "tune", "--kernel=gemm"])
+            .unwrap()
+            .command
         else {
             panic!("tune")
         };
@@ -166,7 +168,10 @@ mod tests {
             panic!("tune")
         };
         assert_eq!(tune.kernel.as_deref(), Some("gemm"));
-        assert!(parse(&["tune", "--kernal", "gemm"]).is_err(), "a typo is refused");
+        assert!(
+            parse(&["tune", "--kernal", "gemm"]).is_err(),
+            "a typo is refused"
+        );
         assert!(parse(&["tune", "--budget", "6x"]).is_err());
         assert!(parse(&["merge", "out.json"]).is_err(), "merge needs inputs");
     }

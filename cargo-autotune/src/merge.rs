@@ -8,7 +8,11 @@ use autotune_table::table::{self, TuningTable};
 use crate::args::MergeArgs;
 
 pub fn run(args: &MergeArgs) -> Result<ExitCode, String> {
-    let names: Vec<String> = args.inputs.iter().map(|p| p.display().to_string()).collect();
+    let names: Vec<String> = args
+        .inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     let mut tables = Vec::new();
     for (input, name) in args.inputs.iter().zip(&names) {
         let table = table::read(input).map_err(|e| format!("{name}: {}", e.reason))?;

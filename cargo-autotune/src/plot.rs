@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use autotune_spec::names::gpu_slug;
 use autotune_table::plot::render;
 use autotune_table::table;
-use autotune_spec::names::gpu_slug;
 
 use crate::args::PlotArgs;
 

@@ -1,0 +1,579 @@
+//! What a sweep has learned, apart from how it was scheduled: every outcome a
+//! worker reported (measured, rejected, unfit for a key, no case at a key), the
+//! journal that lets a killed sweep resume, the anchors that bring one GPU's times
+//! onto another's scale, and the decisions at each key. Testable without a worker
+//! process: feed it outcomes, read its decisions.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+
+use autotune_table::ranges::{self, Decision, SizeTimings, Timed};
+use autotune_table::table::{Measurement, Rejection, Stage};
+use serde::{Deserialize, Serialize};
+
+use crate::error::BuildError;
+use crate::worker::Task;
+
+/// One task as run on one device: the record's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskId {
+    pub key: u64,
+    pub variant: usize,
+    pub repeat: bool,
+    /// The CUDA device it ran on.
+    #[serde(default)]
+    pub device: usize,
+}
+
+impl TaskId {
+    pub fn of(task: &Task, device: usize) -> Self {
+        Self {
+            key: task.key,
+            variant: task.variant,
+            repeat: task.repeat,
+            device,
+        }
+    }
+}
+
+/// What became of one task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Outcome {
+    Measured(Measurement),
+    Rejected {
+        stage: Stage,
+        reason: String,
+    },
+    /// The variant's wrapper refused this key's arguments: not timed here, not out.
+    Unfit(String),
+    CaseFailed(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct JournalLine {
+    id: TaskId,
+    outcome: Outcome,
+}
+
+/// What the record needs to know of the sweep it records.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    /// The key argument's name, for log lines (`n_rows`).
+    pub key_name: String,
+    /// Each variant's name, for log lines.
+    pub names: Vec<String>,
+    /// What a challenger must beat, by ranges of the key `(first, last, variant)`.
+    pub incumbents: Vec<(u64, u64, usize)>,
+    /// The declared sizes (other keys are refinements).
+    pub sizes: Vec<u64>,
+    pub min_margin: f64,
+    /// Log lines name the device when there are several.
+    pub several_devices: bool,
+    /// The journal file and its first line: a journal with another is stale.
+    pub journal: PathBuf,
+    pub journal_header: String,
+}
+
+/// The incumbent at `key` among `incumbents` (variant 0 where none is declared).
+pub fn incumbent_at(incumbents: &[(u64, u64, usize)], key: u64) -> usize {
+    incumbents
+        .iter()
+        .find(|&&(first, last, _)| first <= key && key <= last)
+        .map_or(0, |&(_, _, v)| v)
+}
+
+/// What the sweep has learned so far; the device lanes share it behind a lock.
+pub struct Record<'a> {
+    facts: Facts,
+    log: &'a mut (dyn Write + Send),
+    measured: BTreeMap<TaskId, Measurement>,
+    rejected: Vec<Option<Rejection>>,
+    /// `(key, variant)` pairs whose wrapper refused the key's arguments.
+    unfit: BTreeSet<(u64, usize)>,
+    failed_keys: BTreeMap<u64, String>,
+    resumed: usize,
+}
+
+impl std::fmt::Debug for Record<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("facts", &self.facts)
+            .field("measured", &self.measured.len())
+            .field("resumed", &self.resumed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Record<'a> {
+    /// An empty record; `rejected` are the variants out before the sweep.
+    pub fn new(
+        facts: Facts,
+        rejected: Vec<Option<Rejection>>,
+        log: &'a mut (dyn Write + Send),
+    ) -> Self {
+        Self {
+            facts,
+            log,
+            measured: BTreeMap::new(),
+            rejected,
+            unfit: BTreeSet::new(),
+            failed_keys: BTreeMap::new(),
+            resumed: 0,
+        }
+    }
+
+    pub fn incumbent_at(&self, key: u64) -> usize {
+        incumbent_at(&self.facts.incumbents, key)
+    }
+
+    /// A line for the log.
+    pub fn say(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.log, "{line}");
+    }
+
+    pub fn rejected(&self) -> &[Option<Rejection>] {
+        &self.rejected
+    }
+
+    pub fn failed_keys(&self) -> &BTreeMap<u64, String> {
+        &self.failed_keys
+    }
+
+    /// How many outcomes came from a journal.
+    pub fn resumed(&self) -> usize {
+        self.resumed
+    }
+
+    /// Whether `task` needs no running on `device`: its variant is out, its key has
+    /// no case, or it was measured (the incumbent: on this device, as its anchor).
+    pub fn is_done(&self, task: &Task, device: usize) -> bool {
+        if self.rejected[task.variant].is_some()
+            || self.failed_keys.contains_key(&task.key)
+            || self.unfit.contains(&(task.key, task.variant))
+        {
+            return true;
+        }
+        let id = TaskId::of(task, device);
+        if task.variant == self.incumbent_at(task.key) {
+            return self.measured.contains_key(&id);
+        }
+        let any = TaskId { device: 0, ..id }..=TaskId {
+            device: usize::MAX,
+            ..id
+        };
+        self.measured.range(any).next().is_some()
+    }
+
+    /// The median of `variant` at `key` on the reference scale, if timed and not out.
+    pub fn median(&self, key: u64, variant: usize) -> Option<f64> {
+        self.timings_at(key)
+            .timed
+            .iter()
+            .find(|t| t.variant == variant)
+            .map(|t| t.median)
+    }
+
+    /// Replays the journal, if it belongs to this sweep (else removes it).
+    pub fn replay_journal(&mut self) -> Result<(), BuildError> {
+        let Ok(text) = std::fs::read_to_string(&self.facts.journal) else {
+            return Ok(());
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(self.facts.journal_header.as_str()) {
+            let _ = std::fs::remove_file(&self.facts.journal);
+            return Ok(());
+        }
+        let mut resumed = 0;
+        for line in lines {
+            // A line cut short by a kill is simply not replayed.
+            let Ok(entry) = serde_json::from_str::<JournalLine>(line) else {
+                continue;
+            };
+            if entry.id.variant >= self.facts.names.len() {
+                continue;
+            }
+            resumed += 1;
+            self.apply(entry.id, entry.outcome, false, None)?;
+        }
+        if resumed > 0 {
+            self.resumed = resumed;
+            let journal = self.facts.journal.display().to_string();
+            self.say(format_args!("  resumed {resumed} results from {journal}"));
+        }
+        Ok(())
+    }
+
+    /// Records `outcome` of `id` (in the journal too when `journal`), with a log
+    /// line; `seconds` is how long the task took, where known.
+    pub fn apply(
+        &mut self,
+        id: TaskId,
+        outcome: Outcome,
+        journal: bool,
+        seconds: Option<f64>,
+    ) -> Result<(), BuildError> {
+        if journal {
+            self.append_journal(&JournalLine {
+                id,
+                outcome: outcome.clone(),
+            })?;
+        }
+        let name = &self.facts.names[id.variant];
+        let key = format!("{}={}", self.facts.key_name, id.key);
+        let gpu = if self.facts.several_devices {
+            format!("gpu{} ", id.device)
+        } else {
+            String::new()
+        };
+        match outcome {
+            Outcome::Measured(m) => {
+                let tb_s = if m.bytes > 0 {
+                    format!("  {:.2} TB/s", m.bytes as f64 / m.median_us / 1e6)
+                } else {
+                    String::new()
+                };
+                let check = if m.error >= 0.0 {
+                    format!("  err {:.1e}", m.error)
+                } else {
+                    "  (again)".to_string()
+                };
+                let check = if m.repeats == 1 {
+                    format!("{check}  (hopeless: one launch)")
+                } else {
+                    check
+                };
+                let took = seconds.map(|s| format!("  [{s:.2} s]")).unwrap_or_default();
+                let _ = writeln!(
+                    self.log,
+                    "  {gpu}{key:<12} {name:<32} {:>10.2} us  IQR ±{:.1}%  n={}{check}{tb_s}{took}",
+                    m.median_us,
+                    m.spread() * 100.0,
+                    m.repeats
+                );
+                self.measured.insert(id, m);
+            }
+            Outcome::Rejected { stage, reason } => {
+                let _ = writeln!(
+                    self.log,
+                    "  {gpu}{key:<12} {name:<32} REJECTED ({stage:?}): {reason}"
+                );
+                if self.rejected[id.variant].is_none() {
+                    self.rejected[id.variant] = Some(Rejection { stage, reason });
+                }
+            }
+            Outcome::Unfit(reason) => {
+                let _ = writeln!(
+                    self.log,
+                    "  {gpu}{key:<12} {name:<32} not at this key (its wrapper refused the arguments): {reason}"
+                );
+                self.unfit.insert((id.key, id.variant));
+            }
+            Outcome::CaseFailed(reason) => {
+                let _ = writeln!(self.log, "  {gpu}{key:<12} no case: {reason}");
+                self.failed_keys.insert(id.key, reason);
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends one line (the record's lock orders lines).
+    fn append_journal(&self, line: &JournalLine) -> Result<(), BuildError> {
+        let path = &self.facts.journal;
+        let fresh = !path.exists();
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(BuildError::io("cannot open", path))?;
+        let mut text = String::new();
+        if fresh {
+            text.push_str(&self.facts.journal_header);
+            text.push('\n');
+        }
+        text.push_str(&serde_json::to_string(line).map_err(|e| BuildError::Worker(e.to_string()))?);
+        text.push('\n');
+        file.write_all(text.as_bytes())
+            .map_err(BuildError::io("cannot write", path))
+    }
+
+    /// The journal has served its purpose once the caller has the results.
+    pub fn remove_journal(&self) {
+        let _ = std::fs::remove_file(&self.facts.journal);
+    }
+
+    /// The incumbent's two medians at `key` per device that timed it (its anchors),
+    /// and the factor that brings each device's times onto the reference's (the
+    /// lowest-numbered device with an anchor). A device without an anchor keeps 1.
+    fn anchors_at(&self, key: u64) -> Anchors {
+        let incumbent = self.incumbent_at(key);
+        let mut anchors: BTreeMap<usize, (f64, Option<f64>)> = BTreeMap::new();
+        for (id, m) in self.measured.range(key_range(key)) {
+            if id.variant == incumbent {
+                let entry = anchors.entry(id.device).or_insert((f64::NAN, None));
+                if id.repeat {
+                    entry.1 = Some(m.median_us);
+                } else {
+                    entry.0 = m.median_us;
+                }
+            }
+        }
+        anchors.retain(|_, (first, _)| first.is_finite() && *first > 0.0);
+        let reference = anchors.values().next().map(|&(first, _)| first);
+        Anchors {
+            scale: anchors
+                .iter()
+                .filter_map(|(&device, &(first, _))| Some((device, reference? / first)))
+                .collect(),
+            repeat_noise: anchors
+                .values()
+                .filter_map(|&(first, again)| again.map(|again| (again - first).abs() / first))
+                .reduce(f64::max),
+        }
+    }
+
+    /// What was timed at `key`, on the reference device's scale; the repeat noise
+    /// is the largest over the devices.
+    pub fn timings_at(&self, key: u64) -> SizeTimings {
+        let anchors = self.anchors_at(key);
+        let mut timed: Vec<Timed> = Vec::new();
+        for (id, m) in self.measured.range(key_range(key)) {
+            if id.repeat
+                || self.rejected[id.variant].is_some()
+                || timed.iter().any(|t| t.variant == id.variant)
+            {
+                continue;
+            }
+            let s = anchors.scale(id.device);
+            timed.push(Timed {
+                variant: id.variant,
+                median: m.median_us * s,
+                p25: m.p25_us * s,
+                p75: m.p75_us * s,
+            });
+        }
+        SizeTimings {
+            key,
+            timed,
+            repeat_noise: anchors.repeat_noise,
+            refinement: !self.facts.sizes.contains(&key),
+        }
+    }
+
+    /// The decision at every key with valid timings, ascending.
+    pub fn decisions(&self) -> Vec<Decision> {
+        let keys: BTreeSet<u64> = self.measured.keys().map(|id| id.key).collect();
+        keys.into_iter()
+            .filter_map(|key| {
+                let timings = self.timings_at(key);
+                ranges::decide(&timings, self.incumbent_at(key), self.facts.min_margin)
+            })
+            .collect()
+    }
+
+    /// Per variant: its measurements, ascending key, second timings left out; at a
+    /// key timed on several devices, on the reference device's scale, as decided.
+    pub fn measurements(&self) -> Vec<Vec<Measurement>> {
+        let mut measurements = vec![Vec::new(); self.facts.names.len()];
+        let mut seen = BTreeSet::new();
+        let mut anchors: BTreeMap<u64, Anchors> = BTreeMap::new();
+        // Ordered by key, variant, repeat, device: the first of a (key, variant) is
+        // the reference device's.
+        for (id, m) in &self.measured {
+            if !id.repeat && seen.insert((id.key, id.variant)) {
+                let s = anchors
+                    .entry(id.key)
+                    .or_insert_with(|| self.anchors_at(id.key))
+                    .scale(id.device);
+                measurements[id.variant].push(Measurement {
+                    median_us: m.median_us * s,
+                    p25_us: m.p25_us * s,
+                    p75_us: m.p75_us * s,
+                    min_us: m.min_us * s,
+                    ..m.clone()
+                });
+            }
+        }
+        measurements
+    }
+}
+
+/// Every task id at `key`.
+fn key_range(key: u64) -> std::ops::RangeInclusive<TaskId> {
+    let first = TaskId {
+        key,
+        variant: 0,
+        repeat: false,
+        device: 0,
+    };
+    first..=TaskId {
+        variant: usize::MAX,
+        repeat: true,
+        device: usize::MAX,
+        ..first
+    }
+}
+
+/// The incumbent's timings at one key, per device.
+struct Anchors {
+    /// Per device: the reference anchor over this device's.
+    scale: BTreeMap<usize, f64>,
+    /// The largest relative difference between a device's two incumbent timings.
+    repeat_noise: Option<f64>,
+}
+
+impl Anchors {
+    fn scale(&self, device: usize) -> f64 {
+        self.scale.get(&device).copied().unwrap_or(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(journal: PathBuf) -> Facts {
+        Facts {
+            key_name: "n".into(),
+            names: vec!["v=0".into(), "v=1".into(), "v=2".into()],
+            incumbents: vec![(0, u64::MAX, 0)],
+            sizes: vec![100],
+            min_margin: 0.01,
+            several_devices: true,
+            journal,
+            journal_header: "test 3".into(),
+        }
+    }
+
+    fn measured(key: u64, median_us: f64, device: usize) -> Outcome {
+        Outcome::Measured(Measurement {
+            key,
+            median_us,
+            p25_us: median_us * 0.999,
+            p75_us: median_us * 1.001,
+            min_us: median_us,
+            repeats: 20,
+            error: 1e-3,
+            bytes: 0,
+            flops: 0,
+            device: device as u32,
+        })
+    }
+
+    fn id(key: u64, variant: usize, repeat: bool, device: usize) -> TaskId {
+        TaskId {
+            key,
+            variant,
+            repeat,
+            device,
+        }
+    }
+
+    fn journal(name: &str) -> PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("autotune-record-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        path
+    }
+
+    /// Device 1 runs 3% faster: its challenger's time is brought onto device 0's
+    /// scale through the anchors, so being 3.5% under device 0's incumbent is
+    /// only 0.5% on one scale: inside the margin, no win.
+    #[test]
+    fn challengers_are_judged_on_the_reference_scale() {
+        let mut log = Vec::new();
+        let mut record = Record::new(facts(journal("scale")), vec![None; 3], &mut log);
+        for (task, outcome) in [
+            (id(100, 0, false, 0), measured(100, 10.0, 0)),
+            (id(100, 0, true, 0), measured(100, 10.0, 0)),
+            (id(100, 0, false, 1), measured(100, 9.7, 1)),
+            (id(100, 0, true, 1), measured(100, 9.7, 1)),
+            (id(100, 1, false, 1), measured(100, 9.65, 1)),
+        ] {
+            record.apply(task, outcome, false, None).unwrap();
+        }
+        let decision = &record.decisions()[0];
+        assert_eq!(decision.winner, 0);
+        let scaled = record.median(100, 1).unwrap();
+        assert!((scaled - 9.65 * 10.0 / 9.7).abs() < 1e-9, "{scaled}");
+        assert_eq!(record.measurements()[1][0].median_us, scaled);
+    }
+
+    #[test]
+    fn rejected_unfit_and_failed_keys_need_no_running() {
+        let mut log = Vec::new();
+        let mut record = Record::new(facts(journal("done")), vec![None; 3], &mut log);
+        let task = |variant| Task {
+            key: 100,
+            variant,
+            check: true,
+            repeat: false,
+        };
+        assert!(!record.is_done(&task(1), 0));
+        record
+            .apply(
+                id(100, 1, false, 0),
+                Outcome::Rejected {
+                    stage: Stage::WrongResult,
+                    reason: "relative error 0.5".into(),
+                },
+                false,
+                None,
+            )
+            .unwrap();
+        assert!(record.is_done(&task(1), 0));
+        record
+            .apply(
+                id(100, 2, false, 0),
+                Outcome::Unfit("n % 8".into()),
+                false,
+                None,
+            )
+            .unwrap();
+        assert!(record.is_done(&task(2), 0));
+        assert!(record.rejected()[2].is_none(), "unfit is not out");
+        // The incumbent counts per device (its anchor there).
+        record
+            .apply(id(100, 0, false, 0), measured(100, 10.0, 0), false, None)
+            .unwrap();
+        assert!(record.is_done(&task(0), 0) && !record.is_done(&task(0), 1));
+    }
+
+    #[test]
+    fn a_journal_replays_into_a_fresh_record_and_a_foreign_one_is_dropped() {
+        let path = journal("replay");
+        let mut log = Vec::new();
+        {
+            let mut record = Record::new(facts(path.clone()), vec![None; 3], &mut log);
+            record
+                .apply(
+                    id(100, 0, false, 0),
+                    measured(100, 10.0, 0),
+                    true,
+                    Some(0.1),
+                )
+                .unwrap();
+            record
+                .apply(
+                    id(100, 1, false, 0),
+                    Outcome::CaseFailed("oom".into()),
+                    true,
+                    None,
+                )
+                .unwrap();
+        }
+        let mut log = Vec::new();
+        let mut again = Record::new(facts(path.clone()), vec![None; 3], &mut log);
+        again.replay_journal().unwrap();
+        assert_eq!(again.resumed(), 2);
+        assert!(again.failed_keys().contains_key(&100));
+        let mut other = facts(path.clone());
+        other.journal_header = "another sweep".into();
+        let mut log = Vec::new();
+        let mut foreign = Record::new(other, vec![None; 3], &mut log);
+        foreign.replay_journal().unwrap();
+        assert_eq!(foreign.resumed(), 0);
+        assert!(!path.exists(), "a stale journal is removed");
+    }
+}
