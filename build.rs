@@ -1,3 +1,5 @@
+//! Tunes (with `--features autotune`) and bakes the shipped kernels.
+
 fn main() -> Result<(), autotune_build::BuildError> {
     autotune_build::Builder::new()
         .tables_dir("kernels/tuning")

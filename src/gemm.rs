@@ -207,7 +207,9 @@ impl Case for GemmCase {
             k,
             // SAFETY: written before being read (randomize, memcpy_dtoh).
             host_a: unsafe { ctx.alloc_pinned(m * k) }?,
+            // SAFETY: as host_a.
             host_b: unsafe { ctx.alloc_pinned(k * n) }?,
+            // SAFETY: as host_a.
             host_c: unsafe { ctx.alloc_pinned(m * n) }?,
             blas: CudaBlas::new(stream.clone())
                 .map_err(|e| CaseError::Other(format!("cuBLAS: {e:?}")))?,

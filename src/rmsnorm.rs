@@ -103,6 +103,7 @@ impl Case for RmsNormCase {
             // SAFETY: both are written (randomize, memcpy_dtoh) before they are read.
             host_x: unsafe { ctx.alloc_pinned(elements) }?,
             host_weight: vec![bf16::ZERO; hidden],
+            // SAFETY: as host_x.
             host_out: unsafe { ctx.alloc_pinned(elements) }?,
         })
     }

@@ -273,10 +273,11 @@ mod tests {
             zero.validate().unwrap_err().variable,
             "AUTOTUNE_TASK_TIMEOUT_S"
         );
-        let mut timing = TimingConfig::default();
-        timing.target_ms = f64::NAN;
         let nan_target = Settings {
-            timing,
+            timing: TimingConfig {
+                target_ms: f64::NAN,
+                ..TimingConfig::default()
+            },
             ..Settings::default()
         };
         assert_eq!(

@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
-use crate::worker::Event;
+use crate::worker::{Event, WorkerError};
 use autotune_runtime::{Kernel, KernelSpec};
 
 /// A kernel the build can sweep: its spec, and the measuring half of the sweep
@@ -15,7 +15,7 @@ pub trait Tunable: Send + Sync {
         &self,
         input: &mut dyn std::io::BufRead,
         emit: &mut dyn FnMut(Event),
-    ) -> Result<(), String>;
+    ) -> Result<(), WorkerError>;
 }
 
 struct KernelTunable<K>(PhantomData<fn() -> K>);
@@ -29,7 +29,7 @@ impl<K: Kernel> Tunable for KernelTunable<K> {
         &self,
         input: &mut dyn std::io::BufRead,
         emit: &mut dyn FnMut(Event),
-    ) -> Result<(), String> {
+    ) -> Result<(), WorkerError> {
         crate::worker::serve::<K>(input, emit)
     }
 }

@@ -88,24 +88,38 @@ pub enum Event {
     Done,
 }
 
+/// Why a worker stopped serving (a variant's own failures are events, not these).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("reading a job: {0}")]
+    Read(std::io::Error),
+    #[error("a job line is not valid: {0}")]
+    Job(serde_json::Error),
+    #[error("cannot open CUDA device {device}: {source}")]
+    Device { device: usize, source: DriverError },
+    #[error("cannot allocate the L2 flush buffer: {0}")]
+    Flush(DriverError),
+    #[error("task {task} names variant {variant} of {count}")]
+    NoVariant {
+        task: usize,
+        variant: usize,
+        count: usize,
+    },
+}
+
 /// Serves jobs for kernel `K`, one JSON line each from `input`, until it ends.
 pub fn serve<K: Kernel>(
     input: &mut dyn BufRead,
     emit: &mut dyn FnMut(Event),
-) -> Result<(), String> {
+) -> Result<(), WorkerError> {
     let mut session: Option<Session<K>> = None;
     let mut line = String::new();
     loop {
         line.clear();
-        if input
-            .read_line(&mut line)
-            .map_err(|e| format!("reading a job: {e}"))?
-            == 0
-        {
+        if input.read_line(&mut line).map_err(WorkerError::Read)? == 0 {
             return Ok(());
         }
-        let job: Job =
-            serde_json::from_str(&line).map_err(|e| format!("a job line is not valid: {e}"))?;
+        let job: Job = serde_json::from_str(&line).map_err(WorkerError::Job)?;
         let session = match &mut session {
             Some(session) => session,
             None => session.insert(Session::open(job.device)?),
@@ -135,12 +149,11 @@ struct Session<K: Kernel> {
 }
 
 impl<K: Kernel> Session<K> {
-    fn open(device: usize) -> Result<Self, String> {
-        let ctx = CudaContext::new(device)
-            .map_err(|e| format!("cannot open CUDA device {device}: {e}"))?;
+    fn open(device: usize) -> Result<Self, WorkerError> {
+        let ctx =
+            CudaContext::new(device).map_err(|source| WorkerError::Device { device, source })?;
         let stream = ctx.default_stream();
-        let flush = L2Flush::new(&stream)
-            .map_err(|e| format!("cannot allocate the L2 flush buffer: {e}"))?;
+        let flush = L2Flush::new(&stream).map_err(WorkerError::Flush)?;
         Ok(Self {
             ctx,
             stream,
@@ -166,14 +179,14 @@ impl<K: Kernel> Session<K> {
     }
 
     /// Runs the tasks of `job`. `false` when the context was lost on the way.
-    fn run(&mut self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<bool, String> {
+    fn run(&mut self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<bool, WorkerError> {
         for (index, task) in job.tasks.iter().enumerate() {
             let Some(variant) = job.variants.get(task.variant) else {
-                return Err(format!(
-                    "task {index} names variant {} of {}",
-                    task.variant,
-                    job.variants.len()
-                ));
+                return Err(WorkerError::NoVariant {
+                    task: index,
+                    variant: task.variant,
+                    count: job.variants.len(),
+                });
             };
             let slot = self.variant(variant);
             match &mut self.loaded[slot].1 {

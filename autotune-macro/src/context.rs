@@ -1,3 +1,6 @@
+//! Where `#[autotune]` is expanding: in the crate, in its build script (twin
+//! compile), or in a crate without a build script.
+
 use std::path::PathBuf;
 
 /// Where a wrapper is being expanded.

@@ -1,3 +1,7 @@
+//! `#[autotune]` expanded: the wrapper as written, its params struct, the
+//! `Kernel` impl (the spec as data, launch from a case), and in the crate the
+//! dispatch struct that includes the generated plan.
+
 use autotune_spec::{ArgumentRole, AttrArgs, Spec};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};

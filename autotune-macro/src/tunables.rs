@@ -1,3 +1,6 @@
+//! `tunables!()`: the crate's wrapper files included into `build.rs` as modules,
+//! and the list of their kernels for the build step.
+
 use std::path::{Path, PathBuf};
 
 use proc_macro2::{Span, TokenStream};

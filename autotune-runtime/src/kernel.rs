@@ -1,3 +1,6 @@
+//! The `Kernel` trait the macro implements (spec, params, case, launch), and the
+//! errors a wrapper returns.
+
 use std::error::Error;
 use std::sync::Arc;
 

@@ -1,3 +1,6 @@
+//! A point of a kernel's space as a typed struct (`Params`), and a loaded
+//! variant of it (`Variant`): what a wrapper receives.
+
 use std::fmt::Debug;
 use std::sync::Arc;
 

@@ -1,3 +1,5 @@
+//! The raw `name = value` pairs of `#[autotune(...)]`, before validation.
+
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;

@@ -1,3 +1,6 @@
+//! The `where` constraint between parameters: parsed from a Rust expression,
+//! evaluated on every point.
+
 use std::fmt;
 
 use quote::ToTokens;

@@ -1,3 +1,5 @@
+//! Errors of one attribute collected, so that they are reported all at once.
+
 use std::fmt::Display;
 
 use proc_macro2::Span;

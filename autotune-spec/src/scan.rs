@@ -1,3 +1,5 @@
+//! Finding `#[autotune]` wrappers in a parsed source file (for `tunables!()`).
+
 use syn::{Attribute, Item};
 
 use crate::names;

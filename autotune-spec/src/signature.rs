@@ -1,3 +1,5 @@
+//! The roles of a wrapper's arguments: stream, variant, key, data, plain values.
+
 use syn::{FnArg, GenericArgument, Ident, Pat, PathArguments, ReturnType, Signature, Type};
 
 use crate::Diagnostics;

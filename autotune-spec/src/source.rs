@@ -142,7 +142,8 @@ mod tests {
         std::fs::write(dir.join("sub/inner.cu"), "#include \"k.cu\"\n").unwrap();
         let alone = SourceSet::load(&dir.join("sub/inner.cu")).unwrap();
         assert_eq!(alone.files.len(), 1);
-        let with_dir = SourceSet::load_with(&dir.join("sub/inner.cu"), &[dir.clone()]).unwrap();
+        let with_dir =
+            SourceSet::load_with(&dir.join("sub/inner.cu"), std::slice::from_ref(&dir)).unwrap();
         assert_eq!(with_dir.files.len(), 3);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -1,3 +1,5 @@
+//! Parameters, their values and the points of a space (the constraint applied).
+
 use std::fmt;
 
 use crate::constraint::{Constraint, EvalError};

@@ -1,3 +1,6 @@
+//! The attribute validated into a `Spec`: every option checked, every error
+//! spanned, the space enumerated.
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

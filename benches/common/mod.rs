@@ -1,5 +1,5 @@
-#![allow(dead_code)] // each benchmark uses part of this
 //! What the benchmarks share: timing like the sweep, and running a Python anchor.
+#![allow(dead_code)] // each benchmark uses part of this
 
 use std::process::Command;
 use std::sync::Arc;
