@@ -3,6 +3,9 @@
 //! defaults (said once, in `selection()`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[path = "fixtures/skip.rs"]
+mod skip;
+
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::Kernel;
 use autotune_runtime::dispatch::{Baked, Choice, Selection};
@@ -102,5 +105,83 @@ fn baked_variants_are_compiled_points_of_their_space() {
             baked.images[0].values, spec.default,
             "the default is baked first"
         );
+    }
+}
+
+/// `cuobjdump`, beside nvcc (`PATH`, or the toolkit's `bin`), if any.
+fn cuobjdump() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([std::path::PathBuf::from("/usr/local/cuda/bin")])
+        .map(|dir| dir.join("cuobjdump"))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A build on a machine without a GPU bakes machine code for every default
+/// architecture that this nvcc has (sm_80 ... sm_120 with CUDA 13), plus PTX, so
+/// that a GPU nobody tuned for loads the module and runs the defaults.
+#[test]
+fn baked_images_carry_every_default_architecture() {
+    let Some(cuobjdump) = cuobjdump() else {
+        assert!(
+            std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
+            "AUTOTUNE_REQUIRE_NVCC is set but cuobjdump is not on PATH"
+        );
+        skip::skipped(
+            "baked_images_carry_every_default_architecture",
+            "no cuobjdump on PATH",
+        );
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("baked-archs");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (baked, name) in [
+        (RmsNorm::baked(), RmsNorm::SPEC.name),
+        (TopkIndexer::baked(), TopkIndexer::SPEC.name),
+        (TopkKeepAll::baked(), TopkKeepAll::SPEC.name),
+        (Gemm::baked(), Gemm::SPEC.name),
+    ] {
+        if let Some(why) = baked.not_compiled {
+            assert!(
+                std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
+                "{name}: not compiled: {why}"
+            );
+            skip::skipped("baked_images_carry_every_default_architecture", why);
+            return;
+        }
+        for image in baked.images {
+            let file = dir.join(format!(
+                "{name}-{}.fatbin",
+                image.name.replace([',', '='], "_")
+            ));
+            std::fs::write(&file, image.binary).unwrap();
+            let listed = |flag: &str| {
+                let out = std::process::Command::new(&cuobjdump)
+                    .arg(flag)
+                    .arg(&file)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let elves = listed("--list-elf");
+            for arch in ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"] {
+                assert!(
+                    elves.contains(&format!(".{arch}.")),
+                    "{name} {}: no {arch} machine code in\n{elves}",
+                    image.name
+                );
+            }
+            let ptx = listed("--list-ptx");
+            assert!(
+                ptx.contains(".sm_80."),
+                "{name} {}: PTX of the lowest arch:\n{ptx}",
+                image.name
+            );
+        }
     }
 }

@@ -268,3 +268,40 @@ fn a_header_found_through_an_include_flag_is_watched_and_compiled_in() {
         "the edited header reached the compiled images: {first:?} vs {edited:?}"
     );
 }
+
+/// Reproduces a build that failed whole with `nvcc fatal : Unsupported gpu
+/// architecture 'compute_60'`: a table for a GPU this nvcc cannot target is
+/// skipped with a warning, and the build goes on.
+#[test]
+fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
+    if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none()
+        && Command::new("nvcc").arg("--version").output().is_err()
+    {
+        skip::skipped(
+            "a_table_for_an_arch_nvcc_cannot_target_is_skipped",
+            "no nvcc on PATH",
+        );
+        return;
+    }
+    let dir = fixture("old-arch");
+    let mut p100 = table(Fingerprint {
+        spec_sha256: String::new(),
+        wrapper_sha256: String::new(),
+        sources: vec![],
+        sources_sha256: String::new(),
+        nvcc: "13.0.88".into(),
+        flags: vec![],
+        crate_version: String::new(),
+        tuner_version: String::new(),
+    });
+    p100.gpu.name = "Tesla P100-SXM2-16GB".into();
+    p100.gpu.compute_capability = [6, 0];
+    autotune_table::table::write_atomic(&dir.join("tuning/tesla-p100.json"), &p100).unwrap();
+    let line = warning(&build(&dir, &[], false));
+    assert!(
+        line.contains("tuning/tesla-p100.json is for Tesla P100-SXM2-16GB (sm_60), which nvcc"),
+        "{line}"
+    );
+    assert!(line.contains("cannot target: skipped"), "{line}");
+    assert!(line.contains("; defaults (block=128)"), "{line}");
+}

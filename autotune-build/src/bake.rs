@@ -12,7 +12,7 @@ use autotune_table::table::{self, FALLBACK, TuningTable, Unreadable};
 use crate::codegen::{ChoiceData, Generated, ImageData, OriginData, PlanData};
 use crate::error::BuildError;
 use crate::fingerprint::KernelInputs;
-use crate::nvcc::{CompileJob, Nvcc, NvccError, Target};
+use crate::nvcc::{CompileJob, Nvcc, NvccError, Target, arch_number};
 use crate::tune::slug;
 
 #[derive(Debug)]
@@ -22,7 +22,8 @@ pub struct BakeInput<'a> {
     pub tables: &'a [(PathBuf, Result<TuningTable, Unreadable>)],
     pub inputs: &'a KernelInputs,
     pub nvcc: Result<&'a Nvcc, &'a NvccError>,
-    /// Architectures to compile for besides the tables' own.
+    /// Architectures to compile for besides the tables' own: `AUTOTUNE_ARCH`, or
+    /// the defaults this nvcc supports, and the local GPU's when tuning.
     pub archs: &'a [String],
     pub out_dir: &'a Path,
     pub cache_dir: &'a Path,
@@ -75,6 +76,16 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
         let Some(entry) = table.kernels.get(spec.name) else {
             continue;
         };
+        let arch = table.gpu.arch();
+        if let Ok(nvcc) = input.nvcc
+            && !nvcc.supports(&arch)
+        {
+            skip(format!(
+                "is for {} ({arch}), which nvcc {} cannot target: skipped",
+                table.gpu.name, nvcc.version
+            ));
+            continue;
+        }
         let differences = input.inputs.differences(&entry.fingerprint);
         if !differences.is_empty() {
             skip(format!(
@@ -120,7 +131,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             skip("names variants this kernel does not have".to_string());
             continue;
         }
-        archs.push(table.gpu.arch());
+        archs.push(arch);
         baked_plans.push(BakedPlan {
             table: shown.clone(),
             gpu: table.gpu.clone(),
@@ -146,11 +157,8 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
     if plans.is_empty() {
         notes.push(format!("defaults ({})", spec.point_name(spec.default)));
     }
-    archs.sort_by_key(|a| arch_number(a));
+    archs.sort_by_key(|a| (arch_number(a), a.clone()));
     archs.dedup();
-    if archs.is_empty() {
-        archs.push("sm_90".to_string());
-    }
     let not_compiled = match input.nvcc {
         Err(reason) => Some(reason.to_string()),
         Ok(nvcc) => {
@@ -218,11 +226,4 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             compiled,
         },
     })
-}
-
-fn arch_number(arch: &str) -> u32 {
-    arch.trim_start_matches("sm_")
-        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
-        .parse()
-        .unwrap_or(0)
 }

@@ -228,8 +228,13 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     }
     let tuning = feature.then(|| report.last().cloned()).flatten();
     let tables = table::read_all(&build.tables_dir);
-    let mut archs = build.settings.archs.clone();
-    // Bake machine code for the local GPU too.
+    // AUTOTUNE_ARCH, else every default architecture this nvcc has; the local GPU's
+    // too when tuning, and (in bake) each baked table's.
+    let mut archs = if build.settings.archs.is_empty() {
+        nvcc.as_ref().map(Nvcc::default_archs).unwrap_or_default()
+    } else {
+        build.settings.archs.clone()
+    };
     if let Some(Ok((gpu, _))) = &gpu {
         archs.push(gpu.arch());
     }

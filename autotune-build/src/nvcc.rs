@@ -66,12 +66,20 @@ pub enum NvccError {
     },
 }
 
+/// The architectures a build bakes machine code for when `AUTOTUNE_ARCH` names
+/// none: the data-centre and desktop GPUs of the last generations, each where this
+/// nvcc can target it (CUDA 13 has them all).
+pub const DEFAULT_ARCHS: [&str; 6] = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"];
+
 /// An nvcc that answered `--version`, and how it is run.
 #[derive(Debug, Clone)]
 pub struct Nvcc {
     pub path: PathBuf,
     /// `13.0.88`.
     pub version: String,
+    /// The machine code it can generate (`--list-gpu-code`: `sm_80`, ...); empty
+    /// when it did not say (then every architecture is tried).
+    pub gpu_codes: Vec<String>,
     /// `NVCC_CCBIN`: the host compiler, passed as `-ccbin`.
     pub ccbin: Option<String>,
     /// `AUTOTUNE_NVCC_TIMEOUT_S` (default 600): an nvcc call that runs longer is
@@ -86,6 +94,7 @@ impl Nvcc {
         Self {
             path,
             version,
+            gpu_codes: Vec::new(),
             ccbin: env("NVCC_CCBIN"),
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
         }
@@ -105,13 +114,14 @@ impl Nvcc {
                 _ => return Err(NvccError::Timeout(text)),
             },
         };
-        let found = |path: PathBuf, version: String| Self {
+        let found = |path: PathBuf, (version, gpu_codes): (String, Vec<String>)| Self {
             timeout,
+            gpu_codes,
             ..Self::at(path, version)
         };
         if let Some(path) = env("NVCC").map(PathBuf::from) {
             return match cached_version_of(&path, cache_dir) {
-                Some(version) => Ok(found(path, version)),
+                Some(identity) => Ok(found(path, identity)),
                 None => Err(NvccError::Unusable {
                     variable: "NVCC",
                     path,
@@ -138,11 +148,27 @@ impl Nvcc {
             if !candidate.is_file() {
                 continue;
             }
-            if let Some(version) = cached_version_of(&candidate, cache_dir) {
-                return Ok(found(candidate, version));
+            if let Some(identity) = cached_version_of(&candidate, cache_dir) {
+                return Ok(found(candidate, identity));
             }
         }
         Err(NvccError::NotFound)
+    }
+
+    /// Whether this nvcc can generate machine code for `arch` (`sm_90a` counts as
+    /// `sm_90`).
+    pub fn supports(&self, arch: &str) -> bool {
+        let base = arch.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        self.gpu_codes.is_empty() || self.gpu_codes.iter().any(|code| code == base)
+    }
+
+    /// [`DEFAULT_ARCHS`] that this nvcc supports.
+    pub fn default_archs(&self) -> Vec<String> {
+        DEFAULT_ARCHS
+            .iter()
+            .filter(|arch| self.supports(arch))
+            .map(|arch| arch.to_string())
+            .collect()
     }
 
     /// The toolkit folder this nvcc belongs to (`bin/..`), whose headers are not
@@ -303,7 +329,8 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-fn cached_version_of(nvcc: &Path, cache_dir: &Path) -> Option<String> {
+/// The version and the machine codes of `nvcc`, remembered in `cache_dir`.
+fn cached_version_of(nvcc: &Path, cache_dir: &Path) -> Option<(String, Vec<String>)> {
     let meta = std::fs::metadata(nvcc).ok()?;
     if !meta.is_file() {
         return None;
@@ -315,17 +342,38 @@ fn cached_version_of(nvcc: &Path, cache_dir: &Path) -> Option<String> {
         .ok()?
         .as_nanos();
     let key = format!("{} {} {modified}", nvcc.display(), meta.len());
-    let cache = cache_dir.join("nvcc-version");
-    if let Ok(text) = std::fs::read_to_string(&cache)
-        && let Some((cached_key, version)) = text.split_once('\n')
-        && cached_key == key
-    {
-        return Some(version.trim().to_string());
+    let cache = cache_dir.join("nvcc-identity");
+    if let Ok(text) = std::fs::read_to_string(&cache) {
+        let mut lines = text.lines();
+        if lines.next() == Some(key.as_str())
+            && let (Some(version), Some(codes)) = (lines.next(), lines.next())
+        {
+            let codes = codes.split_whitespace().map(str::to_string).collect();
+            return Some((version.to_string(), codes));
+        }
     }
     let version = version_of(nvcc)?;
+    let codes = gpu_codes_of(nvcc);
     let _ = std::fs::create_dir_all(cache_dir);
-    let _ = std::fs::write(&cache, format!("{key}\n{version}\n"));
-    Some(version)
+    let _ = std::fs::write(&cache, format!("{key}\n{version}\n{}\n", codes.join(" ")));
+    Some((version, codes))
+}
+
+/// `nvcc --list-gpu-code`: `sm_75 sm_80 ...` (empty if it does not answer).
+fn gpu_codes_of(nvcc: &Path) -> Vec<String> {
+    Command::new(nvcc)
+        .arg("--list-gpu-code")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter(|code| code.starts_with("sm_"))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn version_of(nvcc: &Path) -> Option<String> {
@@ -346,8 +394,9 @@ fn version_of(nvcc: &Path) -> Option<String> {
 pub enum Target {
     /// One architecture's machine code (`sm_90`), for the sweep.
     Cubin(String),
-    /// Machine code for each architecture plus the PTX of the first, so the image
-    /// also loads (JIT-compiled) on newer GPUs: what the crate bakes.
+    /// Machine code for each architecture plus the PTX of the lowest one without
+    /// an `a` suffix (whose PTX no other GPU could JIT), so that the image also
+    /// loads on newer GPUs: what the crate bakes.
     Fatbin(Vec<String>),
 }
 
@@ -363,8 +412,12 @@ impl Target {
                 for arch in archs {
                     args.push(format!("-gencode=arch={},code={arch}", compute(arch)));
                 }
-                if let Some(first) = archs.first() {
-                    let ptx = compute(first);
+                let portable = archs
+                    .iter()
+                    .filter(|arch| !arch.ends_with(|c: char| c.is_ascii_alphabetic()))
+                    .min_by_key(|arch| arch_number(arch));
+                if let Some(lowest) = portable {
+                    let ptx = compute(lowest);
                     args.push(format!("-gencode=arch={ptx},code={ptx}"));
                 }
                 args
@@ -383,6 +436,14 @@ impl Target {
 /// `sm_90a` -> `compute_90a`.
 fn compute(arch: &str) -> String {
     format!("compute_{}", arch.trim_start_matches("sm_"))
+}
+
+/// `sm_90a` -> 90: the order of architectures.
+pub fn arch_number(arch: &str) -> u32 {
+    arch.trim_start_matches("sm_")
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .unwrap_or(0)
 }
 
 /// The flags every variant is compiled with, before the kernel's own.
@@ -613,16 +674,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fatbin_carries_ptx_of_the_first_arch() {
-        let args = Target::Fatbin(vec!["sm_90".into(), "sm_100".into()]).args();
+    fn fatbin_carries_ptx_of_the_lowest_portable_arch() {
+        let args = Target::Fatbin(vec!["sm_90a".into(), "sm_100".into(), "sm_90".into()]).args();
         assert_eq!(
             args,
             [
                 "-fatbin",
-                "-gencode=arch=compute_90,code=sm_90",
+                "-gencode=arch=compute_90a,code=sm_90a",
                 "-gencode=arch=compute_100,code=sm_100",
+                "-gencode=arch=compute_90,code=sm_90",
                 "-gencode=arch=compute_90,code=compute_90"
             ]
+        );
+        let only_a = Target::Fatbin(vec!["sm_90a".into()]).args();
+        assert_eq!(
+            only_a.len(),
+            2,
+            "no PTX that only one GPU could run: {only_a:?}"
         );
         assert_eq!(
             Target::Cubin("sm_90a".into()).args()[1],
