@@ -33,6 +33,16 @@ fn fixture(name: &str) -> PathBuf {
 
 /// `cargo build` of `dir` (a shared target folder, so dependencies build once).
 fn build(dir: &Path, args: &[&str], no_nvcc: bool) -> Output {
+    let mut command = build_command(dir, args);
+    if no_nvcc {
+        // A wrong NVCC is never replaced by another nvcc, so no nvcc is used.
+        command.env("NVCC", "/nonexistent/nvcc");
+    }
+    command.output().unwrap()
+}
+
+/// The command [`build`] runs, for a caller to add to.
+fn build_command(dir: &Path, args: &[&str]) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command
@@ -45,11 +55,7 @@ fn build(dir: &Path, args: &[&str], no_nvcc: bool) -> Output {
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-faults-target"),
         )
         .env_remove("CARGO_FEATURE_AUTOTUNE");
-    if no_nvcc {
-        // A wrong NVCC is never replaced by another nvcc, so no nvcc is used.
-        command.env("NVCC", "/nonexistent/nvcc");
-    }
-    command.output().unwrap()
+    command
 }
 
 /// The one `autotune:` warning of the build, or a panic with the whole output.
@@ -304,4 +310,37 @@ fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
     );
     assert!(line.contains("cannot target: skipped"), "{line}");
     assert!(line.contains("; defaults (block=128)"), "{line}");
+}
+
+/// The variables nvcc reads itself change the compiled images, so they must rerun
+/// the build script and key the compile cache: before, `NVCC_APPEND_FLAGS` changed
+/// binaries without cargo noticing.
+#[test]
+fn the_environment_nvcc_reads_reruns_the_build_and_recompiles() {
+    if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none()
+        && Command::new("nvcc").arg("--version").output().is_err()
+    {
+        skip::skipped(
+            "the_environment_nvcc_reads_reruns_the_build",
+            "no nvcc on PATH",
+        );
+        return;
+    }
+    let dir = fixture("nvcc-environment");
+    let json = ["--message-format=json"];
+    let plain = baked_images(&build(&dir, &json, false));
+    let mut appended = build_command(&dir, &json);
+    appended.env("NVCC_APPEND_FLAGS", "-lineinfo");
+    let appended = baked_images(&appended.output().unwrap());
+    assert!(
+        plain.iter().all(|image| !appended.contains(image)),
+        "NVCC_APPEND_FLAGS reran the build and keyed new images: {plain:?} vs {appended:?}"
+    );
+    let mut host = build_command(&dir, &json);
+    host.env("NVCC_CCBIN", "g++");
+    let host = baked_images(&host.output().unwrap());
+    assert!(
+        plain.iter().all(|image| !host.contains(image)),
+        "NVCC_CCBIN reran the build: {plain:?} vs {host:?}"
+    );
 }

@@ -51,7 +51,7 @@ pub use settings::{Devices, Settings, SettingsError};
 pub use tunables::{Tunable, Tunables};
 
 use fingerprint::KernelInputs;
-use nvcc::Nvcc;
+use nvcc::{Nvcc, NvccError};
 
 /// The build step, configured in `build.rs`; every option is overridden by its
 /// `AUTOTUNE_*` environment variable where that is set (see [`Settings`]).
@@ -159,7 +159,8 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         env_var("CARGO_PKG_NAME")?,
         env_var("CARGO_PKG_VERSION")?
     );
-    let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some();
+    let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some()
+        && std::env::var_os("DOCS_RS").is_none();
     let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
     let mut report = Vec::new();
     // A bad tuning knob fails a tuning build; any other build warns and goes on.
@@ -191,7 +192,14 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
             return Err(BuildError::DuplicateKernel(spec.name.to_string()));
         }
     }
-    let nvcc = Nvcc::find(&build.cache_dir);
+    // docs.rs builds the documentation with neither nvcc nor a GPU: bake the plans
+    // (the crate must compile), probe nothing, say nothing.
+    let docs_rs = std::env::var_os("DOCS_RS").is_some();
+    let nvcc = if docs_rs {
+        Err(NvccError::NotAsked("a docs.rs build"))
+    } else {
+        Nvcc::find(&build.cache_dir)
+    };
     // Every kernel's inputs, gathered once (nvcc asked once per kernel).
     let mut inputs = Vec::new();
     for spec in tunables.specs() {
@@ -227,6 +235,13 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         }
     }
     let tuning = feature.then(|| report.last().cloned()).flatten();
+    if feature && cfg!(debug_assertions) {
+        report.push(
+            "this build script was compiled without optimisation, so the sweep's CPU checks \
+             run slowly: tune with `cargo autotune tune` or `cargo build --release --features autotune`"
+                .to_string(),
+        );
+    }
     let tables = table::read_all(&build.tables_dir);
     // AUTOTUNE_ARCH, else every default architecture this nvcc has; the local GPU's
     // too when tuning, and (in bake) each baked table's.
@@ -280,6 +295,9 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         kernels,
     };
     write_summary(&build.out_dir, &summary)?;
+    if docs_rs {
+        return Ok(());
+    }
     // One warning, one line: cargo shows each `cargo::warning` line separately.
     println!("cargo::warning=autotune: {}", one_line(&report.join("; ")));
     Ok(())
@@ -334,7 +352,7 @@ impl Build {
         for var in settings::ENV
             .iter()
             .chain(nvcc::ENV.iter())
-            .chain([&CHECK_ENV, &"PATH"])
+            .chain([&CHECK_ENV, &"PATH", &"DOCS_RS"])
         {
             println!("cargo::rerun-if-env-changed={var}");
         }

@@ -43,6 +43,8 @@ pub enum NvccError {
         variable: &'static str,
         path: PathBuf,
     },
+    #[error("nvcc not looked for: {0}")]
+    NotAsked(&'static str),
     #[error("AUTOTUNE_NVCC_TIMEOUT_S={0:?} is not a whole number of seconds > 0")]
     Timeout(String),
     #[error("cannot run {}: {source}", path.display())]

@@ -163,3 +163,71 @@ fn concurrent_writers_under_the_lock_lose_nothing_and_readers_see_whole_files() 
         "no update lost"
     );
 }
+
+/// An nvcc that hangs is killed at its timeout, and the error names the kernel and
+/// the variant it was compiling (before, the build hung with it).
+#[test]
+fn a_hanging_nvcc_is_killed_at_its_timeout_and_named() {
+    let dir = temp("hanging-nvcc");
+    let path = dir.join("nvcc");
+    std::fs::write(&path, "#!/bin/sh\nsleep 30\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let nvcc = Nvcc {
+        timeout: std::time::Duration::from_secs(1),
+        ..Nvcc::at(path, "13.0.88".into())
+    };
+    let source = dir.join("k.cu");
+    std::fs::write(&source, "extern \"C\" __global__ void k() {}\n").unwrap();
+    let job = CompileJob {
+        kernel: "k".into(),
+        label: "block64".into(),
+        source,
+        entries: vec!["k".into()],
+        defines: vec!["-DBLOCK=64".into()],
+        flags: vec![],
+        target: Target::Cubin("sm_90".into()),
+        dependencies: vec![],
+        dir: dir.clone(),
+    };
+    let started = std::time::Instant::now();
+    let error = nvcc.compile(&job, &dir.join("cache")).unwrap_err();
+    assert!(started.elapsed().as_secs() < 10, "killed, not waited for");
+    let message = error.to_string();
+    assert!(
+        message.contains("1 s timeout") && message.contains("`k` variant block64"),
+        "{message}"
+    );
+}
+
+/// `NVCC` naming nothing is an error of its own, never a quiet fall back to
+/// another nvcc found on `PATH` or in `/usr/local/cuda`.
+#[test]
+fn a_wrong_nvcc_variable_is_an_error() {
+    // The variable is read by `find`; a child process keeps this test's
+    // environment untouched for the others.
+    if std::env::var_os("NVCC_FIND_CHILD").is_some() {
+        let error = Nvcc::find(&temp("wrong-nvcc")).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("NVCC=/nonexistent/nvcc names no nvcc"),
+            "{error}"
+        );
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_wrong_nvcc_variable_is_an_error",
+            "--nocapture",
+        ])
+        .env("NVCC_FIND_CHILD", "1")
+        .env("NVCC", "/nonexistent/nvcc")
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

@@ -186,3 +186,51 @@ fn without_nvcc_the_recorded_sources_are_read_again() {
     std::fs::remove_file(dir.join("kernels/common.cuh")).unwrap();
     assert!(bare.differences(&tuned)[0].starts_with("cannot read"));
 }
+
+/// What nvcc reads from the environment reaches the fingerprint: the flags it
+/// appends and the host compiler. (Run in a child process, with those variables
+/// set, so that the other tests' environment stays as it is.)
+#[test]
+fn the_environment_nvcc_reads_is_in_the_fingerprint() {
+    let Some(nvcc) = nvcc("the_environment_nvcc_reads_is_in_the_fingerprint") else {
+        return;
+    };
+    if std::env::var_os("FINGERPRINT_ENV_CHILD").is_some() {
+        let dir = crate_dir("environment-child");
+        let print = fingerprint(spec(FLAGS), &dir, &nvcc);
+        println!("FLAGS {}", print.flags.join(" "));
+        return;
+    }
+    let dir = crate_dir("environment");
+    let plain = fingerprint(spec(FLAGS), &dir, &nvcc);
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "the_environment_nvcc_reads_is_in_the_fingerprint",
+            "--nocapture",
+        ])
+        .env("FINGERPRINT_ENV_CHILD", "1")
+        .env("NVCC_APPEND_FLAGS", "-lineinfo")
+        .env("NVCC_CCBIN", "g++")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let flags = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("FLAGS "))
+        .expect("the child printed its flags");
+    assert!(
+        flags.contains("-ccbin=g++") && flags.contains("NVCC_APPEND_FLAGS=-lineinfo"),
+        "{flags}"
+    );
+    assert!(
+        !plain.flags.iter().any(|f| f.contains("NVCC_")),
+        "{:?}",
+        plain.flags
+    );
+}

@@ -138,7 +138,11 @@ mod tests {
             text.contains("fallback:chunk=128,warps=4,stages=2"),
             "{text}"
         );
-        assert!(text.contains("fingerprint: sources"));
+        assert!(text.contains("fingerprint: spec "), "{text}");
+        assert!(
+            text.contains("(kernels/topk.cu, kernels/ptx.cuh)"),
+            "{text}"
+        );
         assert!(!text.contains("gemm:"), "only the kernel asked for");
     }
 

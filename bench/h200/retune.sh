@@ -18,4 +18,7 @@ t1=$(date +%s)
 t2=$(date +%s)
 echo "shipped kernels: $((t1 - t0)) s (release build included); downstream: $((t2 - t1)) s" | tee "$out/times.txt"
 tar -czf "$out/tables.tgz" kernels/tuning examples/downstream/tuning
+# Kept on this machine (target/ is ignored, so it survives the next call's fresh
+# working tree) for readme-commands.sh.
+rm -rf target/retuned && mkdir -p target/retuned && cp "$out/tables.tgz" target/retuned/
 ls -la "$out"
