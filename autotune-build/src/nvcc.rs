@@ -19,7 +19,7 @@ use crate::ptxas::{self, Resources};
 /// The environment variables that decide which nvcc is used and how it runs.
 /// `NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` are read by nvcc itself; they are
 /// listed so that a change reruns the build and enters the fingerprint.
-pub const ENV: [&str; 9] = [
+pub const ENV: [&str; 11] = [
     "NVCC",
     "CUDA_PATH",
     "CUDA_HOME",
@@ -29,6 +29,8 @@ pub const ENV: [&str; 9] = [
     "NVCC_PREPEND_FLAGS",
     "NVCC_APPEND_FLAGS",
     "AUTOTUNE_NVCC_TIMEOUT_S",
+    "AUTOTUNE_NVCC_WRAPPER",
+    "RUSTC_WRAPPER",
 ];
 
 /// Why nvcc could not be found, run, or compile something.
@@ -87,6 +89,9 @@ pub struct Nvcc {
     /// `AUTOTUNE_NVCC_TIMEOUT_S` (default 600): an nvcc call that runs longer is
     /// killed and reported with the kernel and variant it was compiling.
     pub timeout: Duration,
+    /// A compile cache that nvcc runs under (`sccache`): `AUTOTUNE_NVCC_WRAPPER`, or
+    /// `RUSTC_WRAPPER` when it names sccache (as cc-rs does for nvcc).
+    pub wrapper: Option<PathBuf>,
 }
 
 impl Nvcc {
@@ -99,6 +104,7 @@ impl Nvcc {
             gpu_codes: Vec::new(),
             ccbin: env("NVCC_CCBIN"),
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+            wrapper: compile_cache_wrapper(),
         }
     }
 
@@ -195,54 +201,28 @@ impl Nvcc {
         flags
     }
 
-    /// Runs nvcc with `args` in `dir`, killing it past the timeout.
+    /// Runs nvcc with `args` in `dir` (through the compile-cache wrapper when
+    /// `cached`), killing it past the timeout.
     fn run(
         &self,
         args: &[String],
         dir: &Path,
         what: &str,
+        cached: bool,
     ) -> Result<(std::process::ExitStatus, String, String), NvccError> {
-        let mut command = Command::new(&self.path);
-        command.current_dir(dir);
+        let mut command = match (&self.wrapper, cached) {
+            (Some(wrapper), true) => {
+                let mut command = Command::new(wrapper);
+                command.arg(&self.path);
+                command
+            }
+            _ => Command::new(&self.path),
+        };
         if let Some(ccbin) = &self.ccbin {
             command.arg("-ccbin").arg(ccbin);
         }
-        let mut child = command
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| NvccError::Spawn {
-                path: self.path.clone(),
-                source,
-            })?;
-        let stdout = child.stdout.take().map(drain);
-        let stderr = child.stderr.take().map(drain);
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if started.elapsed() >= self.timeout => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(NvccError::TimedOut {
-                        seconds: self.timeout.as_secs(),
-                        what: what.to_string(),
-                    });
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(source) => {
-                    return Err(NvccError::Spawn {
-                        path: self.path.clone(),
-                        source,
-                    });
-                }
-            }
-        };
-        let text = |reader: Option<std::thread::JoinHandle<String>>| {
-            reader.and_then(|r| r.join().ok()).unwrap_or_default()
-        };
-        Ok((status, text(stdout), text(stderr)))
+        command.current_dir(dir).args(args);
+        run_with_timeout(command, self.timeout, what)
     }
 
     /// The files nvcc reads to compile `source` with `args` in `dir` (its `-MM`
@@ -258,7 +238,7 @@ impl Nvcc {
         all.push("-MM".into());
         all.push(source.display().to_string());
         let what = format!("the dependencies of {}", source.display());
-        let (status, stdout, stderr) = self.run(&all, dir, &what)?;
+        let (status, stdout, stderr) = self.run(&all, dir, &what, false)?;
         if !status.success() {
             return Err(NvccError::Failed {
                 status,
@@ -280,6 +260,86 @@ impl Nvcc {
         }
         Ok(files)
     }
+}
+
+/// The log kept beside a cached image (ptxas's report, for pruning on a cache hit).
+fn log_path(binary: &Path) -> PathBuf {
+    let mut name = binary.as_os_str().to_owned();
+    name.push(".log");
+    PathBuf::from(name)
+}
+
+/// `binary` from the cache (`None`), or made by `make` into a temporary file that
+/// is renamed into place with its log (`Some(log)`): a reader never sees a part,
+/// and a failure leaves nothing behind.
+fn produce(
+    binary: &Path,
+    make: impl FnOnce(&Path) -> Result<String, NvccError>,
+) -> Result<Option<String>, NvccError> {
+    let log = log_path(binary);
+    if binary.is_file() && log.is_file() {
+        return Ok(None);
+    }
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| NvccError::Io { what, path, source }
+    };
+    if let Some(dir) = binary.parent() {
+        std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+    }
+    let mut partial = binary.as_os_str().to_owned();
+    partial.push(format!(".partial-{}", std::process::id()));
+    let partial = PathBuf::from(partial);
+    let text = match make(&partial) {
+        Ok(text) => text,
+        Err(error) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(error);
+        }
+    };
+    std::fs::write(&log, &text).map_err(io("cannot write", &log))?;
+    std::fs::rename(&partial, binary).map_err(io("cannot write", binary))?;
+    Ok(Some(text))
+}
+
+/// Runs `command`, its output piped, killing it past `timeout`.
+fn run_with_timeout(
+    mut command: Command,
+    timeout: Duration,
+    what: &str,
+) -> Result<(std::process::ExitStatus, String, String), NvccError> {
+    let program = PathBuf::from(command.get_program());
+    let spawn = |source| NvccError::Spawn {
+        path: program.clone(),
+        source,
+    };
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn)?;
+    let stdout = child.stdout.take().map(drain);
+    let stderr = child.stderr.take().map(drain);
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(NvccError::TimedOut {
+                    seconds: timeout.as_secs(),
+                    what: what.to_string(),
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(source) => return Err(spawn(source)),
+        }
+    };
+    let text = |reader: Option<std::thread::JoinHandle<String>>| {
+        reader.and_then(|r| r.join().ok()).unwrap_or_default()
+    };
+    Ok((status, text(stdout), text(stderr)))
 }
 
 /// Reads a child's pipe to the end on a thread, so that a chatty nvcc never
@@ -326,6 +386,17 @@ fn make_rule_prerequisites(text: &str) -> Vec<String> {
 }
 
 const DEFAULT_TIMEOUT_S: u64 = 600;
+
+/// `AUTOTUNE_NVCC_WRAPPER`, else `RUSTC_WRAPPER` if it is sccache (other rustc
+/// wrappers, such as clippy's, are not compilers' caches).
+fn compile_cache_wrapper() -> Option<PathBuf> {
+    if let Some(wrapper) = env("AUTOTUNE_NVCC_WRAPPER") {
+        return Some(PathBuf::from(wrapper));
+    }
+    let rustc = PathBuf::from(env("RUSTC_WRAPPER")?);
+    let stem = rustc.file_stem()?.to_string_lossy().into_owned();
+    (stem == "sccache").then_some(rustc)
+}
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -394,44 +465,52 @@ fn version_of(nvcc: &Path) -> Option<String> {
 /// What to compile to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// One architecture's machine code (`sm_90`), for the sweep.
+    /// One architecture's machine code (`sm_90`), with ptxas's resource report:
+    /// what the sweep times.
     Cubin(String),
+    /// The PTX of one architecture (`sm_80` gives `compute_80`).
+    Ptx(String),
     /// Machine code for each architecture plus the PTX of the lowest one without
     /// an `a` suffix (whose PTX no other GPU could JIT), so that the image also
-    /// loads on newer GPUs: what the crate bakes.
+    /// loads on newer GPUs: what the crate bakes. Assembled by `fatbinary` from the
+    /// cubins and the PTX, each compiled (and cached) on its own: a sweep's cubins
+    /// are reused, and compile caches that cannot cache `nvcc -fatbin` still work.
     Fatbin(Vec<String>),
 }
 
 impl Target {
+    /// nvcc's arguments for a single-image target.
     fn args(&self) -> Vec<String> {
         match self {
             Self::Cubin(arch) => vec![
                 "-cubin".into(),
                 format!("-gencode=arch={},code={arch}", compute(arch)),
+                "-Xptxas".into(),
+                "-v".into(),
             ],
-            Self::Fatbin(archs) => {
-                let mut args = vec!["-fatbin".to_string()];
-                for arch in archs {
-                    args.push(format!("-gencode=arch={},code={arch}", compute(arch)));
-                }
-                let portable = archs
-                    .iter()
-                    .filter(|arch| !arch.ends_with(|c: char| c.is_ascii_alphabetic()))
-                    .min_by_key(|arch| arch_number(arch));
-                if let Some(lowest) = portable {
-                    let ptx = compute(lowest);
-                    args.push(format!("-gencode=arch={ptx},code={ptx}"));
-                }
-                args
-            }
+            Self::Ptx(arch) => vec!["-ptx".into(), format!("-arch={}", compute(arch))],
+            Self::Fatbin(archs) => archs.iter().map(|a| format!("fatbin:{a}")).collect(),
         }
     }
 
     fn extension(&self) -> &'static str {
         match self {
             Self::Cubin(_) => "cubin",
+            Self::Ptx(_) => "ptx",
             Self::Fatbin(_) => "fatbin",
         }
+    }
+
+    /// The parts a fatbin is assembled from: a cubin per architecture, then the
+    /// PTX of the lowest architecture without an `a` suffix (if any).
+    pub fn parts(archs: &[String]) -> Vec<Target> {
+        let mut parts: Vec<Target> = archs.iter().cloned().map(Target::Cubin).collect();
+        let portable = archs
+            .iter()
+            .filter(|arch| !arch.ends_with(|c: char| c.is_ascii_alphabetic()))
+            .min_by_key(|arch| arch_number(arch));
+        parts.extend(portable.cloned().map(Target::Ptx));
+        parts
     }
 }
 
@@ -514,12 +593,75 @@ pub struct Compiled {
 
 impl Nvcc {
     /// Compiles `job` into `cache_dir`, or reuses an earlier output with the same
-    /// nvcc version, arguments, environment and input files.
+    /// nvcc version, arguments, environment and input files. A fatbin is assembled
+    /// from its parts ([`Target::parts`]), each compiled and cached on its own.
     pub fn compile(&self, job: &CompileJob, cache_dir: &Path) -> Result<Compiled, NvccError> {
+        let Target::Fatbin(archs) = &job.target else {
+            return self.compile_image(job, cache_dir);
+        };
+        let mut parts = Vec::new();
+        for target in Target::parts(archs) {
+            let part = CompileJob {
+                target: target.clone(),
+                ..job.clone()
+            };
+            parts.push((target, self.compile_image(&part, cache_dir)?));
+        }
+        // Each part's file name carries its own digest: together, the fatbin's key.
+        let mut hash = Sha256::new();
+        for (_, part) in &parts {
+            hash.update(part.binary.to_string_lossy().as_bytes());
+            hash.update([0]);
+        }
+        let digest = hex(&hash.finalize()[..8]);
+        let binary = cache_dir
+            .join(&job.kernel)
+            .join(format!("{}-{digest}.fatbin", job.label));
+        let resources = parts.iter().find_map(|(_, part)| part.resources);
+        let cached = parts.iter().all(|(_, part)| part.cached);
+        let fatbinary = self.path.with_file_name("fatbinary");
+        let what = format!("`{}` variant {} (fatbinary)", job.kernel, job.label);
+        let fresh = produce(&binary, |partial| {
+            let mut command = Command::new(&fatbinary);
+            command
+                .arg(format!("--create={}", partial.display()))
+                .arg("-64")
+                // What nvcc passes: the options a driver JIT-compiling the PTX uses.
+                .arg("--cicc-cmdline=-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 ");
+            for (target, part) in &parts {
+                let (kind, arch) = match target {
+                    Target::Ptx(arch) => ("ptx", arch),
+                    Target::Cubin(arch) => ("elf", arch),
+                    Target::Fatbin(_) => continue,
+                };
+                command.arg(format!(
+                    "--image3=kind={kind},sm={},file={}",
+                    arch.trim_start_matches("sm_"),
+                    part.binary.display()
+                ));
+            }
+            let (status, stdout, stderr) = run_with_timeout(command, self.timeout, &what)?;
+            if !status.success() {
+                return Err(NvccError::Failed {
+                    status,
+                    what: what.clone(),
+                    log: tail(&format!("{stdout}{stderr}"), 20),
+                });
+            }
+            Ok(String::new())
+        })?;
+        Ok(Compiled {
+            binary,
+            resources,
+            cached: cached && fresh.is_none(),
+        })
+    }
+
+    /// One image (a cubin or PTX) of `job`, compiled by nvcc or taken from the cache.
+    fn compile_image(&self, job: &CompileJob, cache_dir: &Path) -> Result<Compiled, NvccError> {
         let what = format!("`{}` variant {}", job.kernel, job.label);
         let mut args = source_args(&job.flags, &job.defines, &job.source);
         args.extend(job.target.args());
-        args.extend(["-Xptxas".to_string(), "-v".to_string()]);
         let inputs = if job.dependencies.is_empty() {
             let dirs: Vec<PathBuf> = include_dirs(&args)
                 .iter()
@@ -554,54 +696,35 @@ impl Nvcc {
             hash.update([0]);
         }
         let digest = hex(&hash.finalize()[..8]);
-        let dir = cache_dir.join(&job.kernel);
-        let io = |what: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| NvccError::Io { what, path, source }
-        };
-        std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
-        let binary = dir.join(format!("{}-{digest}.{}", job.label, job.target.extension()));
-        let log_path = binary.with_extension(format!("{}.log", job.target.extension()));
-        if binary.is_file()
-            && let Ok(log) = std::fs::read_to_string(&log_path)
-        {
-            return Ok(Compiled {
-                resources: ptxas::parse_all(&log, &job.entries),
-                binary,
-                cached: true,
-            });
-        }
-        let partial = binary.with_extension(format!(
-            "{}.partial-{}",
-            job.target.extension(),
-            std::process::id()
+        let binary = cache_dir.join(&job.kernel).join(format!(
+            "{}-{digest}.{}",
+            job.label,
+            job.target.extension()
         ));
-        args.push("-o".into());
-        args.push(partial.display().to_string());
-        args.push(job.source.display().to_string());
-        let result = self.run(&args, &job.dir, &what);
-        let (status, stdout, stderr) = match result {
-            Ok(output) => output,
-            Err(error) => {
-                let _ = std::fs::remove_file(&partial);
-                return Err(error);
+        let fresh = produce(&binary, |partial| {
+            args.push("-o".into());
+            args.push(partial.display().to_string());
+            args.push(job.source.display().to_string());
+            let (status, stdout, stderr) = self.run(&args, &job.dir, &what, true)?;
+            let log = format!("{stdout}{stderr}");
+            if !status.success() {
+                return Err(NvccError::Failed {
+                    status,
+                    what: what.clone(),
+                    log: tail(&log, 20),
+                });
             }
+            Ok(log)
+        })?;
+        let cached = fresh.is_none();
+        let log = match fresh {
+            Some(log) => log,
+            None => std::fs::read_to_string(log_path(&binary)).unwrap_or_default(),
         };
-        let log = format!("{stdout}{stderr}");
-        if !status.success() {
-            let _ = std::fs::remove_file(&partial);
-            return Err(NvccError::Failed {
-                status,
-                what,
-                log: tail(&log, 20),
-            });
-        }
-        std::fs::write(&log_path, &log).map_err(io("cannot write", &log_path))?;
-        std::fs::rename(&partial, &binary).map_err(io("cannot write", &binary))?;
         Ok(Compiled {
             resources: ptxas::parse_all(&log, &job.entries),
+            cached,
             binary,
-            cached: false,
         })
     }
 
@@ -677,27 +800,23 @@ mod tests {
 
     #[test]
     fn fatbin_carries_ptx_of_the_lowest_portable_arch() {
-        let args = Target::Fatbin(vec!["sm_90a".into(), "sm_100".into(), "sm_90".into()]).args();
+        let parts = Target::parts(&["sm_90a".into(), "sm_100".into(), "sm_90".into()]);
         assert_eq!(
-            args,
+            parts,
             [
-                "-fatbin",
-                "-gencode=arch=compute_90a,code=sm_90a",
-                "-gencode=arch=compute_100,code=sm_100",
-                "-gencode=arch=compute_90,code=sm_90",
-                "-gencode=arch=compute_90,code=compute_90"
+                Target::Cubin("sm_90a".into()),
+                Target::Cubin("sm_100".into()),
+                Target::Cubin("sm_90".into()),
+                Target::Ptx("sm_90".into()),
             ]
         );
-        let only_a = Target::Fatbin(vec!["sm_90a".into()]).args();
-        assert_eq!(
-            only_a.len(),
-            2,
-            "no PTX that only one GPU could run: {only_a:?}"
-        );
+        let only_a = Target::parts(&["sm_90a".into()]);
+        assert_eq!(only_a.len(), 1, "no PTX that only one GPU could run: {only_a:?}");
         assert_eq!(
             Target::Cubin("sm_90a".into()).args()[1],
             "-gencode=arch=compute_90a,code=sm_90a"
         );
+        assert_eq!(Target::Ptx("sm_80".into()).args(), ["-ptx", "-arch=compute_80"]);
     }
 
     #[test]
