@@ -811,12 +811,19 @@ mod tests {
             ]
         );
         let only_a = Target::parts(&["sm_90a".into()]);
-        assert_eq!(only_a.len(), 1, "no PTX that only one GPU could run: {only_a:?}");
+        assert_eq!(
+            only_a.len(),
+            1,
+            "no PTX that only one GPU could run: {only_a:?}"
+        );
         assert_eq!(
             Target::Cubin("sm_90a".into()).args()[1],
             "-gencode=arch=compute_90a,code=sm_90a"
         );
-        assert_eq!(Target::Ptx("sm_80".into()).args(), ["-ptx", "-arch=compute_80"]);
+        assert_eq!(
+            Target::Ptx("sm_80".into()).args(),
+            ["-ptx", "-arch=compute_80"]
+        );
     }
 
     #[test]

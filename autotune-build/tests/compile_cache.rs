@@ -44,7 +44,10 @@ fn stats(sccache: &Path, env: &[(&str, String)]) -> (u64, u64) {
 /// into `local` through the wrapper; prints the resources of the cubins.
 fn compile_variants(local: &Path) {
     let nvcc = Nvcc::find(&local.join("nvcc")).unwrap();
-    assert!(nvcc.wrapper.is_some(), "AUTOTUNE_NVCC_WRAPPER names sccache");
+    assert!(
+        nvcc.wrapper.is_some(),
+        "AUTOTUNE_NVCC_WRAPPER names sccache"
+    );
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache-src");
     let source = dir.join("k.cu");
     let jobs: Vec<CompileJob> = [64, 128, 256]
@@ -86,7 +89,10 @@ fn a_second_build_compiles_every_variant_from_the_cache() {
     }
     let required = std::env::var_os("AUTOTUNE_REQUIRE_SCCACHE").is_some();
     let (Some(sccache), Some(_)) = (on_path("sccache"), on_path("nvcc")) else {
-        assert!(!required, "AUTOTUNE_REQUIRE_SCCACHE is set but sccache or nvcc is not on PATH");
+        assert!(
+            !required,
+            "AUTOTUNE_REQUIRE_SCCACHE is set but sccache or nvcc is not on PATH"
+        );
         skip::skipped(TEST, "sccache or nvcc is not on PATH");
         return;
     };
@@ -116,7 +122,11 @@ fn a_second_build_compiles_every_variant_from_the_cache() {
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut registers: Vec<String> = stdout
             .lines()
             .filter(|l| l.starts_with("REGISTERS "))
@@ -135,8 +145,14 @@ fn a_second_build_compiles_every_variant_from_the_cache() {
         .arg("--stop-server")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output();
-    assert_eq!(misses, misses_before, "no compile missed the cache the second time");
-    assert!(hits >= hits_before + 3 * 3, "every image a hit: {hits_before} -> {hits}");
+    assert_eq!(
+        misses, misses_before,
+        "no compile missed the cache the second time"
+    );
+    assert!(
+        hits >= hits_before + 3 * 3,
+        "every image a hit: {hits_before} -> {hits}"
+    );
     assert_eq!(first.len(), 3);
     assert_eq!(first, second, "ptxas's report comes back with a cache hit");
 }
