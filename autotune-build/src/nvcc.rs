@@ -287,8 +287,14 @@ fn produce(
     if let Some(dir) = binary.parent() {
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
     }
+    // Unique per call: two threads (or builds) may make the same image at once.
+    static SEQUENCE: AtomicUsize = AtomicUsize::new(0);
     let mut partial = binary.as_os_str().to_owned();
-    partial.push(format!(".partial-{}", std::process::id()));
+    partial.push(format!(
+        ".partial-{}-{}",
+        std::process::id(),
+        SEQUENCE.fetch_add(1, Ordering::Relaxed)
+    ));
     let partial = PathBuf::from(partial);
     let text = match make(&partial) {
         Ok(text) => text,

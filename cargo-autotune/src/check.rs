@@ -71,19 +71,17 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, St
             format!(": {}", reasons.join("; "))
         }
     };
-    if !kernel.compiled {
-        return Err("not compiled (no nvcc): load() would fail".into());
-    }
     let plan = match gpu {
         Some(gpu) => kernel.plan_for(gpu),
         None => kernel.plans.first(),
     };
     match plan {
+        None => Err(format!("defaults ({}){}", kernel.default, skipped())),
+        Some(_) if !kernel.compiled => Err("not compiled (no nvcc): load() would fail".into()),
         Some(plan) => Ok(format!(
             "tuned for {} on {} ({})",
             plan.gpu.name, plan.tuned_on, plan.table
         )),
-        None => Err(format!("defaults ({}){}", kernel.default, skipped())),
     }
 }
 

@@ -120,3 +120,49 @@ fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
     );
     assert!(stdout.contains("nothing was tuned"), "{stdout}");
 }
+
+/// A stale table whose GPU name mimics the build's old warning text ("tuned for
+/// NVIDIA H200 on") made `check` pass when it searched that text; it decides from the
+/// build's JSON summary now.
+#[test]
+fn check_is_not_fooled_by_a_table_that_mimics_the_warning() {
+    let dir = fixture("check-mimic");
+    std::fs::create_dir_all(dir.join("tuning")).unwrap();
+    std::fs::write(dir.join("tuning/mimic.json"), MIMIC).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
+        .args(["autotune", "check"])
+        .current_dir(&dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-target"),
+        )
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("scale "))
+        .unwrap_or_else(|| panic!("no line for `scale`:\n{stdout}"));
+    assert!(line.contains("STALE"), "{line}");
+    assert!(
+        line.contains("tuning/mimic.json is stale for tuned for NVIDIA H200 on"),
+        "{line}"
+    );
+}
+
+/// A format-2 table for `scale` on a "GPU" named like the old warning, with a
+/// fingerprint that matches nothing.
+const MIMIC: &str = r#"{
+  "format": 2,
+  "gpu": { "name": "tuned for NVIDIA H200 on", "compute_capability": [9, 0], "sm_count": 132, "driver": "13.0", "l2_bytes": 62914560 },
+  "kernels": { "scale": {
+    "fingerprint": { "spec_sha256": "0", "wrapper_sha256": "1", "sources": ["kernels/scale.cu"], "sources_sha256": "2", "nvcc": "13.0.88", "flags": [], "crate_version": "x 0.1.0", "tuner_version": "0.1.0" },
+    "tuned_on": "2026-11-30", "seed": 0, "key": "n", "default": "block=128", "fallback": null, "timing": "test", "min_margin": 0.01,
+    "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null, "measurements": [] }],
+    "sizes": [],
+    "ranges": [{ "first": 0, "last": 18446744073709551615, "variant": "block=64" }],
+    "seconds": { "compile": 0.0, "sweep": 0.0, "total": 0.0 }
+  } }
+}"#;
