@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod support;
+
 use autotune_build::nvcc::{CompileJob, Nvcc, Target};
 use autotune_table::progress::Progress;
 use autotune_table::table::{self, TablesLock, TuningTable};
@@ -59,17 +61,7 @@ fn failing_nvcc_costs_only_its_variants_and_leaves_no_partial_output() {
     let nvcc = fake_nvcc(&dir);
     let jobs: Vec<CompileJob> = [64, 128, 256]
         .iter()
-        .map(|block| CompileJob {
-            kernel: "k".into(),
-            label: format!("block{block}"),
-            source: source.clone(),
-            entries: vec!["k".into()],
-            defines: vec![format!("-DBLOCK={block}")],
-            flags: vec![],
-            target: Target::Cubin("sm_90".into()),
-            dependencies: vec![],
-            dir: dir.clone(),
-        })
+        .map(|&block| support::block_job(&source, block, Target::Cubin("sm_90".into()), &dir))
         .collect();
     let cache = dir.join("cache");
     let (results, _) = nvcc.compile_all(&jobs, &cache, &Progress::silent("test"));
@@ -182,17 +174,7 @@ fn a_hanging_nvcc_is_killed_at_its_timeout_and_named() {
     };
     let source = dir.join("k.cu");
     std::fs::write(&source, "extern \"C\" __global__ void k() {}\n").unwrap();
-    let job = CompileJob {
-        kernel: "k".into(),
-        label: "block64".into(),
-        source,
-        entries: vec!["k".into()],
-        defines: vec!["-DBLOCK=64".into()],
-        flags: vec![],
-        target: Target::Cubin("sm_90".into()),
-        dependencies: vec![],
-        dir: dir.clone(),
-    };
+    let job = support::block_job(&source, 64, Target::Cubin("sm_90".into()), &dir);
     let started = std::time::Instant::now();
     let error = nvcc.compile(&job, &dir.join("cache")).unwrap_err();
     assert!(started.elapsed().as_secs() < 10, "killed, not waited for");

@@ -7,6 +7,7 @@
 
 #[path = "../../tests/fixtures/skip.rs"]
 mod skip;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,17 +58,7 @@ fn compile_variants(local: &Path) {
                 Target::Fatbin(vec!["sm_80".into(), "sm_90".into()]),
                 Target::Cubin("sm_90".into()),
             ]
-            .map(|target| CompileJob {
-                kernel: "k".into(),
-                label: format!("block{block}"),
-                source: source.clone(),
-                entries: vec!["k".into()],
-                defines: vec![format!("-DBLOCK={block}")],
-                flags: vec![],
-                target,
-                dependencies: vec![],
-                dir: dir.clone(),
-            })
+            .map(|target| support::block_job(&source, *block, target, &dir))
         })
         .collect();
     let (results, _) = nvcc.compile_all(&jobs, local, &Progress::silent("k"));

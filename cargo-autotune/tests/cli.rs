@@ -90,6 +90,22 @@ fn fixture(name: &str) -> PathBuf {
     dir
 }
 
+/// `cargo autotune ARGS` in a fixture copy, built offline in a target folder the
+/// fixture tests share.
+fn in_fixture(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
+        .arg("autotune")
+        .args(args)
+        .current_dir(dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-target"),
+        )
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
     if autotune_runtime::gpu::driver_present() {
@@ -100,17 +116,18 @@ fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
         return;
     }
     let dir = fixture("tune-no-gpu");
-    let out = Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
-        .args(["autotune", "tune", "--devices", "0", "--strategy", "local"])
-        .args(["--budget", "30s"])
-        .current_dir(&dir)
-        .env(
-            "CARGO_TARGET_DIR",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-target"),
-        )
-        .env("CARGO_NET_OFFLINE", "true")
-        .output()
-        .unwrap();
+    let out = in_fixture(
+        &dir,
+        &[
+            "tune",
+            "--devices",
+            "0",
+            "--strategy",
+            "local",
+            "--budget",
+            "30s",
+        ],
+    );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     // Cargo's lines come through, the build script's one warning among them.
@@ -129,16 +146,7 @@ fn check_is_not_fooled_by_a_table_that_mimics_the_warning() {
     let dir = fixture("check-mimic");
     std::fs::create_dir_all(dir.join("tuning")).unwrap();
     std::fs::write(dir.join("tuning/mimic.json"), MIMIC).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
-        .args(["autotune", "check"])
-        .current_dir(&dir)
-        .env(
-            "CARGO_TARGET_DIR",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-target"),
-        )
-        .env("CARGO_NET_OFFLINE", "true")
-        .output()
-        .unwrap();
+    let out = in_fixture(&dir, &["check"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     let line = stdout
