@@ -159,8 +159,10 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         env_var("CARGO_PKG_NAME")?,
         env_var("CARGO_PKG_VERSION")?
     );
-    let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some()
-        && std::env::var_os("DOCS_RS").is_none();
+    // docs.rs builds the documentation with neither nvcc nor a GPU: bake the plans
+    // (the crate must compile), probe nothing, say nothing.
+    let docs_rs = std::env::var_os("DOCS_RS").is_some();
+    let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some() && !docs_rs;
     let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
     let mut report = Vec::new();
     // A bad tuning knob fails a tuning build; any other build warns and goes on.
@@ -192,9 +194,6 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
             return Err(BuildError::DuplicateKernel(spec.name.to_string()));
         }
     }
-    // docs.rs builds the documentation with neither nvcc nor a GPU: bake the plans
-    // (the crate must compile), probe nothing, say nothing.
-    let docs_rs = std::env::var_os("DOCS_RS").is_some();
     let nvcc = if docs_rs {
         Err(NvccError::NotAsked("a docs.rs build"))
     } else {
