@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use autotune_table::table::{
-    FORMAT, Fingerprint, GpuRecord, KernelTable, RangeRecord, Role, Seconds, TuningTable,
-    VariantRecord,
+    FORMAT, Fingerprint, GpuRecord, KernelTable, Measurement, RangeRecord, Role, Seconds,
+    TuningTable, VariantRecord,
 };
 
 fn workspace() -> &'static Path {
@@ -130,7 +130,18 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         role: Role::Tuned,
         resources: None,
         rejected: None,
-        measurements: vec![],
+        measurements: vec![Measurement {
+            key: 1024,
+            median_us: 5.0,
+            p25_us: 4.9,
+            p75_us: 5.1,
+            min_us: 4.8,
+            repeats: 20,
+            error: 1e-7,
+            bytes: 8192,
+            flops: 1024,
+            device: 0,
+        }],
     };
     let kernel = KernelTable {
         fingerprint,
@@ -343,4 +354,63 @@ fn the_environment_nvcc_reads_reruns_the_build_and_recompiles() {
         plain.iter().all(|image| !host.contains(image)),
         "NVCC_CCBIN reran the build: {plain:?} vs {host:?}"
     );
+}
+
+/// Tables that try to bend the build: one whose error message carries a newline, a
+/// cargo directive and a terminal escape; a second table for the same GPU model;
+/// a kernel the crate does not have. The build says each in its one warning line,
+/// uses none of them, and nothing reaches cargo as a directive.
+#[test]
+fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
+    let dir = fixture("hostile");
+    let mut stale = table(Fingerprint {
+        spec_sha256: "0".repeat(64),
+        wrapper_sha256: "1".repeat(64),
+        sources: vec!["kernels/scale.cu".into()],
+        sources_sha256: "2".repeat(64),
+        nvcc: "13.0.88".into(),
+        flags: vec![],
+        crate_version: "x 0.1.0".into(),
+        tuner_version: env!("CARGO_PKG_VERSION").into(),
+    });
+    let gone = stale.kernels["scale"].clone();
+    stale.kernels.insert("removed_kernel".into(), gone);
+    let tables = dir.join("tuning");
+    autotune_table::table::write_atomic(&tables.join("nvidia-h200.json"), &stale).unwrap();
+    autotune_table::table::write_atomic(&tables.join("h200-copy.json"), &stale).unwrap();
+    let evil = serde_json::to_string(&stale).unwrap().replacen(
+        "\"l2_bytes\"",
+        "\"\\ncargo::warning=INJECTED\\u001b[2K\": 1, \"l2_bytes\"",
+        1,
+    );
+    std::fs::write(tables.join("evil.json"), evil).unwrap();
+    let output = build(&dir, &[], false);
+    let line = warning(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.lines().any(|l| l.contains("@0.1.0: INJECTED")),
+        "a table emitted a cargo directive:\n{stderr}"
+    );
+    assert!(
+        !line.contains('\u{1b}'),
+        "a terminal escape came through: {line:?}"
+    );
+    assert!(line.contains("tuning/evil.json is unreadable"), "{line}");
+    assert!(
+        line.contains("cargo::warning=INJECTED"),
+        "the text is shown inline: {line}"
+    );
+    assert!(
+        line.contains(
+            "tuning/h200-copy.json is unreadable (another table here is for NVIDIA H200 too"
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains(
+            "tuning/nvidia-h200.json holds kernels this crate does not have: removed_kernel"
+        ),
+        "{line}"
+    );
+    assert!(line.contains("; defaults (block=128)"), "{line}");
 }

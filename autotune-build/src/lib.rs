@@ -241,7 +241,24 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
                 .to_string(),
         );
     }
-    let tables = table::read_all(&build.tables_dir);
+    let tables = table::one_per_model(table::read_all(&build.tables_dir));
+    // Kernels a table holds that this crate does not: renamed or removed wrappers.
+    for (path, table) in &tables {
+        let Ok(table) = table else { continue };
+        let unknown: Vec<&str> = table
+            .kernels
+            .keys()
+            .map(String::as_str)
+            .filter(|name| tunables.find(name).is_none())
+            .collect();
+        if !unknown.is_empty() {
+            report.push(format!(
+                "{} holds kernels this crate does not have: {}",
+                bake::relative(path, &build.root),
+                unknown.join(", ")
+            ));
+        }
+    }
     // AUTOTUNE_ARCH, else every default architecture this nvcc has; the local GPU's
     // too when tuning, and (in bake) each baked table's.
     let mut archs = if build.settings.archs.is_empty() {

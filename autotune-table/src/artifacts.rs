@@ -15,10 +15,26 @@ pub fn report_path(dir: &Path, gpu: &str) -> PathBuf {
     dir.join(format!("{}-report.txt", gpu_slug(gpu)))
 }
 
-/// The plot's path for `kernel` in tables of `gpu` in `dir`.
+/// The plot's path for `kernel` in tables of `gpu` in `dir`. The kernel's name
+/// comes from a table: only letters, digits, `_` and `-` reach the file name, so
+/// that a name with `/` or `..` stays one file in `plots/`.
 pub fn plot_path(dir: &Path, gpu: &str, kernel: &str) -> PathBuf {
-    dir.join("plots")
-        .join(format!("{}-{kernel}.svg", gpu_slug(gpu)))
+    dir.join("plots").join(plot_file_name(gpu, kernel))
+}
+
+/// `nvidia-h200-rms_norm.svg`: the plot's file name, made safe.
+pub fn plot_file_name(gpu: &str, kernel: &str) -> String {
+    let safe: String = kernel
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}-{safe}.svg", gpu_slug(gpu))
 }
 
 /// Writes the report and the plots of `table` (at `shown`, the table's path as the
@@ -38,4 +54,22 @@ pub fn write_beside(
         written.push(path);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_from_tables_make_safe_file_names() {
+        let dir = Path::new("t");
+        assert_eq!(
+            plot_path(dir, "NVIDIA H200", "rms_norm"),
+            Path::new("t/plots/nvidia-h200-rms_norm.svg")
+        );
+        assert_eq!(
+            plot_path(dir, "NVIDIA H200", "../../etc/x"),
+            Path::new("t/plots/nvidia-h200-______etc_x.svg")
+        );
+    }
 }

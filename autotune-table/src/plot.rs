@@ -92,10 +92,11 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
     let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
     let _ = writeln!(
         svg,
-        "<text x=\"{LEFT}\" y=\"24\" font-size=\"15\">{name} on {} ({}), tuned {}: time / incumbent's time</text>",
-        table.gpu.name,
+        "<text x=\"{LEFT}\" y=\"24\" font-size=\"15\">{} on {} ({}), tuned {}: time / incumbent's time</text>",
+        escape(name),
+        escape(&table.gpu.name),
         table.gpu.arch(),
-        kernel.tuned_on
+        escape(&kernel.tuned_on)
     );
     let _ = writeln!(
         svg,
@@ -191,7 +192,7 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} (log scale; short ticks: refinement points)</text>",
         LEFT + plot_w / 2.0,
         HEIGHT - 12.0,
-        kernel.key
+        escape(&kernel.key)
     );
     // Series: gray for variants that own no range.
     for (variant, points) in &series {
@@ -248,10 +249,15 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
     svg
 }
 
+/// `text` as SVG text: markup escaped, control characters (which XML forbids) dropped.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
+    text.chars()
+        .filter(|c| !c.is_control())
+        .collect::<String>()
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -289,5 +295,23 @@ mod tests {
                 "{file} is stale: `cargo autotune plot`"
             );
         }
+    }
+
+    /// Table strings are data: markup in them stays text.
+    #[test]
+    fn hostile_strings_stay_text() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernels/tuning/nvidia-h200.json"
+        );
+        let mut table = crate::table::read(Path::new(path)).unwrap();
+        table.gpu.name = "<script>alert(1)</script>".into();
+        let mut kernel = table.kernels["rms_norm"].clone();
+        kernel.key = "n\"><script>".into();
+        kernel.tuned_on = "\u{1b}[2K&".into();
+        let svg = render("a<b", &kernel, &table);
+        assert!(!svg.contains("<script"), "{svg}");
+        assert!(svg.contains("&lt;script&gt;") && svg.contains("a&lt;b"));
+        assert!(!svg.contains('\u{1b}') && svg.contains("[2K&amp;"));
     }
 }

@@ -19,7 +19,41 @@ pub const FORMAT: u32 = 2;
 pub struct TuningTable {
     pub format: u32,
     pub gpu: GpuRecord,
+    /// A kernel named twice in the file is an error, not "the last one wins".
+    #[serde(deserialize_with = "unique_keys")]
     pub kernels: BTreeMap<String, KernelTable>,
+}
+
+/// A map whose keys must be unique in the JSON text (serde's own maps keep the last).
+fn unique_keys<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Unique<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Unique<V> {
+        type Value = BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of kernels by name")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, V>()? {
+                if out.contains_key(&key) {
+                    return Err(serde::de::Error::custom(format!(
+                        "kernel `{}` appears twice",
+                        key.escape_debug()
+                    )));
+                }
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(Unique(std::marker::PhantomData))
 }
 
 /// The GPU model a table was measured on.
@@ -262,9 +296,32 @@ pub struct RangeRecord {
 pub const FALLBACK: &str = "fallback";
 
 impl KernelTable {
-    /// Checks what serde cannot: ranges are contiguous from 0 to `u64::MAX` and name
-    /// variants of the table (or the fallback when one is declared).
+    /// Checks what serde cannot: variant names are unique and say their values;
+    /// ranges are contiguous from 0 to `u64::MAX`, and each names a valid variant of
+    /// the table measured inside the range or at a timed key next to it (or the
+    /// fallback, when one is declared).
     pub fn validate(&self) -> Result<(), String> {
+        let mut names = std::collections::BTreeSet::new();
+        for variant in &self.variants {
+            if !names.insert(variant.name.as_str()) {
+                return Err(format!(
+                    "variant `{}` appears twice",
+                    variant.name.escape_debug()
+                ));
+            }
+            if !name_says_values(&variant.name, &variant.values) {
+                return Err(format!(
+                    "variant `{}` has values {:?}, which its name does not say",
+                    variant.name.escape_debug(),
+                    variant.values
+                ));
+            }
+        }
+        let timed: Vec<u64> = self
+            .variants
+            .iter()
+            .flat_map(|v| v.measurements.iter().map(|m| m.key))
+            .collect();
         let mut next = 0u64;
         for (index, range) in self.ranges.iter().enumerate() {
             if range.first != next || range.last < range.first {
@@ -281,7 +338,17 @@ impl KernelTable {
             if !known {
                 return Err(format!(
                     "range {index} names `{}`, which is not a valid variant of the table",
-                    range.variant
+                    range.variant.escape_debug()
+                ));
+            }
+            if let Some(variant) = self.variant(&range.variant)
+                && !measured_in_or_next_to(variant, range, &timed)
+            {
+                return Err(format!(
+                    "range {index} ({}..={}) names `{}`, which was not measured in it or next to it",
+                    range.first,
+                    range.last,
+                    range.variant.escape_debug()
                 ));
             }
             if range.last == u64::MAX {
@@ -303,6 +370,32 @@ impl KernelTable {
     }
 }
 
+/// Whether `name` (`block=128,stages=2`, or `fallback:` before it) says `values`, in order.
+fn name_says_values(name: &str, values: &[u32]) -> bool {
+    let name = name
+        .strip_prefix(FALLBACK)
+        .and_then(|n| n.strip_prefix(':'))
+        .unwrap_or(name);
+    let said: Vec<Option<u32>> = name
+        .split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.split_once('=').and_then(|(_, v)| v.parse().ok()))
+        .collect();
+    said.len() == values.len() && said.iter().zip(values).all(|(s, v)| *s == Some(*v))
+}
+
+/// Whether `variant` was timed at a key inside `range`, or at the timed key just
+/// below or just above it (a range's edges lie between timed keys).
+fn measured_in_or_next_to(variant: &VariantRecord, range: &RangeRecord, timed: &[u64]) -> bool {
+    let below = timed.iter().filter(|&&k| k < range.first).max();
+    let above = timed.iter().filter(|&&k| k > range.last).min();
+    variant.measurements.iter().any(|m| {
+        (range.first..=range.last).contains(&m.key)
+            || Some(&m.key) == below
+            || Some(&m.key) == above
+    })
+}
+
 /// A table file that could not be used as it is.
 #[derive(Debug, Clone)]
 pub struct Unreadable {
@@ -320,8 +413,15 @@ pub fn read(path: &Path) -> Result<TuningTable, Unreadable> {
     let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| unreadable(format!("not JSON: {e}")))?;
-    match value.get("format").and_then(serde_json::Value::as_u64) {
-        Some(format) if format == u64::from(FORMAT) => {}
+    match value.get("format") {
+        Some(format) if format.as_u64() == Some(u64::from(FORMAT)) => {}
+        // Format 1 differs only in its fingerprint: its measurements stay readable
+        // (reports, comparisons, replays), and its fingerprint matches nothing.
+        Some(format) if format.as_u64() == Some(1) => {
+            let table: TuningTable = serde_json::from_value(from_format_1(value))
+                .map_err(|e| unreadable(format!("format 1: {e}")))?;
+            return validated(table).map_err(unreadable);
+        }
         Some(format) => {
             return Err(unreadable(format!(
                 "format {format}; this autotune-build reads format {FORMAT}"
@@ -329,14 +429,48 @@ pub fn read(path: &Path) -> Result<TuningTable, Unreadable> {
         }
         None => return Err(unreadable("no `format` field".to_string())),
     }
-    let table: TuningTable =
-        serde_json::from_value(value).map_err(|e| unreadable(e.to_string()))?;
+    // From the text, not the value: errors then say where (line and column).
+    let table: TuningTable = serde_json::from_str(&text).map_err(|e| unreadable(e.to_string()))?;
+    validated(table).map_err(unreadable)
+}
+
+/// `table`, if every kernel passes [`KernelTable::validate`].
+fn validated(table: TuningTable) -> Result<TuningTable, String> {
     for (name, kernel) in &table.kernels {
         kernel
             .validate()
-            .map_err(|e| unreadable(format!("kernel `{name}`: {e}")))?;
+            .map_err(|e| format!("kernel `{}`: {e}", name.escape_debug()))?;
     }
     Ok(table)
+}
+
+/// A format-1 table as format 2: its fingerprints (`source_sha256`,
+/// `attribute_sha256`, `runtime_version`) become ones no build computes.
+fn from_format_1(mut value: serde_json::Value) -> serde_json::Value {
+    use serde_json::{Value, json};
+    value["format"] = json!(FORMAT);
+    if let Some(kernels) = value.get_mut("kernels").and_then(Value::as_object_mut) {
+        for kernel in kernels.values_mut() {
+            let old = kernel["fingerprint"].take();
+            let text = |key: &str| {
+                old.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            kernel["fingerprint"] = json!({
+                "spec_sha256": format!("format 1 attribute {}", text("attribute_sha256")),
+                "wrapper_sha256": format!("format 1 sources {}", text("source_sha256")),
+                "sources": [],
+                "sources_sha256": "",
+                "nvcc": text("nvcc"),
+                "flags": old.get("flags").cloned().unwrap_or(json!([])),
+                "crate_version": text("crate_version"),
+                "tuner_version": text("runtime_version"),
+            });
+        }
+    }
+    value
 }
 
 /// Every `*.json` table in `dir`, sorted by file name; missing folder = none.
@@ -357,6 +491,55 @@ pub fn read_all(dir: &Path) -> Vec<(PathBuf, Result<TuningTable, Unreadable>)> {
             (p, table)
         })
         .collect()
+}
+
+/// One table per GPU model (name, compute capability, SM count) in a folder: where
+/// several readable tables are for one model, the one named after it
+/// (`nvidia-h200.json`) is kept and the others become [`Unreadable`], saying which
+/// table they duplicate; with none so named, all of them do (nothing says which
+/// to trust).
+pub fn one_per_model(
+    tables: Vec<(PathBuf, Result<TuningTable, Unreadable>)>,
+) -> Vec<(PathBuf, Result<TuningTable, Unreadable>)> {
+    let model = |t: &TuningTable| (t.gpu.name.clone(), t.gpu.compute_capability, t.gpu.sm_count);
+    let canonical = |path: &Path, t: &TuningTable| {
+        path.file_stem().and_then(|s| s.to_str())
+            == Some(autotune_spec::names::gpu_slug(&t.gpu.name).as_str())
+    };
+    let mut out = Vec::with_capacity(tables.len());
+    for (path, table) in &tables {
+        let Ok(this) = table else {
+            out.push((path.clone(), table.clone()));
+            continue;
+        };
+        let twins: Vec<&PathBuf> = tables
+            .iter()
+            .filter(|(p, t)| p != path && t.as_ref().is_ok_and(|t| model(t) == model(this)))
+            .map(|(p, _)| p)
+            .collect();
+        let keep = twins.is_empty() || canonical(path, this);
+        if keep {
+            out.push((path.clone(), table.clone()));
+            continue;
+        }
+        let names: Vec<String> = twins
+            .iter()
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        out.push((
+            path.clone(),
+            Err(Unreadable {
+                path: path.clone(),
+                reason: format!(
+                    "another table here is for {} too ({}): one table per GPU model, \
+                     named after it, is used",
+                    this.gpu.name,
+                    names.join(", ")
+                ),
+            }),
+        ));
+    }
+    out
 }
 
 /// Writes `table` so that a reader sees the old file or the new one, never a part.
@@ -552,5 +735,100 @@ pub(crate) mod tests {
         // Another list of files says so, whatever the digest.
         b.sources.push("kernels/common.cuh".into());
         assert!(a.differences(&b)[1].starts_with("nvcc reads other files (1 -> 2)"));
+    }
+
+    /// A table that would bake something other than what it says is refused.
+    #[test]
+    fn tables_that_say_one_thing_and_bake_another_are_refused() {
+        let mut wrong_values = sample();
+        let k = wrong_values.kernels.get_mut("k").unwrap();
+        k.variants[1].values = vec![512];
+        assert!(
+            k.validate()
+                .unwrap_err()
+                .contains("`block=128` has values [512]")
+        );
+
+        let mut twice = sample();
+        let k = twice.kernels.get_mut("k").unwrap();
+        k.variants[1].name = "block=64".into();
+        k.variants[1].values = vec![64];
+        assert!(
+            k.validate()
+                .unwrap_err()
+                .contains("`block=64` appears twice")
+        );
+
+        let mut far = sample();
+        let k = far.kernels.get_mut("k").unwrap();
+        k.variants[0].measurements[0].key = 4096;
+        k.variants[1].measurements[0].key = 8192;
+        // block=128 owns 0..=99 but was timed only at 8192, past the next key (4096).
+        assert!(
+            k.validate()
+                .unwrap_err()
+                .contains("not measured in it or next to it"),
+            "{:?}",
+            k.validate()
+        );
+        assert!(sample().kernels["k"].validate().is_ok());
+    }
+
+    #[test]
+    fn duplicate_kernels_and_odd_formats_are_named_with_where() {
+        let dir = temp("hostile");
+        let path = dir.join("t.json");
+        write_atomic(&path, &sample()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let entry = serde_json::to_string(&sample().kernels["k"]).unwrap();
+        let doubled = text.replacen(
+            "\"kernels\": {",
+            &format!("\"kernels\": {{\"k\": {entry},"),
+            1,
+        );
+        std::fs::write(&path, doubled).unwrap();
+        let reason = read(&path).unwrap_err().reason;
+        assert!(
+            reason.contains("kernel `k` appears twice") && reason.contains("line"),
+            "{reason}"
+        );
+
+        std::fs::write(&path, text.replacen("\"format\": 2", "\"format\": 2.0", 1)).unwrap();
+        let reason = read(&path).unwrap_err().reason;
+        assert!(
+            reason.contains("format 2.0; this autotune-build reads format 2"),
+            "{reason}"
+        );
+
+        let typo = text.replacen("\"seed\": 1", "\"seed\": \"one\"", 1);
+        std::fs::write(&path, typo).unwrap();
+        let reason = read(&path).unwrap_err().reason;
+        assert!(
+            reason.contains("line") && reason.contains("column"),
+            "{reason}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn one_table_per_gpu_model_the_one_named_after_it() {
+        let named = (PathBuf::from("t/nvidia-h200.json"), Ok(sample()));
+        let copy = (PathBuf::from("t/h200-old.json"), Ok(sample()));
+        let kept = one_per_model(vec![copy.clone(), named.clone()]);
+        assert!(kept[1].1.is_ok(), "the canonical name wins");
+        let reason = &kept[0].1.as_ref().unwrap_err().reason;
+        assert!(
+            reason.contains("for NVIDIA H200 too (nvidia-h200.json)"),
+            "{reason}"
+        );
+        let neither = one_per_model(vec![
+            copy.clone(),
+            (PathBuf::from("t/h200-new.json"), Ok(sample())),
+        ]);
+        assert!(
+            neither.iter().all(|(_, t)| t.is_err()),
+            "nothing says which to trust"
+        );
+        assert!(one_per_model(vec![copy]).iter().all(|(_, t)| t.is_ok()));
     }
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use autotune_spec::names::gpu_slug;
+use autotune_table::artifacts::plot_file_name;
 use autotune_table::plot::render;
 use autotune_table::table;
 
@@ -18,7 +18,7 @@ pub fn run(args: &PlotArgs) -> Result<ExitCode, String> {
     for (path, table) in table::read_all(&dir) {
         let table = table.map_err(|e| format!("{}: {}", path.display(), e.reason))?;
         for (name, kernel) in &table.kernels {
-            let file = out.join(format!("{}-{name}.svg", gpu_slug(&table.gpu.name)));
+            let file = out.join(plot_file_name(&table.gpu.name, name));
             write(&file, &render(name, kernel, &table))?;
             println!("wrote {}", file.display());
         }

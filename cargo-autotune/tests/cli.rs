@@ -168,7 +168,8 @@ const MIMIC: &str = r#"{
   "kernels": { "scale": {
     "fingerprint": { "spec_sha256": "0", "wrapper_sha256": "1", "sources": ["kernels/scale.cu"], "sources_sha256": "2", "nvcc": "13.0.88", "flags": [], "crate_version": "x 0.1.0", "tuner_version": "0.1.0" },
     "tuned_on": "2026-11-30", "seed": 0, "key": "n", "default": "block=128", "fallback": null, "timing": "test", "min_margin": 0.01,
-    "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null, "measurements": [] }],
+    "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null,
+      "measurements": [{ "key": 1024, "median_us": 5.0, "p25_us": 4.9, "p75_us": 5.1, "min_us": 4.8, "repeats": 20, "error": 1e-7, "bytes": 8192, "flops": 1024 }] }],
     "sizes": [],
     "ranges": [{ "first": 0, "last": 18446744073709551615, "variant": "block=64" }],
     "seconds": { "compile": 0.0, "sweep": 0.0, "total": 0.0 }
