@@ -104,7 +104,8 @@ const TABLE: &str = r#"{
   "kernels": { "k": {
     "fingerprint": { "spec_sha256": "a", "wrapper_sha256": "b", "sources": ["k.cu"], "sources_sha256": "c", "nvcc": "13.0.88", "flags": [], "crate_version": "c 0.1.0", "tuner_version": "0.1.0" },
     "tuned_on": "2026-11-30", "seed": 0, "key": "n", "default": "block=64", "fallback": null, "timing": "test", "min_margin": 0.01,
-    "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null, "measurements": [] }],
+    "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null,
+      "measurements": [{ "key": 1024, "median_us": 5.0, "p25_us": 4.9, "p75_us": 5.1, "min_us": 4.8, "repeats": 20, "error": 1e-7, "bytes": 8192, "flops": 1024 }] }],
     "sizes": [],
     "ranges": [{ "first": 0, "last": 18446744073709551615, "variant": "block=64" }],
     "seconds": { "compile": 0.0, "sweep": 0.0, "total": 0.0 }
