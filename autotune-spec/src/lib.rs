@@ -13,6 +13,8 @@
 //!     where = "block * stages <= 512",    // constraint between parameters
 //!     fallback = rms_norm_plain,          // another #[autotune] wrapper, same arguments
 //!     flags = ["-use_fast_math"],         // extra nvcc flags
+//!     max_points = 4096,                  // the most points before the constraint (default 4096)
+//!     max_sizes = 64,                     // the most key values to time (default 64)
 //!     block = [64, 128, 256],             // every other name is a parameter:
 //!     stages = 1..4,                      //   a list, a range (`..` or `..=`) or one value
 //! )]

@@ -14,9 +14,26 @@ use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
 
 /// The option names of `#[autotune]`; every other name declares a parameter.
-pub const OPTIONS: [&str; 9] = [
-    "source", "entry", "key", "sizes", "case", "default", "where", "fallback", "flags",
+pub const OPTIONS: [&str; 11] = [
+    "source",
+    "entry",
+    "key",
+    "sizes",
+    "case",
+    "default",
+    "where",
+    "fallback",
+    "flags",
+    "max_points",
+    "max_sizes",
 ];
+
+/// The most points a space may have before its constraint (each is compiled with
+/// nvcc), unless `max_points = N` says more.
+pub const DEFAULT_MAX_POINTS: u64 = 4096;
+
+/// The most key values a kernel may time at, unless `max_sizes = N` says more.
+pub const DEFAULT_MAX_SIZES: u64 = 64;
 
 /// A validated `#[autotune]` attribute together with the wrapper it annotates.
 #[derive(Debug, Clone)]
@@ -55,6 +72,33 @@ impl Spec {
         let mut options: BTreeMap<&'static str, &Entry> = BTreeMap::new();
         let mut params: Vec<Param> = Vec::new();
         let mut seen: BTreeMap<String, &Ident> = BTreeMap::new();
+        // Read first: a parameter's range is checked against it before it is expanded.
+        let limit = |name: &str, default: u64, diag: &mut Diagnostics| {
+            let entry = args.entries.iter().find(|e| e.name == name)?;
+            match &entry.value {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Int(int), ..
+                }) => int
+                    .base10_parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .or_else(|| {
+                        diag.at(int, format!("`{name}` is a whole number > 0"));
+                        None
+                    }),
+                other => {
+                    diag.at(
+                        other,
+                        format!("`{name}` is a whole number (default {default})"),
+                    );
+                    None
+                }
+            }
+        };
+        let max_points =
+            limit("max_points", DEFAULT_MAX_POINTS, &mut diag).unwrap_or(DEFAULT_MAX_POINTS);
+        let max_sizes =
+            limit("max_sizes", DEFAULT_MAX_SIZES, &mut diag).unwrap_or(DEFAULT_MAX_SIZES);
 
         for entry in &args.entries {
             let name = entry.name.to_string();
@@ -66,7 +110,7 @@ impl Spec {
             if let Some(option) = OPTIONS.iter().find(|o| **o == name) {
                 options.insert(option, entry);
             } else if is_param_value(&entry.value) {
-                if let Some(param) = parse_param(entry, &mut diag) {
+                if let Some(param) = parse_param(entry, max_points, &mut diag) {
                     params.push(param);
                 }
             } else {
@@ -102,6 +146,19 @@ impl Spec {
             None => Some(vec![sig.ident.to_string()]),
         };
         let sizes = sizes_entry.and_then(|e| parse_sizes(&e.value, &mut diag));
+        if let (Some(sizes), Some(entry)) = (&sizes, sizes_entry)
+            && sizes.len() as u64 > max_sizes
+        {
+            diag.at(
+                &entry.value,
+                format!(
+                    "{} sizes: a kernel is timed at {max_sizes} at most (each size times every \
+                     point); `max_sizes = {}` allows these",
+                    sizes.len(),
+                    sizes.len()
+                ),
+            );
+        }
         let case = case_entry.and_then(|e| match &e.value {
             Expr::Path(path) if path.qself.is_none() => Some(path.path.clone()),
             other => {
@@ -165,6 +222,19 @@ impl Spec {
         let constraint = options
             .get("where")
             .and_then(|e| parse_constraint(&e.value, &names, &mut diag));
+        let count = params
+            .iter()
+            .fold(1u128, |n, p| n.saturating_mul(p.values.len() as u128));
+        if count > u128::from(max_points) {
+            diag.at_span(
+                attr_span,
+                format!(
+                    "the space has {count} points before its constraint: at most {max_points} are \
+                     compiled and checked (nvcc runs once a point); `max_points = {count}` allows them"
+                ),
+            );
+            return Err(diag.into_error());
+        }
         let space = Space { params, constraint };
         let product = space.product();
         let mut any_kept = false;
@@ -278,7 +348,7 @@ fn is_param_value(value: &Expr) -> bool {
     )
 }
 
-fn parse_param(entry: &Entry, diag: &mut Diagnostics) -> Option<Param> {
+fn parse_param(entry: &Entry, max_points: u64, diag: &mut Diagnostics) -> Option<Param> {
     let name = entry.name.to_string();
     let valid_name = name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -323,6 +393,21 @@ fn parse_param(entry: &Entry, diag: &mut Diagnostics) -> Option<Param> {
                 return None;
             };
             let (start, end) = (param_int(start, diag)?, param_int(end, diag)?);
+            // Counted before it is expanded: `0..=4294967295` is four billion values.
+            let count = match range.limits {
+                RangeLimits::HalfOpen(_) => u64::from(end).saturating_sub(u64::from(start)),
+                RangeLimits::Closed(_) => (u64::from(end) + 1).saturating_sub(u64::from(start)),
+            };
+            if count > max_points {
+                diag.at(
+                    range,
+                    format!(
+                        "`{name}` has {count} values: a space has at most {max_points} points \
+                         (nvcc runs once a point); `max_points = N` raises the limit"
+                    ),
+                );
+                return None;
+            }
             let values: Vec<u32> = match range.limits {
                 RangeLimits::HalfOpen(_) => (start..end).collect(),
                 RangeLimits::Closed(_) => (start..=end).collect(),
@@ -765,5 +850,28 @@ mod tests {
         let error = Spec::parse(&args, &item.sig, Span::call_site(), Some(&dir)).unwrap_err();
         assert!(error.to_string().contains("cannot read CUDA source"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn limits_are_explicit_and_can_be_raised() {
+        let big = format!("{BASE}, block = 1..100, stages = 1..100");
+        assert!(errors(&big)[0].contains("9801 points before its constraint"));
+        assert_eq!(
+            spec(&format!("{big}, max_points = 9801"))
+                .unwrap()
+                .space
+                .points()
+                .len(),
+            9801
+        );
+        let huge = format!("{BASE}, block = 0..=4294967295");
+        assert!(errors(&huge)[0].contains("4294967296 values"));
+        let sizes: Vec<String> = (1..=65).map(|n| n.to_string()).collect();
+        let many = format!(
+            "source = \"k.cu\", key = n_rows, sizes = [{}], case = C, block = [64]",
+            sizes.join(", ")
+        );
+        assert!(errors(&many)[0].contains("65 sizes"));
+        assert!(spec(&format!("{many}, max_sizes = 65")).is_ok());
     }
 }
