@@ -292,6 +292,10 @@ pub struct RangeRecord {
     pub variant: String,
 }
 
+/// The most ranges one kernel's plan may have: each becomes an arm of a generated
+/// `match`, and a sweep over 64 sizes with refinement makes a few hundred at most.
+pub const MAX_RANGES: usize = 4096;
+
 /// The fallback kernel's name in ranges.
 pub const FALLBACK: &str = "fallback";
 
@@ -301,6 +305,12 @@ impl KernelTable {
     /// the table measured inside the range or at a timed key next to it (or the
     /// fallback, when one is declared).
     pub fn validate(&self) -> Result<(), String> {
+        if self.ranges.len() > MAX_RANGES {
+            return Err(format!(
+                "{} ranges: a plan has at most {MAX_RANGES} (each is an arm of the generated match)",
+                self.ranges.len()
+            ));
+        }
         let mut names = std::collections::BTreeSet::new();
         for variant in &self.variants {
             if !names.insert(variant.name.as_str()) {
@@ -830,5 +840,19 @@ pub(crate) mod tests {
             "nothing says which to trust"
         );
         assert!(one_per_model(vec![copy]).iter().all(|(_, t)| t.is_ok()));
+    }
+
+    #[test]
+    fn a_plan_with_more_ranges_than_any_sweep_makes_is_refused() {
+        let mut table = sample();
+        let k = table.kernels.get_mut("k").unwrap();
+        k.ranges = (0..=MAX_RANGES as u64)
+            .map(|i| RangeRecord {
+                first: i,
+                last: if i == MAX_RANGES as u64 { u64::MAX } else { i },
+                variant: "block=64".into(),
+            })
+            .collect();
+        assert!(k.validate().unwrap_err().contains("4097 ranges"));
     }
 }
