@@ -215,6 +215,18 @@ fn a_table_with_a_foreign_fingerprint_is_not_used() {
     );
 }
 
+/// Whether nvcc is on `PATH` for the tests that build with it; says SKIPPED for
+/// `test` when not (CI sets `AUTOTUNE_REQUIRE_NVCC`, and then the build must find it).
+fn nvcc_on_path(test: &str) -> bool {
+    if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some()
+        || Command::new("nvcc").arg("--version").output().is_ok()
+    {
+        return true;
+    }
+    skip::skipped(test, "no nvcc on PATH");
+    false
+}
+
 /// The `include_bytes!` paths (the compiled images) of the plan the build generated
 /// for `scale`, read through cargo's JSON messages.
 fn baked_images(output: &Output) -> Vec<String> {
@@ -248,10 +260,7 @@ fn baked_images(output: &Output) -> Vec<String> {
 /// Editing it must rerun the build script and compile new images.
 #[test]
 fn a_header_found_through_an_include_flag_is_watched_and_compiled_in() {
-    if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none()
-        && Command::new("nvcc").arg("--version").output().is_err()
-    {
-        skip::skipped("a_header_found_through_an_include_flag", "no nvcc on PATH");
+    if !nvcc_on_path("a_header_found_through_an_include_flag") {
         return;
     }
     let dir = fixture("include-flag");
@@ -291,13 +300,7 @@ fn a_header_found_through_an_include_flag_is_watched_and_compiled_in() {
 /// skipped with a warning, and the build goes on.
 #[test]
 fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
-    if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none()
-        && Command::new("nvcc").arg("--version").output().is_err()
-    {
-        skip::skipped(
-            "a_table_for_an_arch_nvcc_cannot_target_is_skipped",
-            "no nvcc on PATH",
-        );
+    if !nvcc_on_path("a_table_for_an_arch_nvcc_cannot_target_is_skipped") {
         return;
     }
     let dir = fixture("old-arch");
@@ -328,13 +331,7 @@ fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
 /// binaries without cargo noticing.
 #[test]
 fn the_environment_nvcc_reads_reruns_the_build_and_recompiles() {
-    if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none()
-        && Command::new("nvcc").arg("--version").output().is_err()
-    {
-        skip::skipped(
-            "the_environment_nvcc_reads_reruns_the_build",
-            "no nvcc on PATH",
-        );
+    if !nvcc_on_path("the_environment_nvcc_reads_reruns_the_build") {
         return;
     }
     let dir = fixture("nvcc-environment");
