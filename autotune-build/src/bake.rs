@@ -13,7 +13,7 @@ use crate::codegen::{ChoiceData, Generated, ImageData, OriginData, PlanData};
 use crate::error::BuildError;
 use crate::fingerprint::KernelInputs;
 use crate::nvcc::{CompileJob, Nvcc, NvccError, Target, arch_number};
-use crate::tune::slug;
+use crate::tune::{point_job, slug};
 
 #[derive(Debug)]
 pub struct BakeInput<'a> {
@@ -37,10 +37,13 @@ pub struct Baked {
     pub summary: KernelSummary,
 }
 
-/// Path of `path` relative to `root`, for messages and generated code.
+/// `path` relative to `root` where inside it (as tables, messages and generated
+/// code show it), else as it is; both taken canonical where they exist.
 pub fn relative(path: &Path, root: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(&root)
+        .unwrap_or(&path)
         .to_string_lossy()
         .into_owned()
 }
@@ -165,16 +168,17 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             let dependencies = input.inputs.compile_inputs();
             let jobs: Vec<CompileJob> = images
                 .iter()
-                .map(|image| CompileJob {
-                    dependencies: dependencies.clone(),
-                    dir: input.root.to_path_buf(),
-                    kernel: spec.name.to_string(),
-                    label: slug(spec, &image.values),
-                    source: input.root.join(spec.source),
-                    entries: spec.entries.iter().map(|e| e.to_string()).collect(),
-                    defines: spec.defines(&image.values),
-                    flags: spec.flags.iter().map(|f| f.to_string()).collect(),
-                    target: Target::Fatbin(archs.clone()),
+                .map(|image| {
+                    let label = slug(spec, &image.values);
+                    let target = Target::Fatbin(archs.clone());
+                    point_job(
+                        spec,
+                        input.root,
+                        label,
+                        &image.values,
+                        target,
+                        &dependencies,
+                    )
                 })
                 .collect();
             let (results, _) =

@@ -23,6 +23,7 @@ use autotune_table::table::Fingerprint;
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use sha2::{Digest, Sha256};
 
+use crate::bake::relative;
 use crate::error::BuildError;
 use crate::nvcc::{self, Nvcc};
 
@@ -187,17 +188,6 @@ impl KernelInputs {
             Err(reason) => vec![reason],
         }
     }
-}
-
-/// `path` relative to `root` where inside it (as tables and messages show it),
-/// else as it is.
-fn relative(path: &Path, root: &Path) -> String {
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    path.strip_prefix(&root)
-        .unwrap_or(&path)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// Relative paths resolved against `root` (where nvcc runs: the build script's

@@ -485,7 +485,8 @@ pub enum Target {
 }
 
 impl Target {
-    /// nvcc's arguments for a single-image target.
+    /// nvcc's arguments for an image; a fatbin has none of its own: it is
+    /// assembled from its parts ([`Nvcc::compile`]).
     fn args(&self) -> Vec<String> {
         match self {
             Self::Cubin(arch) => vec![
@@ -495,7 +496,7 @@ impl Target {
                 "-v".into(),
             ],
             Self::Ptx(arch) => vec!["-ptx".into(), format!("-arch={}", compute(arch))],
-            Self::Fatbin(archs) => archs.iter().map(|a| format!("fatbin:{a}")).collect(),
+            Self::Fatbin(_) => Vec::new(),
         }
     }
 

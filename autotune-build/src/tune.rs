@@ -59,16 +59,8 @@ pub fn compile_jobs(
     fallback_points: &[Vec<u32>],
     dependencies: &[PathBuf],
 ) -> Vec<PointJob> {
-    let job = |spec: &'static KernelSpec, label: String, values: &[u32]| CompileJob {
-        dependencies: dependencies.to_vec(),
-        dir: root.to_path_buf(),
-        kernel: spec.name.to_string(),
-        label,
-        source: root.join(spec.source),
-        entries: spec.entries.iter().map(|e| e.to_string()).collect(),
-        defines: spec.defines(values),
-        flags: spec.flags.iter().map(|f| f.to_string()).collect(),
-        target: target.clone(),
+    let job = |spec: &'static KernelSpec, label: String, values: &[u32]| {
+        point_job(spec, root, label, values, target.clone(), dependencies)
     };
     let mut jobs: Vec<PointJob> = spec
         .points
@@ -101,6 +93,29 @@ pub fn compile_jobs(
         }
     }
     jobs
+}
+
+/// The compile job of the point `values` of `spec` (the sweep's and the bake's
+/// alike, so that the bake finds the sweep's cubins in the cache).
+pub fn point_job(
+    spec: &'static KernelSpec,
+    root: &Path,
+    label: String,
+    values: &[u32],
+    target: Target,
+    dependencies: &[PathBuf],
+) -> CompileJob {
+    CompileJob {
+        kernel: spec.name.to_string(),
+        label,
+        source: root.join(spec.source),
+        entries: spec.entries.iter().map(|e| e.to_string()).collect(),
+        defines: spec.defines(values),
+        flags: spec.flags.iter().map(|f| f.to_string()).collect(),
+        target,
+        dependencies: dependencies.to_vec(),
+        dir: root.to_path_buf(),
+    }
 }
 
 /// `block128_stages2`: a point of `spec` as a file-name fragment.
