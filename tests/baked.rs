@@ -127,10 +127,7 @@ fn baked_images_carry_every_default_architecture() {
             std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
             "AUTOTUNE_REQUIRE_NVCC is set but cuobjdump is not on PATH"
         );
-        skip::skipped(
-            "baked_images_carry_every_default_architecture",
-            "no cuobjdump on PATH",
-        );
+        skip::skipped("no cuobjdump on PATH");
         return;
     };
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("baked-archs");
@@ -146,7 +143,7 @@ fn baked_images_carry_every_default_architecture() {
                 std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
                 "{name}: not compiled: {why}"
             );
-            skip::skipped("baked_images_carry_every_default_architecture", why);
+            skip::skipped(why);
             return;
         }
         for image in baked.images {

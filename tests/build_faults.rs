@@ -89,10 +89,7 @@ fn the_autotune_feature_without_a_gpu_tunes_nothing_and_still_builds() {
     let dir = fixture("feature-no-gpu");
     let line = warning(&build(&dir, &["--features", "autotune"], false));
     if autotune_runtime::gpu::driver_present() {
-        skip::skipped(
-            std::thread::current().name().unwrap_or("test"),
-            "this machine has a CUDA driver",
-        );
+        skip::skipped("this machine has a CUDA driver");
         return;
     }
     assert!(
@@ -215,15 +212,15 @@ fn a_table_with_a_foreign_fingerprint_is_not_used() {
     );
 }
 
-/// Whether nvcc is on `PATH` for the tests that build with it; says SKIPPED for
-/// `test` when not (CI sets `AUTOTUNE_REQUIRE_NVCC`, and then the build must find it).
-fn nvcc_on_path(test: &str) -> bool {
+/// Whether nvcc is on `PATH` for the tests that build with it; says SKIPPED
+/// when not (CI sets `AUTOTUNE_REQUIRE_NVCC`, and then the build must find it).
+fn nvcc_on_path() -> bool {
     if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some()
         || Command::new("nvcc").arg("--version").output().is_ok()
     {
         return true;
     }
-    skip::skipped(test, "no nvcc on PATH");
+    skip::skipped("no nvcc on PATH");
     false
 }
 
@@ -260,7 +257,7 @@ fn baked_images(output: &Output) -> Vec<String> {
 /// Editing it must rerun the build script and compile new images.
 #[test]
 fn a_header_found_through_an_include_flag_is_watched_and_compiled_in() {
-    if !nvcc_on_path("a_header_found_through_an_include_flag") {
+    if !nvcc_on_path() {
         return;
     }
     let dir = fixture("include-flag");
@@ -300,7 +297,7 @@ fn a_header_found_through_an_include_flag_is_watched_and_compiled_in() {
 /// skipped with a warning, and the build goes on.
 #[test]
 fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
-    if !nvcc_on_path("a_table_for_an_arch_nvcc_cannot_target_is_skipped") {
+    if !nvcc_on_path() {
         return;
     }
     let dir = fixture("old-arch");
@@ -331,7 +328,7 @@ fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
 /// binaries without cargo noticing.
 #[test]
 fn the_environment_nvcc_reads_reruns_the_build_and_recompiles() {
-    if !nvcc_on_path("the_environment_nvcc_reads_reruns_the_build") {
+    if !nvcc_on_path() {
         return;
     }
     let dir = fixture("nvcc-environment");

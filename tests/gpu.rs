@@ -21,10 +21,7 @@ pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
     match autotune_runtime::gpu::open(0) {
         Ok(ctx) => Some((turn, ctx)),
         Err(why) => {
-            skip::skipped(
-                std::thread::current().name().unwrap_or("test"),
-                &format!("no GPU ({why})"),
-            );
+            skip::skipped(&format!("no GPU ({why})"));
             None
         }
     }

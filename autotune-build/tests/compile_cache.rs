@@ -84,7 +84,7 @@ fn a_second_build_compiles_every_variant_from_the_cache() {
             !required,
             "AUTOTUNE_REQUIRE_SCCACHE is set but sccache or nvcc is not on PATH"
         );
-        skip::skipped(TEST, "sccache or nvcc is not on PATH");
+        skip::skipped("sccache or nvcc is not on PATH");
         return;
     };
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache");

@@ -16,7 +16,7 @@ use autotune_runtime::KernelSpec;
 use autotune_table::progress::Progress;
 use autotune_table::table::Fingerprint;
 
-fn nvcc(test: &str) -> Option<Nvcc> {
+fn nvcc() -> Option<Nvcc> {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fingerprint-nvcc");
     match Nvcc::find(&cache) {
         Ok(nvcc) => Some(nvcc),
@@ -24,7 +24,7 @@ fn nvcc(test: &str) -> Option<Nvcc> {
             panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
         }
         Err(why) => {
-            skip::skipped(test, &why.to_string());
+            skip::skipped(&why.to_string());
             None
         }
     }
@@ -86,7 +86,7 @@ fn fingerprint(spec: &'static KernelSpec, dir: &Path, nvcc: &Nvcc) -> Fingerprin
 
 #[test]
 fn unchanged_by_comments_docs_and_formatting() {
-    let Some(nvcc) = nvcc("unchanged_by_comments_docs_and_formatting") else {
+    let Some(nvcc) = nvcc() else {
         return;
     };
     let dir = crate_dir("cosmetic");
@@ -105,7 +105,7 @@ fn unchanged_by_comments_docs_and_formatting() {
 
 #[test]
 fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
-    let Some(nvcc) = nvcc("changed_by_a_header_behind_an_include_flag") else {
+    let Some(nvcc) = nvcc() else {
         return;
     };
     let dir = crate_dir("semantic");
@@ -170,7 +170,7 @@ fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
 
 #[test]
 fn without_nvcc_the_recorded_sources_are_read_again() {
-    let Some(nvcc) = nvcc("without_nvcc_the_recorded_sources_are_read_again") else {
+    let Some(nvcc) = nvcc() else {
         return;
     };
     let dir = crate_dir("recorded");
@@ -192,7 +192,7 @@ fn without_nvcc_the_recorded_sources_are_read_again() {
 /// set, so that the other tests' environment stays as it is.)
 #[test]
 fn the_environment_nvcc_reads_is_in_the_fingerprint() {
-    let Some(nvcc) = nvcc("the_environment_nvcc_reads_is_in_the_fingerprint") else {
+    let Some(nvcc) = nvcc() else {
         return;
     };
     if std::env::var_os("FINGERPRINT_ENV_CHILD").is_some() {

@@ -109,10 +109,7 @@ fn in_fixture(dir: &Path, args: &[&str]) -> Output {
 #[test]
 fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
     if autotune_runtime::gpu::driver_present() {
-        skip::skipped(
-            std::thread::current().name().unwrap_or("test"),
-            "this machine has a CUDA driver (tune would tune)",
-        );
+        skip::skipped("this machine has a CUDA driver (tune would tune)");
         return;
     }
     let dir = fixture("tune-no-gpu");
