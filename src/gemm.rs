@@ -29,6 +29,11 @@ pub fn case_shape(m: usize) -> (usize, usize) {
     }
 }
 
+/// `(N, K)` every variant is also checked at: multiples of 8 (what the wrapper
+/// takes) but of no tile width (64, 128, 256) nor of `bk` (32), so that the
+/// edge tiles and the K tail run.
+pub const ALTERNATE_SHAPE: (usize, usize) = (1096, 1048);
+
 /// `c[m x n] = a[m x k] · b[k x n]`, all row-major bf16. `k` and `n` must be
 /// multiples of 8.
 #[autotune(
@@ -176,8 +181,8 @@ pub fn cublas_gemm(
 pub struct GemmCase {
     a: CudaSlice<bf16>,
     b: CudaSlice<bf16>,
-    c: CudaSlice<bf16>,
-    workspace: CudaSlice<f32>,
+    c: Guarded<bf16>,
+    workspace: Guarded<f32>,
     reference: CudaSlice<bf16>,
     m: usize,
     n: usize,
@@ -191,16 +196,20 @@ pub struct GemmCase {
 /// Products up to this many multiply-adds are checked against the CPU.
 const CPU_REFERENCE_MACS: usize = 1 << 28;
 
-impl Case for GemmCase {
-    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+impl GemmCase {
+    fn with_shape(
+        stream: &Arc<CudaStream>,
+        key: u64,
+        shape: impl Fn(usize) -> (usize, usize),
+    ) -> Result<Self, CaseError> {
         let m = usize::try_from(key).map_err(|_| format!("m = {key}"))?;
-        let (n, k) = case_shape(m);
+        let (n, k) = shape(m);
         let ctx = stream.context();
         Ok(Self {
             a: stream.alloc_zeros(m * k)?,
             b: stream.alloc_zeros(k * n)?,
-            c: stream.alloc_zeros(m * n)?,
-            workspace: stream.alloc_zeros(workspace_len(m, n))?,
+            c: Guarded::alloc(stream, m * n)?,
+            workspace: Guarded::alloc(stream, workspace_len(m, n))?,
             reference: stream.alloc_zeros(m * n)?,
             m,
             n,
@@ -215,6 +224,16 @@ impl Case for GemmCase {
                 .map_err(|e| CaseError::Other(format!("cuBLAS: {e:?}")))?,
         })
     }
+}
+
+impl Case for GemmCase {
+    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+        Self::with_shape(stream, key, case_shape)
+    }
+
+    fn alternates(stream: &Arc<CudaStream>, key: u64) -> Result<Vec<Self>, CaseError> {
+        Ok(vec![Self::with_shape(stream, key, |_| ALTERNATE_SHAPE)?])
+    }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
         fill_uniform(self.host_a.as_mut_slice()?, seed, -1.0, 1.0);
@@ -226,20 +245,28 @@ impl Case for GemmCase {
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
         // Not the workspace: it must be zero when a call starts.
-        Ok(poison(stream, &mut self.c)?)
+        Ok(self.c.poison(stream)?)
+    }
+
+    fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
+        memory.output("c", &self.c)?;
+        memory.output("workspace", &self.workspace)?;
+        memory.input("a", &self.a, self.host_a.as_slice()?)?;
+        memory.input("b", &self.b, self.host_b.as_slice()?)
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
         let (m, n, k) = (self.m, self.n, self.k);
-        stream.memcpy_dtoh(&self.c, &mut self.host_c)?;
+        stream.memcpy_dtoh(&*self.c, &mut self.host_c)?;
         let dirty = stream
-            .clone_dtoh(&self.workspace)?
+            .clone_dtoh(&*self.workspace)?
             .iter()
             .position(|&v| v != 0.0);
         stream.synchronize()?;
         if let Some(index) = dirty {
-            return Ok(Verdict::new(1.0, 0.0)
-                .with_detail(format!("the call left workspace[{index}] non-zero")));
+            return Ok(Verdict::failed(format!(
+                "the call left workspace[{index}] non-zero"
+            )));
         }
         let out = self.host_c.as_slice()?;
         if m * n * k <= CPU_REFERENCE_MACS {

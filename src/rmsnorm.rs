@@ -13,6 +13,10 @@ pub const TUNED_HIDDEN: usize = 4096;
 /// The epsilon the sweep tunes with (Llama's).
 pub const TUNED_EPS: f32 = 1e-5;
 
+/// The row width every variant is also checked at: not a multiple of any
+/// variant's chunk (`block * 8 * stages` elements), so the tail path runs.
+pub const ALTERNATE_HIDDEN: usize = 4096 + 24;
+
 /// Normalizes `n_rows` rows of `hidden` elements of `x` into `out`, scaled by `weight`.
 #[autotune(
     source = "kernels/rmsnorm.cu",
@@ -78,7 +82,7 @@ pub fn rms_norm(
 pub struct RmsNormCase {
     x: CudaSlice<bf16>,
     weight: CudaSlice<bf16>,
-    out: CudaSlice<bf16>,
+    out: Guarded<bf16>,
     n_rows: usize,
     hidden: usize,
     eps: f32,
@@ -87,16 +91,15 @@ pub struct RmsNormCase {
     host_out: PinnedHostSlice<bf16>,
 }
 
-impl Case for RmsNormCase {
-    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+impl RmsNormCase {
+    fn with_hidden(stream: &Arc<CudaStream>, key: u64, hidden: usize) -> Result<Self, CaseError> {
         let n_rows = usize::try_from(key).map_err(|_| format!("{key} rows"))?;
-        let hidden = TUNED_HIDDEN;
         let elements = n_rows * hidden;
         let ctx = stream.context();
         Ok(Self {
             x: stream.alloc_zeros(elements)?,
             weight: stream.alloc_zeros(hidden)?,
-            out: stream.alloc_zeros(elements)?,
+            out: Guarded::alloc(stream, elements)?,
             n_rows,
             hidden,
             eps: TUNED_EPS,
@@ -106,6 +109,16 @@ impl Case for RmsNormCase {
             // SAFETY: as host_x.
             host_out: unsafe { ctx.alloc_pinned(elements) }?,
         })
+    }
+}
+
+impl Case for RmsNormCase {
+    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+        Self::with_hidden(stream, key, TUNED_HIDDEN)
+    }
+
+    fn alternates(stream: &Arc<CudaStream>, key: u64) -> Result<Vec<Self>, CaseError> {
+        Ok(vec![Self::with_hidden(stream, key, ALTERNATE_HIDDEN)?])
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
@@ -127,11 +140,17 @@ impl Case for RmsNormCase {
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
-        Ok(poison(stream, &mut self.out)?)
+        Ok(self.out.poison(stream)?)
+    }
+
+    fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
+        memory.output("out", &self.out)?;
+        memory.input("x", &self.x, self.host_x.as_slice()?)?;
+        memory.input("weight", &self.weight, &self.host_weight)
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
-        stream.memcpy_dtoh(&self.out, &mut self.host_out)?;
+        stream.memcpy_dtoh(&*self.out, &mut self.host_out)?;
         stream.synchronize()?;
         let (hidden, eps) = (self.hidden, f64::from(self.eps));
         let (x, weight, out) = (
@@ -141,20 +160,21 @@ impl Case for RmsNormCase {
         );
         let sums = parallel::map_ranges(self.n_rows, 64, |rows| {
             let mut sum = ErrorSum::default();
+            let mut expected = vec![0.0f64; hidden];
             for row in rows {
                 let xs = &x[row * hidden..(row + 1) * hidden];
                 let ys = &out[row * hidden..(row + 1) * hidden];
                 let squares: f64 = xs.iter().map(|v| f64::from(v.to_f32() * v.to_f32())).sum();
                 let inv = 1.0 / (squares / hidden as f64 + eps).sqrt();
-                for (i, ((v, y), w)) in xs.iter().zip(ys).zip(weight).enumerate() {
-                    let expected = f64::from(v.to_f32()) * inv * f64::from(w.to_f32());
-                    sum.add(row * hidden + i, f64::from(y.to_f32()), expected);
+                for ((e, v), w) in expected.iter_mut().zip(xs).zip(weight) {
+                    *e = f64::from(v.to_f32()) * inv * f64::from(w.to_f32());
                 }
+                sum.add_block(row * hidden, ys, &expected);
             }
             sum
         });
         let total = sums.into_iter().fold(ErrorSum::default(), ErrorSum::merge);
-        Ok(total.verdict(<bf16 as Element>::TOLERANCE, out.len()))
+        Ok(total.verdict::<bf16>(out.len()))
     }
 
     fn work(&self) -> Work {

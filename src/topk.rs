@@ -296,8 +296,8 @@ pub struct TopkCase {
     q: CudaSlice<bf16>,
     weights: CudaSlice<f32>,
     keys: CudaSlice<bf16>,
-    out: CudaSlice<i32>,
-    scratch: CudaSlice<u32>,
+    out: Guarded<i32>,
+    scratch: Guarded<u32>,
     n_ctx: usize,
     host_q: Vec<bf16>,
     host_weights: Vec<f32>,
@@ -312,8 +312,8 @@ impl Case for TopkCase {
             q: stream.alloc_zeros(HEADS * DIM)?,
             weights: stream.alloc_zeros(HEADS)?,
             keys: stream.alloc_zeros(n_ctx * DIM)?,
-            out: stream.alloc_zeros(TOP_K)?,
-            scratch: stream.alloc_zeros(scratch_len(n_ctx))?,
+            out: Guarded::alloc(stream, TOP_K)?,
+            scratch: Guarded::alloc(stream, scratch_len(n_ctx))?,
             n_ctx,
             host_q: vec![bf16::ZERO; HEADS * DIM],
             host_weights: vec![0.0; HEADS],
@@ -337,21 +337,30 @@ impl Case for TopkCase {
         // -1 everywhere in `out`; garbage in the scratch except its counts, which
         // must be zero at a call's start (and which every call must leave zero).
         let counts = counts(self.n_ctx);
-        poison(stream, &mut self.out)?;
+        self.out.poison(stream)?;
         poison(stream, &mut self.scratch.slice_mut(..counts.start))?;
         poison(stream, &mut self.scratch.slice_mut(counts.end..))?;
         Ok(())
     }
 
+    fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
+        memory.output("out", &self.out)?;
+        memory.output("scratch", &self.scratch)?;
+        memory.input("q", &self.q, &self.host_q)?;
+        memory.input("weights", &self.weights, &self.host_weights)?;
+        memory.input("keys", &self.keys, &self.host_keys)
+    }
+
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
-        stream.memcpy_dtoh(&self.out, &mut self.host_out)?;
+        stream.memcpy_dtoh(&*self.out, &mut self.host_out)?;
         let counts = stream.clone_dtoh(&self.scratch.slice(counts(self.n_ctx)))?;
         stream.synchronize()?;
         let scores = scores(&self.host_q, &self.host_weights, &self.host_keys);
         let verdict = check_top_k(&scores, &self.host_out);
         if let Some(dirty) = counts.iter().position(|&c| c != 0) {
-            return Ok(Verdict::new(1.0, 0.0)
-                .with_detail(format!("the call left scratch count {dirty} non-zero")));
+            return Ok(Verdict::failed(format!(
+                "the call left scratch count {dirty} non-zero"
+            )));
         }
         Ok(verdict)
     }

@@ -1,8 +1,10 @@
 //! The sweep's guarantees on a real GPU, with planted variants of a test kernel
 //! (`tests/kernels/planted.cu`): a fast but wrong variant is rejected and never
 //! picked, a variant that cannot launch or that crashes the CUDA context or that
-//! hangs is rejected with its reason while the sweep goes on, and a sweep killed
-//! half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
+//! hangs is rejected with its reason while the sweep goes on, the gate catches the
+//! subtle ones (one output in a million off by 0.1%, a write one element past the
+//! end, a write into the input, a result right only on its first launch), and a
+//! sweep killed half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
 //!
 //! This test binary is also the sweep's worker: the sweep starts it again with
 //! `AUTOTUNE_WORKER` set (hence `harness = false`).
@@ -19,7 +21,8 @@ use autotune_build::timing::TimingConfig;
 use autotune_build::worker::{self, JobVariant};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use autotune_runtime::{
-    Case, CaseError, Kernel, KernelSpec, LaunchError, Params, Variant, Verdict, Work,
+    Case, CaseError, Guarded, Inspection, Kernel, KernelSpec, LaunchError, Params, Variant,
+    Verdict, Work,
 };
 use autotune_table::progress::Progress;
 use autotune_table::table::Stage;
@@ -44,7 +47,7 @@ impl Params for PlantedParams {
 
 struct PlantedCase {
     x: CudaSlice<f32>,
-    y: CudaSlice<f32>,
+    y: Guarded<f32>,
     never: CudaSlice<i32>,
     host_x: Vec<f32>,
 }
@@ -54,7 +57,7 @@ impl Case for PlantedCase {
         let n = key as usize;
         Ok(Self {
             x: stream.alloc_zeros(n)?,
-            y: stream.alloc_zeros(n)?,
+            y: Guarded::alloc(stream, n)?,
             never: stream.alloc_zeros(1)?,
             host_x: vec![0.0; n],
         })
@@ -65,10 +68,14 @@ impl Case for PlantedCase {
         Ok(())
     }
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
-        Ok(autotune_runtime::poison(stream, &mut self.y)?)
+        Ok(self.y.poison(stream)?)
+    }
+    fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
+        memory.output("y", &self.y)?;
+        memory.input("x", &self.x, &self.host_x)
     }
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
-        let y = stream.clone_dtoh(&self.y)?;
+        let y = stream.clone_dtoh(&*self.y)?;
         let reference: Vec<f64> = self.host_x.iter().map(|&x| 2.0 * f64::from(x)).collect();
         Ok(autotune_runtime::compare(&y, &reference))
     }
@@ -90,7 +97,7 @@ const SPEC: KernelSpec = KernelSpec {
     key: "n",
     sizes: &[1 << 20, 1 << 24],
     params: &["mode"],
-    points: &[&[0], &[1], &[2], &[3], &[4]],
+    points: &[&[0], &[1], &[2], &[3], &[4], &[5], &[6], &[7], &[8]],
     default: &[0],
     constraint: None,
     flags: &[],
@@ -121,7 +128,7 @@ impl Kernel for Planted {
         let mut launch = stream.launch_builder(variant.function());
         launch
             .arg(&case.x)
-            .arg(&mut case.y)
+            .arg(&mut *case.y)
             .arg(&n)
             .arg(&case.never);
         // SAFETY: matches planted_scale's parameters (mode 3 misbehaves on purpose).
@@ -221,6 +228,7 @@ fn plan(
         incumbents: vec![(0, u64::MAX, 0)],
         devices: vec![0],
         seed: 7,
+        check_seeds: 1,
         timing: TimingConfig {
             warmup: 2,
             min_repeats: 10,
@@ -278,6 +286,26 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
         "hanging is rejected: {:?}",
         result.rejected[4]
     );
+    let subtle = [
+        (5, "element error"),
+        (
+            6,
+            "wrote outside `y`: 4 bytes after the end, the nearest at +0",
+        ),
+        (7, "changed its input `x`: 1 elements changed"),
+        (8, "after the last of"),
+    ];
+    for (mode, expected) in subtle {
+        let rejected = result.rejected[mode].as_ref();
+        assert!(
+            rejected.is_some_and(|r| r.stage == Stage::WrongResult && r.reason.contains(expected)),
+            "mode {mode} must be rejected for `{expected}`: {rejected:?}"
+        );
+        assert!(
+            result.measurements[mode].len() < SPEC.sizes.len(),
+            "mode {mode} was kept at some size"
+        );
+    }
     assert_eq!(
         result.measurements[0].len(),
         SPEC.sizes.len(),

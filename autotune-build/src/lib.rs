@@ -122,6 +122,13 @@ impl Builder {
         self
     }
 
+    /// Draws of random inputs each variant is checked on at each size
+    /// (`AUTOTUNE_CHECK_SEEDS`, default 1).
+    pub fn check_seeds(mut self, draws: u32) -> Self {
+        self.settings.check_seeds = draws;
+        self
+    }
+
     /// The time budget per variant and key, in ms (`AUTOTUNE_TARGET_MS`).
     pub fn target_ms(mut self, target_ms: f64) -> Self {
         self.settings.timing.target_ms = target_ms;

@@ -8,7 +8,7 @@ use autotune_table::strategy::{Budget, Strategy};
 use crate::timing::TimingConfig;
 
 /// Every variable read here, for `cargo::rerun-if-env-changed`.
-pub const ENV: [&str; 11] = [
+pub const ENV: [&str; 12] = [
     "AUTOTUNE_STRATEGY",
     "AUTOTUNE_BUDGET",
     "AUTOTUNE_DEVICES",
@@ -19,8 +19,12 @@ pub const ENV: [&str; 11] = [
     "AUTOTUNE_REFINE",
     "AUTOTUNE_TASK_TIMEOUT_S",
     "AUTOTUNE_SEED",
+    "AUTOTUNE_CHECK_SEEDS",
     "AUTOTUNE_TARGET_MS",
 ];
+
+/// The most input draws a build checks each variant on.
+pub const MAX_CHECK_SEEDS: u32 = 16;
 
 /// A setting that cannot be used, named by its environment variable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,6 +64,9 @@ pub struct Settings {
     pub task_timeout: Duration,
     /// `AUTOTUNE_SEED`: fixes the random inputs (default: from the clock).
     pub seed: u64,
+    /// `AUTOTUNE_CHECK_SEEDS`: draws of random inputs each variant is checked on at
+    /// each size (default 1: the seed's own; more draws are derived from it).
+    pub check_seeds: u32,
     /// `AUTOTUNE_TARGET_MS` sets `timing.target_ms`.
     pub timing: TimingConfig,
     /// `AUTOTUNE_STRATEGY` (`grid`, `random`, `local`) with `AUTOTUNE_BUDGET` (points
@@ -80,6 +87,7 @@ impl Default for Settings {
             seed: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
+            check_seeds: 1,
             timing: TimingConfig::default(),
             strategy: Strategy::Grid,
         }
@@ -96,6 +104,9 @@ impl Settings {
     pub fn with_env(mut self) -> Result<Self, SettingsError> {
         if let Some(text) = var("AUTOTUNE_SEED") {
             self.seed = parse(&text, "AUTOTUNE_SEED")?;
+        }
+        if let Some(text) = var("AUTOTUNE_CHECK_SEEDS") {
+            self.check_seeds = parse(&text, "AUTOTUNE_CHECK_SEEDS")?;
         }
         if let Some(text) = var("AUTOTUNE_TARGET_MS") {
             self.timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
@@ -163,6 +174,13 @@ impl Settings {
                 "AUTOTUNE_TARGET_MS",
                 &self.timing.target_ms.to_string(),
                 "must be a finite number of milliseconds > 0",
+            ));
+        }
+        if !(1..=MAX_CHECK_SEEDS).contains(&self.check_seeds) {
+            return Err(SettingsError::new(
+                "AUTOTUNE_CHECK_SEEDS",
+                &self.check_seeds.to_string(),
+                format!("must be from 1 to {MAX_CHECK_SEEDS}"),
             ));
         }
         if self.task_timeout.is_zero() {
@@ -283,6 +301,14 @@ mod tests {
         assert_eq!(
             nan_target.validate().unwrap_err().variable,
             "AUTOTUNE_TARGET_MS"
+        );
+        let no_draws = Settings {
+            check_seeds: 0,
+            ..Settings::default()
+        };
+        assert_eq!(
+            no_draws.validate().unwrap_err().variable,
+            "AUTOTUNE_CHECK_SEEDS"
         );
         assert_eq!(Settings::default().validate(), Ok(()));
     }

@@ -54,6 +54,8 @@ pub struct SweepPlan {
     /// onto the scale of the lowest-numbered one that timed the incumbent there.
     pub devices: Vec<usize>,
     pub seed: u64,
+    /// Input draws each checked variant must be right on (`AUTOTUNE_CHECK_SEEDS`).
+    pub check_seeds: u32,
     pub timing: TimingConfig,
     pub min_margin: f64,
     pub refine_rounds: u32,
@@ -471,6 +473,7 @@ impl<'a> Sweep<'a> {
             kernel: plan.spec.name.to_string(),
             device: lane.device,
             seed: plan.seed,
+            check_seeds: plan.check_seeds,
             timing: plan.timing,
             variants: plan.variants.clone(),
             tasks: tasks.to_vec(),

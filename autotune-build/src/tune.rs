@@ -272,6 +272,7 @@ impl Tuner<'_> {
             incumbents,
             devices: self.devices.clone(),
             seed: self.settings.seed,
+            check_seeds: self.settings.check_seeds,
             timing: self.settings.timing,
             min_margin: self.settings.min_margin,
             refine_rounds: self.settings.refine_rounds,
@@ -362,9 +363,13 @@ impl Tuner<'_> {
             default: name(default),
             fallback: fallback.map(|_| FALLBACK.to_string()),
             timing: format!(
-                "{}; points: {}",
+                "{}; points: {}{}",
                 self.settings.timing.describe(),
-                self.settings.strategy
+                self.settings.strategy,
+                match self.settings.check_seeds {
+                    1 => String::new(),
+                    draws => format!("; checked on {draws} input draws"),
+                }
             ),
             min_margin: self.settings.min_margin,
             variants: records,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::timing::{self, L2Flush, TimingConfig};
 use autotune_runtime::random::Rng;
-use autotune_runtime::{Case, Kernel, LaunchError, Params, Variant};
+use autotune_runtime::{Case, Inspection, Kernel, LaunchError, Params, Variant};
 use autotune_table::table::{Measurement, Stage};
 
 /// The environment variable that makes `tune()` serve jobs for the kernel it names.
@@ -25,6 +25,9 @@ pub struct Job {
     pub kernel: String,
     pub device: usize,
     pub seed: u64,
+    /// Draws of random inputs each checked variant must be right on (at least 1).
+    #[serde(default = "one")]
+    pub check_seeds: u32,
     pub timing: TimingConfig,
     pub variants: Vec<JobVariant>,
     pub tasks: Vec<Task>,
@@ -38,6 +41,10 @@ pub struct JobVariant {
     pub entries: Vec<String>,
     /// The declared fallback kernel rather than a point of this kernel's space.
     pub fallback: bool,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Time `variant` at `key`, after checking it on the key's random inputs when `check`.
@@ -142,7 +149,8 @@ struct Session<K: Kernel> {
     stream: Arc<CudaStream>,
     flush: L2Flush,
     loaded: Vec<LoadedBinary<K::Params>>,
-    case: Option<(u64, K::Case)>,
+    /// The case at the current key, and its alternates (checked, never timed).
+    case: Option<(u64, K::Case, Vec<K::Case>)>,
     failed_keys: Vec<u64>,
     /// The best median so far at each key, to stop timing hopeless variants early.
     best_us: std::collections::BTreeMap<u64, f64>,
@@ -205,10 +213,12 @@ impl<K: Kernel> Session<K> {
                 continue;
             }
             emit(Event::Started { task: index });
-            if self.case.as_ref().is_none_or(|(key, _)| *key != task.key) {
+            if self.case.as_ref().is_none_or(|(key, ..)| *key != task.key) {
                 self.case = None; // free the previous size first
-                match K::Case::new(&self.stream, task.key) {
-                    Ok(case) => self.case = Some((task.key, case)),
+                let cases = K::Case::new(&self.stream, task.key)
+                    .and_then(|case| Ok((case, K::Case::alternates(&self.stream, task.key)?)));
+                match cases {
+                    Ok((case, alternates)) => self.case = Some((task.key, case, alternates)),
                     Err(error) => {
                         self.failed_keys.push(task.key);
                         emit(Event::CaseFailed {
@@ -219,7 +229,8 @@ impl<K: Kernel> Session<K> {
                     }
                 }
             }
-            let (Some((_, case)), (_, Ok(loaded))) = (self.case.as_mut(), &self.loaded[slot])
+            let (Some((_, case, alternates)), (_, Ok(loaded))) =
+                (self.case.as_mut(), &self.loaded[slot])
             else {
                 continue;
             };
@@ -234,6 +245,7 @@ impl<K: Kernel> Session<K> {
                 index,
                 task,
                 case,
+                alternates,
                 &self.stream,
                 &mut self.flush,
                 loaded,
@@ -277,6 +289,7 @@ fn run_task<K: Kernel>(
     index: usize,
     task: &Task,
     case: &mut K::Case,
+    alternates: &mut [K::Case],
     stream: &Arc<CudaStream>,
     flush: &mut L2Flush,
     variant: &Loaded<K::Params>,
@@ -284,57 +297,66 @@ fn run_task<K: Kernel>(
     emit: &mut dyn FnMut(Event),
 ) -> Result<Event, Failure> {
     let launch_error = |e: String| (Stage::Launch, e);
-    // The first launch of a task tells an argument the wrapper refuses at this key
-    // (the variant is unfit here) from a launch that fails (the variant is out).
-    let first_launch = |case: &mut K::Case| {
-        launch::<K>(case, stream, variant).map_err(|e| match e.refused_arguments() {
-            Some(reason) => Failure::Unfit(reason.to_string()),
-            None => Failure::Out(Stage::Launch, e.to_string()),
-        })
-    };
+    let at = format!("{}={}", K::SPEC.key, task.key);
     let mut error = -1.0;
     if task.check {
         // Random inputs drawn for this build and key, uploaded again before every
         // check (a variant may have written over them), outputs poisoned first.
         // Every variant at a key is checked and timed on the same values, on every
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
-        let seed = Rng::derive(job.seed, task.key);
-        let setup =
-            |e: autotune_runtime::CaseError| (Stage::Launch, format!("preparing the case: {e}"));
-        case.randomize(stream, seed).map_err(setup)?;
-        case.poison(stream).map_err(setup)?;
-        first_launch(case)?;
-        stream
-            .synchronize()
-            .map_err(|e| launch_error(format!("after launch: {e}")))?;
-        let verdict = case
-            .check(stream)
-            .map_err(|e| (Stage::WrongResult, format!("check failed: {e}")))?;
-        if !verdict.passed() {
-            let detail = verdict
-                .detail
-                .map(|d| format!(" ({d})"))
-                .unwrap_or_default();
-            return Err(Failure::Out(
-                Stage::WrongResult,
-                format!(
-                    "relative error {:.3e} > tolerance {:.0e} at {}={}{detail}",
-                    verdict.error,
-                    verdict.tolerance,
-                    K::SPEC.key,
-                    task.key
-                ),
-            ));
+        // Extra draws go first, so that the build's own values are the ones timed.
+        for draw in (0..job.check_seeds.max(1)).rev() {
+            let seed = draw_seed(job.seed, task.key, draw);
+            let checked = gate::<K>(case, stream, variant, seed)?;
+            error = checked.map_err(|failure| {
+                let which = if draw == 0 {
+                    String::new()
+                } else {
+                    format!(" (input draw {draw})")
+                };
+                Failure::Out(Stage::WrongResult, format!("{failure} at {at}{which}"))
+            })?;
         }
-        error = verdict.error;
+        // The same variant on the case's other draws of its non-key arguments; a
+        // wrapper that refuses one is not checked there (dispatch would refuse too).
+        let seed = draw_seed(job.seed, task.key, 0);
+        for (number, alternate) in alternates.iter_mut().enumerate() {
+            match gate::<K>(alternate, stream, variant, seed) {
+                Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
+                Ok(Err(failure)) => {
+                    return Err(Failure::Out(
+                        Stage::WrongResult,
+                        format!("{failure} at {at} (alternate case {})", number + 1),
+                    ));
+                }
+                Err(failure) => return Err(failure),
+            }
+        }
         emit(Event::Checked { task: index });
     } else {
-        first_launch(case)?;
+        first_launch::<K>(case, stream, variant)?;
     }
     let samples = timing::measure(stream, flush, &job.timing, best_us, &mut || {
         launch::<K>(case, stream, variant).map_err(|e| e.to_string())
     })
     .map_err(launch_error)?;
+    if task.check {
+        // What dispatch will see: the output of a launch after many, on the same
+        // inputs (a kernel right only on its first launch, or that writes into its
+        // inputs or past its outputs while it is timed, is out).
+        stream
+            .synchronize()
+            .map_err(|e| launch_error(format!("after timing: {e}")))?;
+        verify::<K>(case, stream)?.map_err(|failure| {
+            Failure::Out(
+                Stage::WrongResult,
+                format!(
+                    "{failure} at {at} (after the last of {} timed launches)",
+                    samples.times_us.len()
+                ),
+            )
+        })?;
+    }
     let work = case.work();
     Ok(Event::Measured {
         task: index,
@@ -350,6 +372,70 @@ fn run_task<K: Kernel>(
             flops: work.flops,
             device: u32::try_from(job.device).unwrap_or(u32::MAX),
         },
+    })
+}
+
+/// The seed of input draw `draw` at `key`: draw 0 is the build's own.
+fn draw_seed(seed: u64, key: u64, draw: u32) -> u64 {
+    let seed = Rng::derive(seed, key);
+    if draw == 0 {
+        seed
+    } else {
+        Rng::derive(seed, u64::from(draw))
+    }
+}
+
+/// The first launch of a task tells an argument the wrapper refuses at this key
+/// (the variant is unfit here) from a launch that fails (the variant is out).
+fn first_launch<K: Kernel>(
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    variant: &Loaded<K::Params>,
+) -> Result<(), Failure> {
+    launch::<K>(case, stream, variant).map_err(|e| match e.refused_arguments() {
+        Some(reason) => Failure::Unfit(reason.to_string()),
+        None => Failure::Out(Stage::Launch, e.to_string()),
+    })
+}
+
+/// Fresh inputs from `seed`, poisoned outputs, one launch, then [`verify`]: the
+/// relative error, or why the output or the memory around it is wrong.
+fn gate<K: Kernel>(
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    variant: &Loaded<K::Params>,
+    seed: u64,
+) -> Result<Result<f64, String>, Failure> {
+    let setup = |e: autotune_runtime::CaseError| {
+        Failure::Out(Stage::Launch, format!("preparing the case: {e}"))
+    };
+    case.randomize(stream, seed).map_err(setup)?;
+    case.poison(stream).map_err(setup)?;
+    first_launch::<K>(case, stream, variant)?;
+    stream
+        .synchronize()
+        .map_err(|e| Failure::Out(Stage::Launch, format!("after launch: {e}")))?;
+    verify::<K>(case, stream)
+}
+
+/// The case's check against its reference, then its memory: guards around the
+/// outputs, inputs as uploaded.
+fn verify<K: Kernel>(
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+) -> Result<Result<f64, String>, Failure> {
+    let failed = |e: autotune_runtime::CaseError| {
+        Failure::Out(Stage::WrongResult, format!("check failed: {e}"))
+    };
+    let verdict = case.check(stream).map_err(failed)?;
+    if let Some(failure) = verdict.failure() {
+        return Ok(Err(failure));
+    }
+    let mut memory = Inspection::new(stream);
+    case.inspect(&mut memory).map_err(failed)?;
+    Ok(match memory.into_failure() {
+        Some(failure) => Err(failure),
+        None => Ok(verdict.error),
     })
 }
 

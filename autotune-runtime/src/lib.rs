@@ -17,6 +17,7 @@
 pub mod case;
 pub mod dispatch;
 pub mod gpu;
+pub mod guard;
 pub mod kernel;
 pub mod parallel;
 pub mod params;
@@ -29,6 +30,7 @@ pub use case::{
 };
 pub use cudarc;
 pub use dispatch::{Choice, LoadError, Selection};
+pub use guard::{Guarded, Inspection};
 pub use half;
 pub use kernel::{Kernel, KernelError, LaunchError};
 pub use params::{Params, Variant};
@@ -37,6 +39,7 @@ pub use spec::KernelSpec;
 /// What a wrapper module usually needs.
 pub mod prelude {
     pub use crate::case::{Case, CaseError, Element, ErrorSum, Verdict, Work, compare, poison};
+    pub use crate::guard::{Guarded, Inspection};
     pub use crate::parallel;
 
     pub use crate::random::{Rng, fill_normal, fill_uniform};

@@ -16,6 +16,30 @@ pub fn dispatch_struct(fn_name: &str) -> String {
         .collect()
 }
 
+/// The longest parameter name: it is part of every compiled file's name.
+pub const MAX_PARAM_NAME: usize = 64;
+
+/// The longest tuned wrapper's name.
+pub const MAX_WRAPPER_NAME: usize = 64;
+
+/// The longest point slug (`block128_stages4`), which names compiled files (with
+/// the wrapper's name and a digest, under the 255 bytes a file name may have).
+pub const MAX_SLUG: usize = 160;
+
+/// Rust's keywords, strict and reserved: none can name a params struct's field.
+const KEYWORDS: [&str; 51] = [
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+];
+
+/// Whether `name` is a Rust keyword (`type`, `match`, `gen`, ...).
+pub fn is_keyword(name: &str) -> bool {
+    KEYWORDS.contains(&name)
+}
+
 /// `block` -> `BLOCK`: the preprocessor macro a parameter becomes (`-DBLOCK=128`).
 pub fn define(param: &str) -> String {
     param.to_ascii_uppercase()

@@ -136,20 +136,30 @@ impl WrapperSignature {
 
 /// Whether `ty` is a primitive integer, the only kind of key a `match` can range over.
 pub(crate) fn is_integer(ty: &Type) -> bool {
-    const INTEGERS: [&str; 10] = [
-        "usize", "u64", "u32", "u16", "u8", "isize", "i64", "i32", "i16", "i8",
-    ];
+    integer_max(ty).is_some()
+}
+
+/// The largest value of the primitive integer type `ty` (`usize` taken as 64
+/// bits, the targets CUDA runs on), `None` for any other type.
+pub(crate) fn integer_max(ty: &Type) -> Option<u64> {
     match ty {
-        Type::Path(path) => {
-            path.qself.is_none()
-                && path
-                    .path
-                    .get_ident()
-                    .is_some_and(|i| INTEGERS.iter().any(|n| i == n))
+        Type::Path(path) if path.qself.is_none() => {
+            let ident = path.path.get_ident()?.to_string();
+            Some(match ident.as_str() {
+                "u8" => u8::MAX.into(),
+                "i8" => i8::MAX as u64,
+                "u16" => u16::MAX.into(),
+                "i16" => i16::MAX as u64,
+                "u32" => u32::MAX.into(),
+                "i32" => i32::MAX as u64,
+                "u64" | "usize" => u64::MAX,
+                "i64" | "isize" => i64::MAX as u64,
+                _ => return None,
+            })
         }
-        Type::Paren(inner) => is_integer(&inner.elem),
-        Type::Group(inner) => is_integer(&inner.elem),
-        _ => false,
+        Type::Paren(inner) => integer_max(&inner.elem),
+        Type::Group(inner) => integer_max(&inner.elem),
+        _ => None,
     }
 }
 

@@ -8,7 +8,7 @@ use proc_macro2::Span;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
 
 use crate::constraint::Constraint;
-use crate::signature::{ArgumentRole, WrapperSignature, is_integer};
+use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer};
 use crate::source::SourceSet;
 use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
@@ -206,6 +206,24 @@ impl Spec {
             }
         });
 
+        if let (Some(sizes), Some(entry), Some((key, key_ty))) = (&sizes, sizes_entry, &key)
+            && let (Some(max), Expr::Array(array)) = (integer_max(key_ty), &entry.value)
+        {
+            for (size, elem) in sizes.iter().zip(&array.elems) {
+                if *size > max {
+                    diag.at(
+                        elem,
+                        format!(
+                            "{size} does not fit the key `{key}: {}` (at most {max}): the sweep \
+                             could not call the wrapper with it",
+                            quote::ToTokens::to_token_stream(key_ty)
+                        ),
+                    );
+                }
+            }
+        }
+        check_wrapper_name(&sig.ident, &mut diag);
+
         let unit_params = signature
             .as_ref()
             .and_then(|s| s.variant())
@@ -219,6 +237,10 @@ impl Spec {
         }
 
         let names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
+        if let Some(entry) = options.get("flags") {
+            check_flags(&entry.value, &names, &mut diag);
+        }
+        check_slug_length(&params, attr_span, &mut diag);
         let constraint = options
             .get("where")
             .and_then(|e| parse_constraint(&e.value, &names, &mut diag));
@@ -360,6 +382,28 @@ fn parse_param(entry: &Entry, max_points: u64, diag: &mut Diagnostics) -> Option
             format!(
                 "parameter names are lower snake case (`{name}` becomes a field and `-D{}`)",
                 names::define(&name)
+            ),
+        );
+        return None;
+    }
+    if names::is_keyword(&name) {
+        diag.at(
+            &entry.name,
+            format!(
+                "`{name}` is a Rust keyword and cannot name the params struct's field: rename \
+                 the parameter (`{name}_`, `kind`, `mode`)"
+            ),
+        );
+        return None;
+    }
+    if name.len() > names::MAX_PARAM_NAME {
+        diag.at(
+            &entry.name,
+            format!(
+                "a parameter name has at most {} characters (this one has {}): it is part of \
+                 every compiled file's name",
+                names::MAX_PARAM_NAME,
+                name.len()
             ),
         );
         return None;
@@ -561,6 +605,11 @@ fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<
             ok = false;
             continue;
         };
+        if values[index].is_some() {
+            diag.at(name, format!("`{name}` is given twice in `default`"));
+            ok = false;
+            continue;
+        }
         let Some(value) = param_int(&assign.right, diag) else {
             ok = false;
             continue;
@@ -655,6 +704,105 @@ fn check_source(
         {
             diag.at(&e.name, format!("parameter `{}` is never used: `{define}` does not appear in {} or the headers it includes", param.name, source.value()));
         }
+    }
+}
+
+/// A wrapper's name must map to generated names no other wrapper's can: lower
+/// snake case, each `_` between two words that start with a letter (`probe` and
+/// `probe_`, or `gemm2` and `gemm_2`, would both make `Probe` / `Gemm2`).
+fn check_wrapper_name(ident: &Ident, diag: &mut Diagnostics) {
+    let name = ident.to_string();
+    let name = name.strip_prefix("r#").unwrap_or(&name);
+    let words: Vec<&str> = name.split('_').collect();
+    let regular = words
+        .iter()
+        .all(|w| w.starts_with(|c: char| c.is_ascii_lowercase()))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !regular {
+        diag.at(
+            ident,
+            format!(
+                "`{name}` would give generated items (`{}`, its params type, files) names another \
+                 wrapper could also get: name it in lower snake case, each `_` followed by a \
+                 letter, none leading, trailing or doubled",
+                names::dispatch_struct(name)
+            ),
+        );
+    } else if name.len() > names::MAX_WRAPPER_NAME {
+        diag.at(
+            ident,
+            format!(
+                "a tuned wrapper's name has at most {} characters (this one has {}): it names \
+                 its tables' entries and compiled files",
+                names::MAX_WRAPPER_NAME,
+                name.len()
+            ),
+        );
+    }
+}
+
+/// A flag may not define or undefine a parameter's macro: the parameter sets it
+/// per point, and nvcc would take one or the other silently.
+fn check_flags(value: &Expr, names: &[String], diag: &mut Diagnostics) {
+    let Expr::Array(array) = value else { return };
+    let mut previous: Option<String> = None;
+    for elem in &array.elems {
+        let Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) = elem
+        else {
+            continue;
+        };
+        let flag = text.value();
+        let (defined, shown) = match previous.as_deref() {
+            Some(option @ ("-D" | "-U" | "--define-macro" | "--undefine-macro")) => {
+                (Some(flag.as_str()), format!("{option} {flag}"))
+            }
+            _ => (
+                ["-D", "-U", "--define-macro=", "--undefine-macro="]
+                    .iter()
+                    .find_map(|prefix| flag.strip_prefix(prefix)),
+                flag.clone(),
+            ),
+        };
+        if let Some(defined) = defined {
+            let macro_name = defined.split(['=', '(']).next().unwrap_or("").trim();
+            if let Some(param) = names.iter().find(|n| names::define(n) == macro_name) {
+                diag.at(
+                    elem,
+                    format!(
+                        "`{shown}` sets `{macro_name}`, which parameter `{param}` defines for each \
+                         point: remove the flag (or make `{param}` a single value, `{param} = 64`)"
+                    ),
+                );
+            }
+        }
+        previous = Some(flag);
+    }
+}
+
+/// The longest point slug (`block128_stages4`) must leave room in a file name.
+fn check_slug_length(params: &[Param], attr_span: Span, diag: &mut Diagnostics) {
+    let longest: usize = params
+        .iter()
+        .map(|p| {
+            let digits = p.values.iter().max().map_or(1, |v| v.to_string().len());
+            p.name.len() + digits
+        })
+        .sum::<usize>()
+        + params.len().saturating_sub(1);
+    if longest > names::MAX_SLUG {
+        diag.at_span(
+            attr_span,
+            format!(
+                "the parameters' names make file names of {longest} characters for a point, more \
+                 than {}: shorten them",
+                names::MAX_SLUG
+            ),
+        );
     }
 }
 

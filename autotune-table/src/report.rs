@@ -1,5 +1,6 @@
-//! The text report of a table, per kernel and range: the pick, its margin over the
-//! runner-up and over the incumbent, what was rejected and why, and the
+//! The text report of a table, per kernel and range: the variant the build bakes
+//! there, then each key timed inside it with the fastest variant, its margin over
+//! the incumbent and over the runner-up; what was rejected and why, and the
 //! fingerprint. `cargo autotune report` prints it; a tuning build writes it beside
 //! the table it rewrote.
 
@@ -46,7 +47,7 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     let _ = writeln!(
         out,
         "  {:<24} {:<48} {:>10} {:>12} {:>12}  runner-up",
-        "range", "pick", "at key", "vs incumb.", "vs runner-up"
+        "range: bakes", "timed key: fastest", "at key", "vs incumb.", "vs runner-up"
     );
     for range in &k.ranges {
         let span = if range.last == u64::MAX {
@@ -59,13 +60,16 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
             .iter()
             .filter(|s| s.key >= range.first && s.key <= range.last)
             .collect();
-        if inside.is_empty() {
-            let _ = writeln!(
-                out,
-                "  {span:<24} {:<48} {:>10}",
-                range.variant, "(untimed)"
-            );
-        }
+        let _ = writeln!(
+            out,
+            "  {span:<24} {}{}",
+            range.variant,
+            if inside.is_empty() {
+                "  (no key timed inside)"
+            } else {
+                ""
+            }
+        );
         for size in inside {
             let runner_up = size.runner_up.as_deref().unwrap_or("-");
             let over_runner_up = size
@@ -77,7 +81,8 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
                 .unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 out,
-                "  {span:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
+                "  {:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
+                "",
                 size.winner,
                 size.key,
                 size.margin * 100.0,
@@ -144,6 +149,40 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("gemm:"), "only the kernel asked for");
+    }
+
+    /// Issue 14: a range baking another variant than its key's fastest (a win
+    /// under the noise keeps the incumbent) printed the fastest as if baked.
+    #[test]
+    fn each_range_line_names_what_is_baked_not_the_fastest() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernels/tuning/nvidia-h200.json"
+        );
+        let mut table = crate::table::read(std::path::Path::new(path)).unwrap();
+        let kernel = table.kernels.get_mut("rms_norm").unwrap();
+        let size = kernel.sizes[0].clone();
+        let other = kernel
+            .variants
+            .iter()
+            .find(|v| v.rejected.is_none() && v.name != size.winner)
+            .unwrap()
+            .name
+            .clone();
+        let range = kernel
+            .ranges
+            .iter_mut()
+            .find(|r| r.first <= size.key && size.key <= r.last)
+            .unwrap();
+        range.variant = other.clone();
+        let first = range.first;
+        let text = render("t.json", &table, Some("rms_norm"));
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{first}..")))
+            .unwrap();
+        assert!(line.ends_with(&other), "{line}");
+        assert!(!line.contains(&size.winner), "{line}");
     }
 
     #[test]

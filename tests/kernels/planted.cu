@@ -1,15 +1,22 @@
 // Test kernels for the sweep's guarantees: y = 2 * x over n floats, in variants
-// that are right, fast and wrong, unlaunchable, crashing, or hanging.
+// that are right, fast and wrong, unlaunchable, crashing, hanging, or subtly wrong.
 //   MODE 0: correct.
 //   MODE 1: fast and wrong: writes only the first half (twice as fast).
 //   MODE 2: correct, but the wrapper asks for more shared memory than exists.
 //   MODE 3: writes far out of bounds (an illegal address: the context is lost).
 //   MODE 4: never finishes.
+//   MODE 5: one output in a million off by 0.1%: the norm moves by 1e-6, under
+//           f32's 1e-5; the element bound (1e-4) catches it. (The bf16 case of
+//           the issue, one row in 65,536 sign-flipped, is a unit test of compare.)
+//   MODE 6: right output, and one element written past its end.
+//   MODE 7: right output, and writes into its input (the next launch reads it).
+//   MODE 8: right on its first launch after the outputs are poisoned only: later
+//           launches add to what is there (a cached or accumulated result).
 #ifndef MODE
 #define MODE 0
 #endif
 
-extern "C" __global__ void planted_scale(const float* __restrict__ x, float* __restrict__ y, unsigned long long n,
+extern "C" __global__ void planted_scale(float* __restrict__ x, float* __restrict__ y, unsigned long long n,
                                          volatile int* __restrict__ never) {
     const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
 #if MODE == 1
@@ -20,6 +27,22 @@ extern "C" __global__ void planted_scale(const float* __restrict__ x, float* __r
     while (*never == 0) {
     }
     if (i < n) y[i] = 2.0f * x[i];
+#elif MODE == 5
+    if (i < n) y[i] = i == n / 3 ? 2.002f * x[i] : 2.0f * x[i];
+#elif MODE == 6
+    if (i < n) y[i] = 2.0f * x[i];
+    if (i == 0) y[n] = 0.0f;
+#elif MODE == 7
+    if (i < n) {
+        const float v = x[i];
+        y[i] = 2.0f * v;
+        if (i == n / 2) x[i] = v + 1.0f;
+    }
+#elif MODE == 8
+    if (i < n) {
+        const float old = y[i];
+        y[i] = old != old ? 2.0f * x[i] : old + 2.0f * x[i];
+    }
 #else
     if (i < n) y[i] = 2.0f * x[i];
 #endif

@@ -22,10 +22,16 @@ fn main() -> ExitCode {
     };
     let run = || -> Result<(), Box<dyn std::error::Error>> {
         let kernel = SiluMul::load(&ctx)?;
-        println!("Loaded on {}: {}", GpuIdentity::of(&ctx)?, kernel.selection());
+        println!(
+            "Loaded on {}: {}",
+            GpuIdentity::of(&ctx)?,
+            kernel.selection()
+        );
         let stream = ctx.default_stream();
         for range in kernel.ranges() {
-            let n = usize::try_from(range.first.max(1) + 12).unwrap_or(1 << 20).min(1 << 27);
+            let n = usize::try_from(range.first.max(1) + 12)
+                .unwrap_or(1 << 20)
+                .min(1 << 27);
             let (mut gate, mut up) = (vec![bf16::ZERO; n], vec![bf16::ZERO; n]);
             fill_uniform(&mut gate, 1, -6.0, 6.0);
             fill_uniform(&mut up, 2, -2.0, 2.0);
@@ -33,8 +39,16 @@ fn main() -> ExitCode {
             let mut out = stream.alloc_zeros::<bf16>(n)?;
             autotune_runtime::poison(&stream, &mut out)?;
             kernel.launch(&stream, &dg, &du, &mut out, n)?;
-            let verdict = autotune_runtime::compare(&stream.clone_dtoh(&out)?, &swiglu::reference(&gate, &up));
-            println!("  n = {n:>10}: {:<20} rel. error {:.1e} {}", kernel.describe(n), verdict.error, if verdict.passed() { "ok" } else { "WRONG" });
+            let verdict = autotune_runtime::compare(
+                &stream.clone_dtoh(&out)?,
+                &swiglu::reference(&gate, &up),
+            );
+            println!(
+                "  n = {n:>10}: {:<20} rel. error {:.1e} {}",
+                kernel.describe(n),
+                verdict.error,
+                if verdict.passed() { "ok" } else { "WRONG" }
+            );
             if !verdict.passed() {
                 return Err("wrong result".into());
             }

@@ -21,7 +21,12 @@ pub fn silu_mul(
     n: usize,
 ) -> Result<(), KernelError> {
     KernelError::check(gate.len() >= n && up.len() >= n && out.len() >= n, || {
-        format!("gate ({}), up ({}) and out ({}) must hold n = {n}", gate.len(), up.len(), out.len())
+        format!(
+            "gate ({}), up ({}) and out ({}) must hold n = {n}",
+            gate.len(),
+            up.len(),
+            out.len()
+        )
     })?;
     if n == 0 {
         return Ok(());
@@ -29,7 +34,11 @@ pub fn silu_mul(
     let p = variant.params();
     let per_block = (p.block * p.vecs * 8) as usize;
     let blocks = u32::try_from(n.div_ceil(per_block).min(1 << 20)).unwrap_or(1 << 20);
-    let config = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (p.block, 1, 1), shared_mem_bytes: 0 };
+    let config = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (p.block, 1, 1),
+        shared_mem_bytes: 0,
+    };
     let count = n as u64;
     let mut launch = stream.launch_builder(variant.function());
     launch.arg(gate).arg(up).arg(out).arg(&count);
@@ -44,7 +53,7 @@ pub fn silu_mul(
 pub struct SiluMulCase {
     gate: CudaSlice<bf16>,
     up: CudaSlice<bf16>,
-    out: CudaSlice<bf16>,
+    out: Guarded<bf16>,
     n: usize,
     host_gate: Vec<bf16>,
     host_up: Vec<bf16>,
@@ -56,7 +65,7 @@ impl Case for SiluMulCase {
         Ok(Self {
             gate: stream.alloc_zeros(n)?,
             up: stream.alloc_zeros(n)?,
-            out: stream.alloc_zeros(n)?,
+            out: Guarded::alloc(stream, n)?,
             n,
             host_gate: vec![bf16::ZERO; n],
             host_up: vec![bf16::ZERO; n],
@@ -72,17 +81,26 @@ impl Case for SiluMulCase {
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
-        Ok(poison(stream, &mut self.out)?)
+        Ok(self.out.poison(stream)?)
+    }
+
+    fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
+        memory.output("out", &self.out)?;
+        memory.input("gate", &self.gate, &self.host_gate)?;
+        memory.input("up", &self.up, &self.host_up)
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
-        let out = stream.clone_dtoh(&self.out)?;
+        let out = stream.clone_dtoh(&*self.out)?;
         let reference = reference(&self.host_gate, &self.host_up);
         Ok(compare(&out, &reference))
     }
 
     fn work(&self) -> Work {
-        Work { bytes: 6 * self.n as u64, flops: 5 * self.n as u64 }
+        Work {
+            bytes: 6 * self.n as u64,
+            flops: 5 * self.n as u64,
+        }
     }
 }
 
