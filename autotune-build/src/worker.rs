@@ -305,9 +305,11 @@ fn run_task<K: Kernel>(
         // Every variant at a key is checked and timed on the same values, on every
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
         // Extra draws go first, so that the build's own values are the ones timed.
+        // The memory of the build's own draw is inspected once, after timing: what a
+        // launch writes outside its outputs stays there until then.
         for draw in (0..job.check_seeds.max(1)).rev() {
             let seed = draw_seed(job.seed, task.key, draw);
-            let checked = gate::<K>(case, stream, variant, seed)?;
+            let checked = gate::<K>(case, stream, variant, seed, draw != 0)?;
             error = checked.map_err(|failure| {
                 let which = if draw == 0 {
                     String::new()
@@ -321,7 +323,7 @@ fn run_task<K: Kernel>(
         // wrapper that refuses one is not checked there (dispatch would refuse too).
         let seed = draw_seed(job.seed, task.key, 0);
         for (number, alternate) in alternates.iter_mut().enumerate() {
-            match gate::<K>(alternate, stream, variant, seed) {
+            match gate::<K>(alternate, stream, variant, seed, true) {
                 Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
                 Ok(Err(failure)) => {
                     return Err(Failure::Out(
@@ -347,7 +349,7 @@ fn run_task<K: Kernel>(
         stream
             .synchronize()
             .map_err(|e| launch_error(format!("after timing: {e}")))?;
-        verify::<K>(case, stream)?.map_err(|failure| {
+        verify::<K>(case, stream, true)?.map_err(|failure| {
             Failure::Out(
                 Stage::WrongResult,
                 format!(
@@ -399,12 +401,14 @@ fn first_launch<K: Kernel>(
 }
 
 /// Fresh inputs from `seed`, poisoned outputs, one launch, then [`verify`]: the
-/// relative error, or why the output or the memory around it is wrong.
+/// relative error, or why the output (or, with `inspect`, the memory around it)
+/// is wrong.
 fn gate<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
     variant: &Loaded<K::Params>,
     seed: u64,
+    inspect: bool,
 ) -> Result<Result<f64, String>, Failure> {
     let setup = |e: autotune_runtime::CaseError| {
         Failure::Out(Stage::Launch, format!("preparing the case: {e}"))
@@ -415,25 +419,29 @@ fn gate<K: Kernel>(
     stream
         .synchronize()
         .map_err(|e| Failure::Out(Stage::Launch, format!("after launch: {e}")))?;
-    verify::<K>(case, stream)
+    verify::<K>(case, stream, inspect)
 }
 
-/// The case's check against its reference, then its memory: guards around the
-/// outputs, inputs as uploaded.
+/// With `inspect`, the case's memory first (guards around the outputs, inputs as
+/// uploaded: what went wrong there explains a wrong output), then its check
+/// against the reference.
 fn verify<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
+    inspect: bool,
 ) -> Result<Result<f64, String>, Failure> {
     let failed = |e: autotune_runtime::CaseError| {
         Failure::Out(Stage::WrongResult, format!("check failed: {e}"))
     };
-    let verdict = case.check(stream).map_err(failed)?;
-    if let Some(failure) = verdict.failure() {
-        return Ok(Err(failure));
+    if inspect {
+        let mut memory = Inspection::new(stream);
+        case.inspect(&mut memory).map_err(failed)?;
+        if let Some(failure) = memory.into_failure() {
+            return Ok(Err(failure));
+        }
     }
-    let mut memory = Inspection::new(stream);
-    case.inspect(&mut memory).map_err(failed)?;
-    Ok(match memory.into_failure() {
+    let verdict = case.check(stream).map_err(failed)?;
+    Ok(match verdict.failure() {
         Some(failure) => Err(failure),
         None => Ok(verdict.error),
     })

@@ -35,7 +35,8 @@ const SPEC: KernelSpec = KernelSpec {
 
 /// The median of a scripted variant at `key` on device 0: v=0 is the incumbent,
 /// 10 us everywhere; v=1 is faster only at large keys; v=2 is 0.5% faster (inside
-/// the noise floor). v=3 crashes, v=4 hangs, v=5 computes something else; v=6 and
+/// the noise floor). v=3 crashes, v=4 hangs, v=5 passes its first check and fails
+/// the gate's second look after timing (right only on its first launch); v=6 and
 /// up are slow, and v=6's wrapper refuses n=400. Device 1 runs everything 3% faster.
 fn script(name: &str, key: u64, device: usize) -> Option<f64> {
     let median = match name {
@@ -96,6 +97,10 @@ fn worker() -> ! {
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
         let job: Job = serde_json::from_str(&line).expect("a job line");
+        assert_eq!(
+            job.check_seeds, 2,
+            "the plan's input draws reach the worker"
+        );
         for (task_index, task) in job.tasks.iter().enumerate() {
             let name = job.variants[task.variant].name.as_str();
             emit_line(&Event::Started { task: task_index });
@@ -105,11 +110,18 @@ fn worker() -> ! {
             match name {
                 "v=3" => std::process::exit(9),
                 "v=4" => std::thread::sleep(Duration::from_secs(3600)),
-                "v=5" => emit_line(&Event::Rejected {
-                    task: task_index,
-                    stage: Stage::WrongResult,
-                    reason: "relative error 0.77".into(),
-                }),
+                "v=5" => {
+                    if task.check {
+                        emit_line(&Event::Checked { task: task_index });
+                    }
+                    emit_line(&Event::Rejected {
+                        task: task_index,
+                        stage: Stage::WrongResult,
+                        reason:
+                            "relative error 0.77 at n=100 (after the last of 50 timed launches)"
+                                .into(),
+                    })
+                }
                 "v=6" if task.key == 400 => emit_line(&Event::Unfit {
                     task: task_index,
                     reason: "n = 400 is not a multiple of 64".into(),
@@ -150,6 +162,7 @@ fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
         incumbents: vec![(0, u64::MAX, 0)],
         devices: vec![0],
         seed: 1,
+        check_seeds: 2,
         timing: TimingConfig::default(),
         min_margin: 0.01,
         refine_rounds: 2,

@@ -16,6 +16,7 @@ use cudarc::driver::{
 };
 
 use crate::case::CaseError;
+use crate::parallel;
 
 /// Bytes of guard on each side of a [`Guarded`] buffer: 256 KiB, so that a strided
 /// overrun (a row too far) lands in the guard as well as an element too far.
@@ -153,8 +154,9 @@ pub fn describe_damage(before: &[u8], after: &[u8]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(" and "))
 }
 
-/// Where the first element of `device` differs from `host`, and how many do.
-pub fn describe_changes<T: PartialEq>(device: &[T], host: &[T]) -> Option<String> {
+/// Where the first element of `device` differs from `host`, and how many do
+/// (compared on all cores: inputs run to hundreds of MiB).
+pub fn describe_changes<T: PartialEq + Sync>(device: &[T], host: &[T]) -> Option<String> {
     if device.len() != host.len() {
         return Some(format!(
             "{} elements read back for {} uploaded",
@@ -162,16 +164,16 @@ pub fn describe_changes<T: PartialEq>(device: &[T], host: &[T]) -> Option<String
             host.len()
         ));
     }
-    let mut changed = device
-        .iter()
-        .zip(host)
-        .enumerate()
-        .filter(|(_, (d, h))| d != h);
-    let (first, _) = changed.next()?;
-    Some(format!(
-        "{} elements changed, the first at {first}",
-        1 + changed.count()
-    ))
+    let chunks = parallel::map_indices(device.len().div_ceil(parallel::CHUNK), |chunk| {
+        let start = chunk * parallel::CHUNK;
+        let end = (start + parallel::CHUNK).min(device.len());
+        let mut changed = (start..end).filter(|&i| device[i] != host[i]);
+        changed.next().map(|first| (first, 1 + changed.count()))
+    });
+    let mut changed = chunks.into_iter().flatten();
+    let (first, count) = changed.next()?;
+    let count = count + changed.map(|(_, n)| n).sum::<usize>();
+    Some(format!("{count} elements changed, the first at {first}"))
 }
 
 /// The gate's look at a case's memory after a launch: every finding, in order.
@@ -199,7 +201,7 @@ impl Inspection {
     }
 
     /// The input `name` must still hold `host`, the values uploaded to it.
-    pub fn input<T: DeviceRepr + PartialEq>(
+    pub fn input<T: DeviceRepr + PartialEq + Sync>(
         &mut self,
         name: &str,
         device: &CudaSlice<T>,
