@@ -12,7 +12,72 @@ mod context;
 mod expand;
 mod tunables;
 
-/// Marks a kernel wrapper as tunable. See `autotune_runtime` for the grammar.
+/// Marks a kernel wrapper as tunable: `build.rs` sweeps the space it declares on
+/// the local GPU and bakes, per range of the key, the variant that won.
+///
+/// ```ignore
+/// #[autotune(
+///     source = "kernels/rmsnorm.cu",      // the CUDA file, relative to the crate root
+///     entry = "rmsnorm_bf16",             // its kernel symbol(s); default: the fn's name
+///     key = n_rows,                       // the integer argument dispatch matches on
+///     sizes = [512, 2k, 8k, 32k, 64k],    // key values to time (k = 1024, m = 1024²)
+///     case = RmsNormCase,                 // inputs + reference for the sweep (a type)
+///     block = [64, 128, 256],             // a parameter: a list ...
+///     stages = 1..4,                      // ... a half-open range (1, 2, 3) ...
+///     vecs = 1..=4,                       // ... an inclusive one (1, 2, 3, 4) ...
+///     bk = 32,                            // ... or one value
+///     where = "block * stages <= 512",    // optional: which points exist
+///     default = (block = 256, stages = 2, vecs = 1, bk = 32),
+/// )]
+/// pub fn rms_norm(stream: &CudaStream, variant: &Variant<RmsNormParams>,
+///                 x: &CudaSlice<bf16>, out: &mut CudaSlice<bf16>, n_rows: usize)
+///                 -> Result<(), KernelError> { /* grid, block, launch */ }
+/// ```
+///
+/// **Required**: `source`, `key`, `sizes`, `case`, and the wrapper's first two
+/// arguments: a `&CudaStream` and a `&Variant<P>` (`P` is generated from the
+/// parameters: one `u32` field each; `Variant<()>` when there are none).
+///
+/// **Parameters** are any other `name = value`: lower snake case, not a Rust keyword,
+/// at most 64 characters. Each becomes a field of `P` and a `-DNAME=value` for nvcc
+/// (`block` -> `-DBLOCK=128`), so the CUDA source must mention `NAME`. Values are
+/// integer literals without suffix, from 0 to `u32::MAX`. Ranges follow Rust:
+/// `1..4` excludes 4, `1..=4` includes it.
+///
+/// **`sizes`**: strictly ascending key values, each `>= 1` and within the key's
+/// type (`n: u16` takes at most 65535); `k` and `m` suffixes multiply by 1024 and
+/// 1024². The sweep times every point at each, then refines between neighbours whose
+/// winners differ. Dispatch covers the whole key range: from 0 to the first size,
+/// the first size's pick; above the largest size, the default (nothing was
+/// measured there).
+///
+/// **`case`** is a type implementing `autotune_runtime::Case` (generics allowed:
+/// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are
+/// what the sweep launches the wrapper with.
+///
+/// **`where`** is a Rust expression (or a string holding one) over parameter names
+/// and integer literals with `+ - * / %`, unary `-`, comparisons `== != < <= > >=`,
+/// `&& || !` and parentheses. It is evaluated in 64-bit signed integers at every
+/// point; overflow or division by zero is a compile error naming the point. It must
+/// keep at least one point, and the default.
+///
+/// **`default`** gives every parameter once: the incumbent a challenger must beat by
+/// more than the noise, and what a GPU without a table gets. Default: the space's
+/// first point.
+///
+/// **Other options**: `entry = ["a", "b"]` for wrappers that launch several kernels
+/// (`variant.functions()[i]`); `flags = ["-use_fast_math"]` for nvcc (a flag may not
+/// set a parameter's macro); `fallback = other_wrapper` (another `#[autotune]`
+/// wrapper in the module with the same arguments, used where no variant of this one
+/// wins); `max_points = N` (default 4096) and `max_sizes = N` (default 64) raise the
+/// limits on the space and the sizes.
+///
+/// **Names**: the wrapper's name is lower snake case with single `_` between words
+/// that start with a letter (`rms_norm` -> `RmsNorm`; `probe_` or `gemm_2` are
+/// refused: another wrapper could get the same generated names).
+///
+/// Every malformed attribute is a compile error on the tokens at fault, all of an
+/// attribute's errors at once.
 #[proc_macro_attribute]
 pub fn autotune(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::autotune(attr.into(), item.into(), context::Context::detect())

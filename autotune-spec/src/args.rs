@@ -37,6 +37,17 @@ impl Parse for Entry {
                 format!("expected `=` after `{name}`: every entry is `name = value`"),
             )
         })?;
+        // `case` is a type, which may have generics (`LayerNormCase<768>`, an
+        // expression would read `<` as a comparison); anything else is left to
+        // `Spec` to refuse with its own message.
+        if name == "case" {
+            let fork = input.fork();
+            if fork.parse::<syn::Type>().is_ok() && (fork.is_empty() || fork.peek(Token![,])) {
+                let ty: syn::Type = input.parse()?;
+                let value = Expr::Verbatim(quote::ToTokens::into_token_stream(ty));
+                return Ok(Self { name, eq, value });
+            }
+        }
         let value = input.parse()?;
         Ok(Self { name, eq, value })
     }
@@ -60,6 +71,21 @@ mod tests {
         );
         assert!(matches!(args.entries[1].value, Expr::Range(_)));
         assert!(matches!(args.entries[3].value, Expr::Tuple(_)));
+    }
+
+    /// Issue 10: `case = LayerNormCase<768>` failed with "comparison operators
+    /// cannot be chained".
+    #[test]
+    fn case_is_a_type_with_generics() {
+        let args: AttrArgs =
+            syn::parse_str("case = LayerNormCase<768>, key = n, other = a < b").unwrap();
+        let text = |e: &Expr| quote::ToTokens::to_token_stream(e).to_string();
+        assert_eq!(text(&args.entries[0].value), "LayerNormCase < 768 >");
+        assert_eq!(args.entries[1].name, "key");
+        // Only `case` is read as a type.
+        assert!(matches!(args.entries[2].value, Expr::Binary(_)));
+        let nested: AttrArgs = syn::parse_str("case = cases::Norm<Vec<u8>, 4>").unwrap();
+        assert!(matches!(nested.entries[0].value, Expr::Verbatim(_)));
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub struct Spec {
     pub space: Space,
     /// The declared default, or the first point of the space.
     pub default: Point,
-    pub case: syn::Path,
+    pub case: syn::Type,
     pub fallback: Option<Ident>,
     pub flags: Vec<String>,
     pub signature: WrapperSignature,
@@ -160,7 +160,11 @@ impl Spec {
             );
         }
         let case = case_entry.and_then(|e| match &e.value {
-            Expr::Path(path) if path.qself.is_none() => Some(path.path.clone()),
+            Expr::Verbatim(tokens) => syn::parse2::<Type>(tokens.clone()).ok(),
+            Expr::Path(path) if path.qself.is_none() => Some(Type::Path(syn::TypePath {
+                qself: None,
+                path: path.path.clone(),
+            })),
             other => {
                 diag.at(other, "`case` names a type implementing `autotune_runtime::Case`, e.g. `case = RmsNormCase`");
                 None
