@@ -26,6 +26,7 @@ pub mod sweep;
 pub mod timing;
 mod tunables;
 pub mod tune;
+pub mod variants;
 pub mod worker;
 mod worker_process;
 

@@ -1,15 +1,13 @@
 //! Loads the tuned `silu_mul`, prints which variant each range of `n` dispatches
 //! to, and launches it once per range, checked against the CPU.
 
-mod swiglu;
-
 use std::process::ExitCode;
 
 use autotune_runtime::Kernel;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
-use swiglu::SiluMul;
+use downstream_swiglu::swiglu::{self, SiluMul};
 
 fn main() -> ExitCode {
     println!("{}", SiluMul::baked().describe(SiluMul::SPEC.key));

@@ -1,0 +1,150 @@
+//! Compiling every variant of a kernel without a GPU: what a crate's own test calls
+//! so that CI (nvcc, no GPU) sees a point that does not compile or spills before a
+//! tuning build on the GPU machine would prune it.
+//!
+//! ```ignore
+//! // tests/variants.rs of a crate with #[autotune] wrappers
+//! #[test]
+//! fn every_variant_compiles() {
+//!     let report = autotune_build::variants::compile_all(
+//!         &<my_crate::SiluMul as autotune_runtime::Kernel>::SPEC,
+//!         env!("CARGO_MANIFEST_DIR"),
+//!         "sm_90",
+//!     );
+//!     match report {
+//!         Ok(report) => report.assert_clean(),
+//!         Err(no_nvcc) => eprintln!("SKIPPED: {no_nvcc}"),
+//!     }
+//! }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use autotune_runtime::KernelSpec;
+use autotune_table::progress::Progress;
+use autotune_table::resources::Resources;
+
+use crate::fingerprint::flags_of;
+use crate::nvcc::{self, Nvcc, NvccError, Target};
+use crate::tune::compile_jobs;
+
+/// One variant's outcome: its ptxas resources, or why it did not compile.
+#[derive(Debug, Clone)]
+pub struct CompiledVariant {
+    /// The point's name (`block=128,stages=2`, or `fallback:...`).
+    pub name: String,
+    pub result: Result<Resources, String>,
+}
+
+/// Every variant of one kernel, compiled for one architecture.
+#[derive(Debug, Clone)]
+pub struct VariantReport {
+    pub kernel: &'static str,
+    pub arch: String,
+    pub variants: Vec<CompiledVariant>,
+    /// Wall time of the whole batch (cached variants take none).
+    pub seconds: f64,
+}
+
+impl VariantReport {
+    /// Each variant that did not compile, or whose registers spill, in one line.
+    pub fn failures(&self) -> Vec<String> {
+        self.variants
+            .iter()
+            .filter_map(|v| match &v.result {
+                Err(error) => Some(format!("{}: {error}", v.name)),
+                Ok(resources) if resources.spills() => {
+                    Some(format!("{}: spills ({resources:?})", v.name))
+                }
+                Ok(_) => None,
+            })
+            .collect()
+    }
+
+    /// Panics, naming every failure, unless every variant compiled without spills;
+    /// prints each variant's registers and shared memory to stderr.
+    #[allow(clippy::panic)] // a test helper: panicking is how it fails the test
+    pub fn assert_clean(&self) {
+        eprintln!(
+            "{}: {} variants for {} in {:.1} s",
+            self.kernel,
+            self.variants.len(),
+            self.arch,
+            self.seconds
+        );
+        for variant in &self.variants {
+            if let Ok(r) = &variant.result {
+                eprintln!(
+                    "  {:<40} {:>3} registers {:>6} B shared {:>4} B stack",
+                    variant.name, r.registers, r.shared_bytes, r.stack_bytes
+                );
+            }
+        }
+        let failures = self.failures();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
+/// Compiles every point of `spec` (and its fallback's default) for `arch`
+/// (`"sm_90"`) with the nvcc the build would use, caching outputs under the
+/// target folder like the build does. `crate_root` is the crate's manifest folder
+/// (`env!("CARGO_MANIFEST_DIR")`). `Err` when nvcc cannot be found or cannot list
+/// what the source includes: a test then says it skipped.
+pub fn compile_all(
+    spec: &'static KernelSpec,
+    crate_root: impl AsRef<Path>,
+    arch: &str,
+) -> Result<VariantReport, NvccError> {
+    let root = crate_root.as_ref();
+    let cache = cache_dir(root);
+    let nvcc = Nvcc::find(&cache)?;
+    let source = root.join(spec.source);
+    let args = nvcc::source_args(&flags_of(spec), &spec.defines(spec.default), &source);
+    let dependencies: Vec<PathBuf> = nvcc
+        .dependencies(&source, &args, root)?
+        .into_iter()
+        .map(|dep| {
+            if dep.is_absolute() {
+                dep
+            } else {
+                root.join(dep)
+            }
+        })
+        .collect();
+    let jobs = compile_jobs(
+        spec,
+        root,
+        &Target::Cubin(arch.to_string()),
+        &[],
+        &dependencies,
+    );
+    let batch: Vec<_> = jobs.iter().map(|point| point.job.clone()).collect();
+    let (results, seconds) = nvcc.compile_all(&batch, &cache, &Progress::silent(spec.name));
+    let variants = jobs
+        .iter()
+        .zip(results)
+        .map(|(point, result)| CompiledVariant {
+            name: point.name.clone(),
+            result: result.map_err(|e| e.to_string()).and_then(|compiled| {
+                compiled
+                    .resources
+                    .ok_or_else(|| "ptxas reported no resources".to_string())
+            }),
+        })
+        .collect();
+    Ok(VariantReport {
+        kernel: spec.name,
+        arch: arch.to_string(),
+        variants,
+        seconds,
+    })
+}
+
+/// `$CARGO_TARGET_DIR/autotune-variants`, else `target/autotune-variants` under
+/// the crate.
+fn cache_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("autotune-variants")
+}
