@@ -408,3 +408,30 @@ fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
     );
     assert!(line.contains("; defaults (block=128)"), "{line}");
 }
+
+/// Issue 10: without a tables folder, every build reran the build script and
+/// recompiled the crate (the folder was watched through its parent, the crate's
+/// root, whose target/ changes with every build). A file appearing in the root
+/// stands for that target/ here (the test's target folder is shared, elsewhere).
+#[test]
+fn a_missing_tables_folder_does_not_rerun_every_build() {
+    let dir = fixture("no-tables");
+    let _ = std::fs::remove_dir_all(dir.join("tuning"));
+    let first = build(&dir, &[], true);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    std::fs::write(dir.join("notes.txt"), "anything the crate root gets").unwrap();
+    let second = build(&dir, &["-v"], true);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    let reran: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            l.contains("Running") && l.contains("fixture-scale") && l.contains("build-script-build")
+        })
+        .collect();
+    assert!(reran.is_empty(), "the build script ran again:\n{stderr}");
+}

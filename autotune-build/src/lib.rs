@@ -355,18 +355,32 @@ struct Build {
     settings: Settings,
 }
 
+/// Whether `a` and `b` name one folder (`crate/./tuning/..` is `crate`).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 impl Build {
     fn watch(&self, inputs: &[(&'static KernelSpec, KernelInputs)]) {
-        // A missing folder is watched through its parent, so that a build without
-        // tables is not rerun every time (cargo reruns for a missing path).
+        // Cargo reruns the script for a missing path every time, and scans a watched
+        // folder whole: a missing tables folder is watched through its parent,
+        // unless that is the crate's root (its target/ changes with every build).
+        // There, the folder's creation is not seen until another input changes; a
+        // tuning build creates it and bakes what it wrote in the same run.
         let tables = if self.tables_dir.exists() {
-            self.tables_dir.clone()
+            Some(self.tables_dir.clone())
         } else {
             self.tables_dir
                 .parent()
-                .map_or_else(|| self.tables_dir.clone(), Path::to_path_buf)
+                .filter(|parent| parent.exists() && !same_dir(parent, &self.root))
+                .map(Path::to_path_buf)
         };
-        println!("cargo::rerun-if-changed={}", tables.display());
+        if let Some(tables) = tables {
+            println!("cargo::rerun-if-changed={}", tables.display());
+        }
         let mut files: Vec<PathBuf> = inputs.iter().flat_map(|(_, i)| i.watched()).collect();
         files.sort();
         files.dedup();
