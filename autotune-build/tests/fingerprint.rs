@@ -234,3 +234,43 @@ fn the_environment_nvcc_reads_is_in_the_fingerprint() {
         plain.flags
     );
 }
+
+/// Issue 10: a helper file the wrapper `include!`s was outside the fingerprint, so
+/// editing it left a stale table fresh. Without nvcc: only Rust files matter here.
+#[test]
+fn a_file_the_wrapper_includes_is_in_the_fingerprint_and_watched() {
+    let dir = crate_dir("include");
+    let wrapper = format!("{WRAPPER}\ninclude!(\"helpers/launch.rs\");\n");
+    std::fs::write(dir.join("src/k.rs"), wrapper).unwrap();
+    std::fs::create_dir_all(dir.join("src/helpers")).unwrap();
+    std::fs::write(
+        dir.join("src/helpers/launch.rs"),
+        "const GRID: u32 = 4;\ninclude!(\"grid.rs\");\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/helpers/grid.rs"), "const X: u32 = 1;\n").unwrap();
+    let before = KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").unwrap();
+    assert!(
+        before
+            .watched()
+            .iter()
+            .any(|f| f.ends_with("src/helpers/grid.rs")),
+        "an include of an include is watched: {:?}",
+        before.watched()
+    );
+    let tuned = before.fingerprint(None).unwrap();
+    std::fs::write(dir.join("src/helpers/grid.rs"), "const X: u32 = 2;\n").unwrap();
+    let after = KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").unwrap();
+    assert_eq!(
+        after.differences(&tuned),
+        ["the wrapper's Rust code changed"]
+    );
+    // A path the fingerprint cannot follow is an error naming it.
+    let opaque = format!("{WRAPPER}\ninclude!(concat!(env!(\"OUT_DIR\"), \"/x.rs\"));\n");
+    std::fs::write(dir.join("src/k.rs"), opaque).unwrap();
+    let error = KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").unwrap_err();
+    assert!(
+        error.to_string().contains("not a string literal"),
+        "{error}"
+    );
+}
