@@ -156,6 +156,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             last: u64::MAX,
             variant: "block=64".into(),
         }],
+        above: None,
         seconds: Seconds {
             compile: 0.0,
             sweep: 0.0,

@@ -102,6 +102,8 @@ const SPEC: KernelSpec = KernelSpec {
     constraint: None,
     flags: &[],
     fallback: None,
+    above: autotune_runtime::spec::Above::Measure,
+    key_max: u64::MAX,
 };
 
 impl Kernel for Planted {

@@ -155,6 +155,11 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
                 sm_count: table.gpu.sm_count,
             },
             ranges,
+            above: autotune_table::above::describe(
+                entry.above.as_ref(),
+                &entry.key,
+                spec.sizes.last().copied().unwrap_or(0),
+            ),
         });
     }
     if plans.is_empty() {

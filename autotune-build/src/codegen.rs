@@ -35,6 +35,8 @@ pub struct PlanData {
     pub origin: OriginData,
     /// `(first, last, choice)`, ascending, covering `0..=u64::MAX`.
     pub ranges: Vec<(u64, u64, ChoiceData)>,
+    /// Which keys were measured and what the ones above them get, in one line.
+    pub above: String,
 }
 
 /// Everything generated for one kernel.
@@ -141,6 +143,7 @@ impl Generated {
             let ranges = format_ident!("RANGES_{}", index);
             plan_items.push(select_fn(&select, &plan.ranges));
             plan_items.push(ranges_static(&ranges, &plan.ranges));
+            let above = &plan.above;
             let OriginData {
                 path,
                 gpu,
@@ -162,6 +165,7 @@ impl Generated {
                     }),
                     ranges: &#ranges,
                     select: #select,
+                    above: #above,
                 }
             });
         }
@@ -188,6 +192,7 @@ impl Generated {
                     origin: ::core::option::Option::None,
                     ranges: &RANGES_DEFAULTS,
                     select: select_defaults,
+                    above: "",
                 },
                 note: #note,
                 not_compiled: #not_compiled,
@@ -240,6 +245,7 @@ mod tests {
                     (4096, 4096, ChoiceData::Variant(0)),
                     (4097, u64::MAX, ChoiceData::Fallback),
                 ],
+                above: "measured up to n=4096; above it, the incumbent".into(),
             }],
             default: 0,
             note: "rms_norm: tuned".into(),
@@ -263,5 +269,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("include_bytes!(\"/tmp/x.fatbin\")"), "{text}");
+        assert!(
+            text.contains("above: \"measured up to n=4096; above it, the incumbent\""),
+            "{text}"
+        );
     }
 }

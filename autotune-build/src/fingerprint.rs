@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use autotune_runtime::KernelSpec;
+use autotune_runtime::spec::Above;
 use autotune_spec::source::SourceSet;
 use autotune_table::hex;
 use autotune_table::table::Fingerprint;
@@ -268,6 +269,11 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
         let default: Vec<u8> = spec.default.iter().flat_map(|v| v.to_le_bytes()).collect();
         field("default", &default);
         field("flags", spec.flags.join("\0").as_bytes());
+        // Only where it is not the default, so tables tuned before it existed
+        // (which the default's sweep would have made, less the probe) stay fresh.
+        if spec.above != Above::Measure {
+            field("above", spec.above.name().as_bytes());
+        }
     }
     hex(&hash.finalize())
 }

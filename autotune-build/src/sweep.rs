@@ -19,6 +19,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use autotune_runtime::KernelSpec;
+use autotune_runtime::spec::Above;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::ranges::{self, Decision};
 use autotune_table::strategy::Strategy;
@@ -103,6 +104,23 @@ pub struct SweepResult {
     pub seconds: f64,
     /// Per device used: how many tasks it ran and for how many seconds.
     pub devices: Vec<DeviceShare>,
+    /// What was timed above the largest declared size.
+    pub beyond: Beyond,
+}
+
+/// What the sweep did above the largest declared size (see [`Above`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Beyond {
+    /// Nothing: the attribute says `above = extend` or `above = incumbent`.
+    NotAsked,
+    /// The incumbent owns the largest size, and so every key above it.
+    IncumbentOwnsTop,
+    /// The top's pick and the incumbent were timed at `key`, twice the top.
+    Probed { key: u64 },
+    /// They could not be timed at `key`: why (out of memory, refused arguments).
+    Failed { key: u64, reason: String },
+    /// Twice the top does not fit the key's type.
+    OutOfRange,
 }
 
 /// One GPU's part of a sweep.
@@ -178,6 +196,8 @@ pub fn run(
         sweep.run_units(&mut lanes, Vec::new(), keys)?;
     }
     let mut decisions = sweep.record().decisions();
+    let beyond = sweep.probe_above(&mut lanes, &decisions)?;
+    decisions = sweep.record().decisions();
     for _ in 0..plan.refine_rounds {
         let points = ranges::refinement_points(&decisions);
         if points.is_empty() {
@@ -222,6 +242,7 @@ pub fn run(
         resumed,
         seconds: started.elapsed().as_secs_f64(),
         devices,
+        beyond,
     })
 }
 
@@ -233,6 +254,51 @@ impl<'a> Sweep<'a> {
 
     fn say(&self, line: std::fmt::Arguments<'_>) {
         self.record().say(line);
+    }
+
+    /// With `above = measure`, times the largest size's pick against the incumbent
+    /// at twice that size, so that the keys above it are decided by a measurement
+    /// rather than left to the incumbent blindly (refinement then places the
+    /// boundary between the two keys if the pick loses there).
+    fn probe_above(
+        &self,
+        lanes: &mut [Lane],
+        decisions: &[Decision],
+    ) -> Result<Beyond, BuildError> {
+        let plan = self.plan;
+        let (Above::Measure, Some(&top)) = (plan.spec.above, plan.spec.sizes.last()) else {
+            return Ok(Beyond::NotAsked);
+        };
+        let Some(at_top) = decisions.iter().find(|d| d.key == top) else {
+            return Ok(Beyond::Failed {
+                key: top,
+                reason: format!("nothing valid was timed at {}={top}", plan.spec.key),
+            });
+        };
+        if at_top.winner == plan.incumbent_at(top) {
+            return Ok(Beyond::IncumbentOwnsTop);
+        }
+        let Some(key) = top.checked_mul(2).filter(|&k| k <= plan.spec.key_max) else {
+            return Ok(Beyond::OutOfRange);
+        };
+        self.say(format_args!(
+            "  above the largest size: timing {} against the incumbent at {}={key}",
+            plan.variants[at_top.winner].name, plan.spec.key
+        ));
+        let units = self.units(
+            std::iter::once((key, vec![at_top.winner])),
+            lanes.len(),
+            MIN_SHARE,
+        );
+        self.run_units(lanes, units, Vec::new())?;
+        let record = self.record();
+        if record.decisions().iter().any(|d| d.key == key) {
+            return Ok(Beyond::Probed { key });
+        }
+        let reason = record.failed_keys().get(&key).cloned().unwrap_or_else(|| {
+            "no valid timing there (the wrapper refused the arguments?)".to_string()
+        });
+        Ok(Beyond::Failed { key, reason })
     }
 
     /// Units for `(key, points)`: a key with enough points for every lane to get

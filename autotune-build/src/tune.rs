@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use autotune_runtime::KernelSpec;
+use autotune_runtime::spec::Above;
+use autotune_table::above::AboveRecord;
 use autotune_table::hex;
 use autotune_table::progress::Progress;
-use autotune_table::ranges;
+use autotune_table::ranges::{self, Decision};
 use autotune_table::table::{
     FALLBACK, Fingerprint, GpuRecord, KernelTable, RangeRecord, Rejection, Role, Seconds,
     SizeRecord, Stage, VariantRecord,
@@ -19,7 +21,7 @@ use crate::error::BuildError;
 use crate::fingerprint::KernelInputs;
 use crate::nvcc::{CompileJob, Nvcc, Target};
 use crate::settings::Settings;
-use crate::sweep::{self, SweepPlan};
+use crate::sweep::{self, Beyond, SweepPlan};
 use crate::worker::JobVariant;
 
 /// Shared-memory limit per block on the GPUs this targets (Hopper opt-in: 227 KiB).
@@ -327,8 +329,9 @@ impl Tuner<'_> {
             .find(|&v| result.rejected[v].is_none())
             .or_else(|| result.decisions.last().map(|d| d.winner))
             .unwrap_or(default);
+        let above = above_record(spec, &result.beyond, &result.decisions, incumbent);
         let mut ranges: Vec<RangeRecord> = Vec::new();
-        for (first, last, index) in ranges::ranges(&result.decisions, beyond) {
+        for (first, last, index) in ranges::ranges(&result.decisions, beyond, above.extends) {
             let variant = owner(index);
             match ranges.last_mut() {
                 Some(previous) if previous.variant == variant => previous.last = last,
@@ -356,6 +359,7 @@ impl Tuner<'_> {
             })
             .collect();
         let table = KernelTable {
+            above: Some(above),
             fingerprint: fingerprint.clone(),
             tuned_on: today(),
             seed: self.settings.seed,
@@ -393,6 +397,47 @@ impl Tuner<'_> {
 
 /// The points a table's plan runs, by range of the key; `None` where it runs its
 /// own fallback (a fallback's fallback is not followed: its default stands in).
+/// How the keys above the largest size were decided, from what the sweep timed
+/// there (`incumbent` owns them unless the top's pick is extended).
+fn above_record(
+    spec: &KernelSpec,
+    beyond: &Beyond,
+    decisions: &[Decision],
+    incumbent: usize,
+) -> AboveRecord {
+    let top = spec.sizes.last().copied().unwrap_or(0);
+    let key = spec.key;
+    let mut record = AboveRecord {
+        rule: spec.above.name().to_string(),
+        top,
+        probe: None,
+        extends: false,
+        note: None,
+    };
+    let winner = |at: u64| decisions.iter().find(|d| d.key == at).map(|d| d.winner);
+    match (spec.above, beyond) {
+        (Above::Extend, _) => record.extends = true,
+        (Above::Incumbent, _) => {}
+        (Above::Measure, Beyond::Probed { key: probe }) => {
+            record.probe = Some(*probe);
+            record.extends = winner(*probe).is_some()
+                && winner(*probe) == winner(top)
+                && winner(top) != Some(incumbent);
+        }
+        (Above::Measure, Beyond::IncumbentOwnsTop) => {
+            record.note = Some(format!("it won at {key}={top}"));
+        }
+        (Above::Measure, Beyond::Failed { key: at, reason }) => {
+            record.note = Some(format!("{key}={at} could not be timed ({reason})"));
+        }
+        (Above::Measure, Beyond::OutOfRange) => {
+            record.note = Some(format!("twice {top} does not fit the type of `{key}`"));
+        }
+        (Above::Measure, Beyond::NotAsked) => record.note = Some("not measured".to_string()),
+    }
+    record
+}
+
 fn plan_points(table: &KernelTable) -> Vec<(u64, u64, Option<Vec<u32>>)> {
     table
         .ranges
@@ -500,10 +545,68 @@ pub fn today() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn today_is_a_date() {
         let today = super::today();
         assert_eq!(today.len(), 10);
         assert!(today.starts_with("20"));
+    }
+
+    fn decision(key: u64, winner: usize) -> Decision {
+        Decision {
+            key,
+            winner,
+            winner_us: 1.0,
+            incumbent: 0,
+            incumbent_us: 2.0,
+            margin: 0.5,
+            noise: 0.01,
+            runner_up: None,
+            refinement: false,
+        }
+    }
+
+    const SPEC: KernelSpec = KernelSpec {
+        name: "k",
+        wrapper_file: "src/k.rs",
+        source: "k.cu",
+        entries: &["k"],
+        key: "m",
+        sizes: &[64, 8192],
+        params: &["b"],
+        points: &[&[1], &[2]],
+        default: &[1],
+        constraint: None,
+        flags: &[],
+        fallback: None,
+        above: Above::Measure,
+        key_max: u64::MAX,
+    };
+
+    #[test]
+    fn the_top_pick_extends_only_where_it_won_twice_the_top() {
+        let won = [decision(64, 0), decision(8192, 1), decision(16384, 1)];
+        let probed = Beyond::Probed { key: 16384 };
+        let record = above_record(&SPEC, &probed, &won, 0);
+        assert!(record.extends && record.probe == Some(16384), "{record:?}");
+        let lost = [decision(64, 0), decision(8192, 1), decision(16384, 0)];
+        assert!(!above_record(&SPEC, &probed, &lost, 0).extends);
+        let failed = Beyond::Failed {
+            key: 16384,
+            reason: "out of memory".into(),
+        };
+        let record = above_record(&SPEC, &failed, &won[..2], 0);
+        assert!(!record.extends);
+        assert_eq!(
+            record.note.as_deref(),
+            Some("m=16384 could not be timed (out of memory)")
+        );
+        let stated = KernelSpec {
+            above: Above::Extend,
+            ..SPEC
+        };
+        assert!(above_record(&stated, &Beyond::NotAsked, &won[..2], 0).extends);
     }
 }

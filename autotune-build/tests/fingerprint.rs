@@ -72,6 +72,8 @@ fn spec(flags: &'static [&'static str]) -> &'static KernelSpec {
         constraint: None,
         flags,
         fallback: None,
+        above: autotune_runtime::spec::Above::Measure,
+        key_max: u64::MAX,
     }))
 }
 

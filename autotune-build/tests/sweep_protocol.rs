@@ -9,10 +9,11 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use autotune_build::sweep::{self, SweepPlan, SweepResult};
+use autotune_build::sweep::{self, Beyond, SweepPlan, SweepResult};
 use autotune_build::timing::TimingConfig;
 use autotune_build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_runtime::KernelSpec;
+use autotune_runtime::spec::Above;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::strategy::{Budget, Strategy};
 use autotune_table::table::{Measurement, Stage};
@@ -31,17 +32,19 @@ const SPEC: KernelSpec = KernelSpec {
     constraint: None,
     flags: &[],
     fallback: None,
+    above: autotune_runtime::spec::Above::Measure,
+    key_max: u64::MAX,
 };
 
 /// The median of a scripted variant at `key` on device 0: v=0 is the incumbent,
-/// 10 us everywhere; v=1 is faster only at large keys; v=2 is 0.5% faster (inside
+/// 10 us everywhere; v=1 is faster only at large keys, up to 10000 (above, slower); v=2 is 0.5% faster (inside
 /// the noise floor). v=3 crashes, v=4 hangs, v=5 passes its first check and fails
 /// the gate's second look after timing (right only on its first launch); v=6 and
 /// up are slow, and v=6's wrapper refuses n=400. Device 1 runs everything 3% faster.
 fn script(name: &str, key: u64, device: usize) -> Option<f64> {
     let median = match name {
         "v=0" => 10.0,
-        "v=1" if key >= 1600 => 6.0,
+        "v=1" if (1600..10_000).contains(&key) => 6.0,
         "v=1" => 14.0,
         "v=2" => 9.95,
         _ => {
@@ -205,6 +208,7 @@ fn main() {
     a_search_spreads_its_batches_over_two_devices(&work.join("two-search"));
     a_budgeted_search_times_fewer_points(&work.join("budget"));
     a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
+    keys_above_the_top_are_measured_before_the_pick_keeps_them(&work.join("above"));
     println!("sweep_protocol: all passed");
 }
 
@@ -241,6 +245,68 @@ fn failures_cost_only_their_variant(work: &Path) {
         result.decisions
     );
     println!("failures cost only their variant: ok");
+}
+
+/// Issue 10: above the largest size the plan went back to the untuned default.
+/// Now the top's pick is timed against the incumbent at twice the top: v=1 wins at
+/// 6400 but loses at 12800 (the boundary is refined between them); with sizes up to
+/// 3200 it still wins at 6400 and keeps every larger key.
+fn keys_above_the_top_are_measured_before_the_pick_keeps_them(work: &Path) {
+    let (result, log) = run_logged(&plan(&work.join("loses"), &variants(3)));
+    assert_eq!(result.beyond, Beyond::Probed { key: 12_800 }, "{log}");
+    let at = |key: u64| {
+        result
+            .decisions
+            .iter()
+            .find(|d| d.key == key)
+            .map(|d| d.winner)
+    };
+    assert_eq!(at(12_800), Some(0), "{log}");
+    assert!(
+        result
+            .decisions
+            .iter()
+            .any(|d| d.key > 6400 && d.key < 12_800 && d.refinement),
+        "the boundary is refined above the top: {:?}",
+        result.decisions
+    );
+    assert!(log.contains("above the largest size: timing v=1"), "{log}");
+
+    const LOWER: KernelSpec = KernelSpec {
+        sizes: &[100, 400, 1600, 3200],
+        ..SPEC
+    };
+    let mut lower = plan(&work.join("wins"), &variants(3));
+    lower.spec = &LOWER;
+    let (result, log) = run_logged(&lower);
+    assert_eq!(result.beyond, Beyond::Probed { key: 6400 }, "{log}");
+    let at = |key: u64| {
+        result
+            .decisions
+            .iter()
+            .find(|d| d.key == key)
+            .map(|d| d.winner)
+    };
+    assert_eq!((at(3200), at(6400)), (Some(1), Some(1)), "{log}");
+
+    // The incumbent owning the top needs no probe; nor does `above = incumbent`.
+    const FLAT: KernelSpec = KernelSpec {
+        sizes: &[100, 400],
+        ..SPEC
+    };
+    let mut flat = plan(&work.join("flat"), &variants(3));
+    flat.spec = &FLAT;
+    assert_eq!(run_logged(&flat).0.beyond, Beyond::IncumbentOwnsTop);
+    const STATED: KernelSpec = KernelSpec {
+        above: Above::Incumbent,
+        ..SPEC
+    };
+    let mut stated = plan(&work.join("stated"), &variants(3));
+    stated.spec = &STATED;
+    let (result, _) = run_logged(&stated);
+    assert_eq!(result.beyond, Beyond::NotAsked);
+    assert!(result.decisions.iter().all(|d| d.key <= 6400));
+    println!("keys above the top are measured before the pick keeps them: ok");
 }
 
 fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {

@@ -142,6 +142,8 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let flags = &spec.flags;
+    let above = format_ident!("{}", format!("{:?}", spec.above));
+    let key_max = proc_macro2::Literal::u64_suffixed(spec.key_max);
     let fallback_struct = spec.fallback.as_ref().map(|f| {
         let name = Ident::new(
             &autotune_spec::names::dispatch_struct(&f.to_string()),
@@ -189,6 +191,8 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
                 constraint: #constraint,
                 flags: &[#(#flags),*],
                 fallback: #fallback_spec,
+                above: #rt::spec::Above::#above,
+                key_max: #key_max,
             };
 
             fn launch_case(
@@ -392,7 +396,7 @@ fn baked_items(spec: &Spec, context: &Context) -> TokenStream {
                     kernel: #name,
                     images: &[],
                     plans: &[],
-                    defaults: #rt::dispatch::Plan { origin: ::core::option::Option::None, ranges: &[], select: select_default },
+                    defaults: #rt::dispatch::Plan { origin: ::core::option::Option::None, ranges: &[], select: select_default, above: "" },
                     note: "inside build.rs, where the plans are being made",
                     not_compiled: ::core::option::Option::Some("this is the build script's copy of the wrapper"),
                 };

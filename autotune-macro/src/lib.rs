@@ -48,8 +48,16 @@ mod tunables;
 /// type (`n: u16` takes at most 65535); `k` and `m` suffixes multiply by 1024 and
 /// 1024². The sweep times every point at each, then refines between neighbours whose
 /// winners differ. Dispatch covers the whole key range: from 0 to the first size,
-/// the first size's pick; above the largest size, the default (nothing was
-/// measured there).
+/// the first size's pick; above the largest size, what `above` says.
+///
+/// **`above`** = `measure` (the default) | `extend` | `incumbent`: keys above the
+/// largest size. `measure` times the largest size's pick against the incumbent at
+/// twice that size (if the key's type and the GPU's memory allow): where the pick
+/// still wins there it owns every larger key (extrapolated above twice the top),
+/// else the incumbent does from a refined boundary. `extend` gives them to the
+/// pick unmeasured; `incumbent` to the incumbent (the fallback, else the default).
+/// The table, the report, `Baked::describe` and `selection()` say which keys were
+/// measured and which are extrapolated.
 ///
 /// **`case`** is a type implementing `autotune_runtime::Case` (generics allowed:
 /// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are

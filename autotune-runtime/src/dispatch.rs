@@ -45,6 +45,10 @@ pub struct Plan {
     pub ranges: &'static [Range],
     /// The ranges as a `match` (generated from the same data).
     pub select: fn(u64) -> Choice,
+    /// Which keys were measured and what the keys above them get
+    /// (`measured up to m=16384 ...; above it, the pick there (extrapolated)`);
+    /// empty for the defaults plan.
+    pub above: &'static str,
 }
 
 /// Where a plan was tuned.
@@ -81,6 +85,8 @@ pub enum Selection {
     Tuned {
         table: &'static str,
         gpu: GpuIdentity,
+        /// Which keys the table measured, and what the keys above them get.
+        above: &'static str,
     },
     /// The declared default (and fallback), with the reason no table applies.
     Defaults { gpu: GpuIdentity, reason: String },
@@ -89,7 +95,12 @@ pub enum Selection {
 impl fmt::Display for Selection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Tuned { table, gpu } => write!(f, "tuned for {gpu} ({table})"),
+            Self::Tuned {
+                table,
+                gpu,
+                above: "",
+            } => write!(f, "tuned for {gpu} ({table})"),
+            Self::Tuned { table, gpu, above } => write!(f, "tuned for {gpu} ({table}); {above}"),
             Self::Defaults { gpu, reason } => write!(f, "defaults on {gpu}: {reason}"),
         }
     }
@@ -137,6 +148,7 @@ impl Baked {
                 Selection::Tuned {
                     table: origin.path,
                     gpu: gpu.clone(),
+                    above: plan.above,
                 },
             );
         }
@@ -286,6 +298,9 @@ impl Baked {
                     format!("{key} in {}..={}", range.first, range.last)
                 };
                 out.push_str(&format!("    {span:<32} {}\n", name(range.choice)));
+            }
+            if !plan.above.is_empty() {
+                out.push_str(&format!("    ({})\n", plan.above));
             }
         }
         out.push_str(&format!(

@@ -15,15 +15,17 @@
 //!     flags = ["-use_fast_math"],         // extra nvcc flags
 //!     max_points = 4096,                  // the most points before the constraint (default 4096)
 //!     max_sizes = 64,                     // the most key values to time (default 64)
+//!     above = measure,                    // keys above the sizes: measure | extend | incumbent
 //!     block = [64, 128, 256],             // every other name is a parameter:
 //!     stages = 1..4,                      //   a list, a range (`..` or `..=`) or one value
 //! )]
 //! ```
 
 //!
-//! Feature `grammar` (default) holds the parser; without it, only [`names`], [`rng`] and
-//! [`source`] remain, for the run-time and tables crates.
+//! Feature `grammar` (default) holds the parser; without it, only [`above`], [`names`], [`rng`]
+//! and [`source`] remain, for the run-time and tables crates.
 
+pub mod above;
 #[cfg(feature = "grammar")]
 mod args;
 #[cfg(feature = "grammar")]

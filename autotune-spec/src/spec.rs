@@ -7,6 +7,7 @@ use std::path::Path;
 use proc_macro2::Span;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
 
+use crate::above::Above;
 use crate::constraint::Constraint;
 use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer};
 use crate::source::SourceSet;
@@ -14,7 +15,7 @@ use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
 
 /// The option names of `#[autotune]`; every other name declares a parameter.
-pub const OPTIONS: [&str; 11] = [
+pub const OPTIONS: [&str; 12] = [
     "source",
     "entry",
     "key",
@@ -26,6 +27,7 @@ pub const OPTIONS: [&str; 11] = [
     "flags",
     "max_points",
     "max_sizes",
+    "above",
 ];
 
 /// The most points a space may have before its constraint (each is compiled with
@@ -54,6 +56,10 @@ pub struct Spec {
     pub case: syn::Type,
     pub fallback: Option<Ident>,
     pub flags: Vec<String>,
+    /// Keys above the largest size (`above = ...`, default `measure`).
+    pub above: Above,
+    /// The largest value of the key's type (what the probe above the top may reach).
+    pub key_max: u64,
     pub signature: WrapperSignature,
 }
 
@@ -181,6 +187,22 @@ impl Spec {
                 None
             }
         });
+        let above = match options.get("above") {
+            None => Some(Above::Measure),
+            Some(entry) => single_ident(&entry.value)
+                .and_then(|ident| Above::parse(&ident.to_string()))
+                .or_else(|| {
+                    diag.at(
+                        &entry.value,
+                        format!(
+                            "`above` says what keys above the largest size get: one of {} \
+                             (default measure: time the top's pick at twice the top)",
+                            Above::NAMES.join(", ")
+                        ),
+                    );
+                    None
+                }),
+        };
         let flags = options
             .get("flags")
             .map(|e| parse_flags(&e.value, &mut diag))
@@ -316,7 +338,8 @@ impl Spec {
             Some(sizes),
             Some(case),
             Some(default),
-        ) = (signature, source, entries, key, sizes, case, default)
+            Some(above),
+        ) = (signature, source, entries, key, sizes, case, default, above)
         else {
             if diag.is_empty() {
                 diag.at_span(attr_span, "invalid #[autotune] attribute");
@@ -328,13 +351,15 @@ impl Spec {
             source,
             entries,
             key,
-            key_ty,
             sizes,
             space,
             default,
             case,
             fallback,
             flags,
+            above,
+            key_max: integer_max(&key_ty).unwrap_or(u64::MAX),
+            key_ty,
             signature,
         })
     }

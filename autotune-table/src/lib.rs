@@ -1,5 +1,5 @@
 //! Everything about tuning results that needs neither a GPU nor nvcc: the table
-//! format ([`table`]), the rule that turns timings into ranges ([`ranges`]), the
+//! format ([`table`], with [`above`] for keys past the largest size), the rule that turns timings into ranges ([`ranges`]), the
 //! search strategies ([`strategy`]), the progress lines a terminal draws
 //! ([`progress`]), the build's machine-readable summary ([`summary`]), and the
 //! report and plots that stand beside a committed table ([`artifacts`]).
@@ -7,6 +7,7 @@
 //! The build library (`autotune-build`) writes these; `cargo autotune` reads them
 //! without linking cudarc.
 
+pub mod above;
 pub mod artifacts;
 pub mod error;
 pub mod plot;

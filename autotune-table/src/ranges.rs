@@ -118,8 +118,13 @@ fn midpoint(low: u64, high: u64) -> u64 {
 /// `(first, last, owner)` ranges covering every key: each decision's winner owns the
 /// keys up to the geometric midpoint to the next decision with another winner;
 /// the first owner extends down to 0; keys above the largest timed value go to
-/// `beyond` (the fallback, or the default), since nothing was timed there.
-pub fn ranges(decisions: &[Decision], beyond: usize) -> Vec<(u64, u64, usize)> {
+/// `beyond` (the fallback, or the default), since nothing was timed there, unless
+/// `extend`: then the last decision's winner keeps them.
+pub fn ranges(decisions: &[Decision], beyond: usize, extend: bool) -> Vec<(u64, u64, usize)> {
+    let beyond = match decisions.last() {
+        Some(last) if extend => last.winner,
+        _ => beyond,
+    };
     let mut out: Vec<(u64, u64, usize)> = Vec::new();
     let mut push = |first: u64, last: u64, owner: usize| match out.last_mut() {
         Some(previous) if previous.2 == owner => previous.1 = last,
@@ -210,7 +215,7 @@ mod tests {
             decision(6400, 0),
         ];
         assert_eq!(
-            ranges(&ds, 9),
+            ranges(&ds, 9, false),
             vec![
                 (0, 800, 1),
                 (801, 3200, 2),
@@ -218,12 +223,21 @@ mod tests {
                 (6401, u64::MAX, 9)
             ]
         );
-        assert_eq!(ranges(&[decision(10, 3)], 3), vec![(0, u64::MAX, 3)]);
-        assert_eq!(ranges(&[], 4), vec![(0, u64::MAX, 4)]);
+        assert_eq!(ranges(&[decision(10, 3)], 3, false), vec![(0, u64::MAX, 3)]);
+        assert_eq!(ranges(&[], 4, false), vec![(0, u64::MAX, 4)]);
         assert_eq!(
-            ranges(&[decision(1, 1), decision(2, 2)], 0),
+            ranges(&[decision(1, 1), decision(2, 2)], 0, false),
             vec![(0, 1, 1), (2, 2, 2), (3, u64::MAX, 0)]
         );
+    }
+
+    /// Issue 10: a pick that still wins at twice the top keeps every larger key,
+    /// instead of a cliff back to the untuned incumbent.
+    #[test]
+    fn extend_hands_the_top_to_the_last_winner() {
+        let ds = [decision(100, 1), decision(6400, 2), decision(12800, 2)];
+        assert_eq!(ranges(&ds, 0, true), vec![(0, 800, 1), (801, u64::MAX, 2)]);
+        assert_eq!(ranges(&[], 4, true), vec![(0, u64::MAX, 4)]);
     }
 
     #[test]

@@ -90,6 +90,19 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
             );
         }
     }
+    let top = k.above.as_ref().map(|a| a.top).unwrap_or_else(|| {
+        k.sizes
+            .iter()
+            .filter(|s| !s.refinement)
+            .map(|s| s.key)
+            .max()
+            .unwrap_or(0)
+    });
+    let _ = writeln!(
+        out,
+        "  keys: {}",
+        crate::above::describe(k.above.as_ref(), &k.key, top)
+    );
     let rejected: Vec<_> = k
         .variants
         .iter()

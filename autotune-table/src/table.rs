@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::above::AboveRecord;
 use crate::error::TableError;
 use crate::resources::Resources;
 
@@ -166,6 +167,10 @@ pub struct KernelTable {
     pub sizes: Vec<SizeRecord>,
     /// What dispatch launches per range of the key, ascending, covering `0..=u64::MAX`.
     pub ranges: Vec<RangeRecord>,
+    /// How the keys above the largest declared size were decided (absent in tables
+    /// tuned before the sweep looked there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub above: Option<AboveRecord>,
     pub seconds: Seconds,
 }
 
@@ -657,6 +662,7 @@ pub(crate) mod tests {
                     variant: "block=64".into(),
                 },
             ],
+            above: None,
             seconds: Seconds {
                 compile: 1.0,
                 sweep: 2.0,
