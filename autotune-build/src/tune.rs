@@ -554,18 +554,26 @@ mod tests {
         assert!(today.starts_with("20"));
     }
 
+    /// The decision at `key` where `winner` ran in 1 us against the incumbent
+    /// (variant 0) in 2 us, or only the incumbent ran.
     fn decision(key: u64, winner: usize) -> Decision {
-        Decision {
-            key,
-            winner,
-            winner_us: 1.0,
-            incumbent: 0,
-            incumbent_us: 2.0,
-            margin: 0.5,
-            noise: 0.01,
-            runner_up: None,
-            refinement: false,
+        let timed = |variant: usize, median: f64| ranges::Timed {
+            variant,
+            median,
+            p25: median,
+            p75: median,
+        };
+        let mut times = vec![timed(0, 2.0)];
+        if winner != 0 {
+            times.push(timed(winner, 1.0));
         }
+        let timings = ranges::SizeTimings {
+            key,
+            timed: times,
+            repeat_noise: None,
+            refinement: false,
+        };
+        ranges::decide(&timings, 0, 0.01).expect("a decision")
     }
 
     const SPEC: KernelSpec = KernelSpec {

@@ -70,11 +70,17 @@ const SCRIPTED_WINNERS: [(u64, Option<usize>); 4] = [
 fn winners(result: &SweepResult) -> Vec<(u64, Option<usize>)> {
     SPEC.sizes
         .iter()
-        .map(|&key| {
-            let decision = result.decisions.iter().find(|d| d.key == key);
-            (key, decision.map(|d| d.winner))
-        })
+        .map(|&key| (key, winner_at(result, key)))
         .collect()
+}
+
+/// The winner the sweep decided at `key`, if it decided one there.
+fn winner_at(result: &SweepResult, key: u64) -> Option<usize> {
+    result
+        .decisions
+        .iter()
+        .find(|d| d.key == key)
+        .map(|d| d.winner)
 }
 
 /// Runs the sweep of `plan`, with its log.
@@ -254,14 +260,7 @@ fn failures_cost_only_their_variant(work: &Path) {
 fn keys_above_the_top_are_measured_before_the_pick_keeps_them(work: &Path) {
     let (result, log) = run_logged(&plan(&work.join("loses"), &variants(3)));
     assert_eq!(result.beyond, Beyond::Probed { key: 12_800 }, "{log}");
-    let at = |key: u64| {
-        result
-            .decisions
-            .iter()
-            .find(|d| d.key == key)
-            .map(|d| d.winner)
-    };
-    assert_eq!(at(12_800), Some(0), "{log}");
+    assert_eq!(winner_at(&result, 12_800), Some(0), "{log}");
     assert!(
         result
             .decisions
@@ -280,14 +279,8 @@ fn keys_above_the_top_are_measured_before_the_pick_keeps_them(work: &Path) {
     lower.spec = &LOWER;
     let (result, log) = run_logged(&lower);
     assert_eq!(result.beyond, Beyond::Probed { key: 6400 }, "{log}");
-    let at = |key: u64| {
-        result
-            .decisions
-            .iter()
-            .find(|d| d.key == key)
-            .map(|d| d.winner)
-    };
-    assert_eq!((at(3200), at(6400)), (Some(1), Some(1)), "{log}");
+    let winners = (winner_at(&result, 3200), winner_at(&result, 6400));
+    assert_eq!(winners, (Some(1), Some(1)), "{log}");
 
     // The incumbent owning the top needs no probe; nor does `above = incumbent`.
     const FLAT: KernelSpec = KernelSpec {

@@ -125,13 +125,10 @@ fn fill_guards(
 /// Says which guard bytes no longer hold [`CANARY`]: `before` is the guard below
 /// the buffer (its last byte adjoins the first element), `after` the one above.
 pub fn describe_damage(before: &[u8], after: &[u8]) -> Option<String> {
+    let changed =
+        |guard: &[u8]| -> Vec<usize> { (0..guard.len()).filter(|&i| guard[i] != CANARY).collect() };
     let mut parts = Vec::new();
-    let changed_before: Vec<usize> = before
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| **b != CANARY)
-        .map(|(i, _)| i)
-        .collect();
+    let changed_before = changed(before);
     if let Some(&last) = changed_before.last() {
         parts.push(format!(
             "{} bytes before the start, the nearest at -{}",
@@ -139,12 +136,7 @@ pub fn describe_damage(before: &[u8], after: &[u8]) -> Option<String> {
             before.len() - last
         ));
     }
-    let changed_after: Vec<usize> = after
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| **b != CANARY)
-        .map(|(i, _)| i)
-        .collect();
+    let changed_after = changed(after);
     if let Some(&first) = changed_after.first() {
         parts.push(format!(
             "{} bytes after the end, the nearest at +{first}",
