@@ -93,6 +93,7 @@ const SPEC: KernelSpec = KernelSpec {
     name: "planted_scale",
     wrapper_file: "tests/sweep_faults.rs",
     source: "tests/kernels/planted.cu",
+    candidates: &[],
     entries: &["planted_scale"],
     key: "n",
     sizes: &[1 << 20, 1 << 24],

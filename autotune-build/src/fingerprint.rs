@@ -112,22 +112,28 @@ impl KernelInputs {
                 }
             }
             wrapper_files.push(file);
-            let source = root.join(spec.source);
-            let args = nvcc::source_args(&flags_of(spec), &spec.defines(spec.default), &source);
-            let found = SourceSet::load_with(&source, &absolute(root, nvcc::include_dirs(&args)))
-                .map_err(BuildError::io("cannot read CUDA source", &source))?;
-            scanned.extend(found.files.into_iter().map(|f| f.path));
-            if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
-                let deps = nvcc.dependencies(&source, &args, root).map_err(|error| {
-                    BuildError::Kernel {
-                        kernel: spec.name.to_string(),
-                        message: error.to_string(),
-                    }
-                })?;
-                for dep in deps {
-                    let dep = absolute(root, vec![dep]).remove(0);
-                    if !list.contains(&dep) {
-                        list.push(dep);
+            // Every source (the incumbent, then any candidates), each under the
+            // default point's defines with its own `SOURCE`.
+            for (index, source) in spec.sources().enumerate() {
+                let source = root.join(source);
+                let defines = spec.defines(&spec.default_for_source(index));
+                let args = nvcc::source_args(&flags_of(spec), &defines, &source);
+                let found =
+                    SourceSet::load_with(&source, &absolute(root, nvcc::include_dirs(&args)))
+                        .map_err(BuildError::io("cannot read CUDA source", &source))?;
+                scanned.extend(found.files.into_iter().map(|f| f.path));
+                if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
+                    let deps = nvcc.dependencies(&source, &args, root).map_err(|error| {
+                        BuildError::Kernel {
+                            kernel: spec.name.to_string(),
+                            message: error.to_string(),
+                        }
+                    })?;
+                    for dep in deps {
+                        let dep = absolute(root, vec![dep]).remove(0);
+                        if !list.contains(&dep) {
+                            list.push(dep);
+                        }
                     }
                 }
             }
@@ -255,6 +261,9 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
         field("role", &[role as u8]);
         field("name", spec.name.as_bytes());
         field("source", spec.source.as_bytes());
+        if !spec.candidates.is_empty() {
+            field("candidates", spec.candidates.join("\0").as_bytes());
+        }
         field("entries", spec.entries.join("\0").as_bytes());
         field("key", spec.key.as_bytes());
         let sizes: Vec<u8> = spec.sizes.iter().flat_map(|s| s.to_le_bytes()).collect();

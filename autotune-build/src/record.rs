@@ -66,6 +66,9 @@ pub struct Facts {
     pub names: Vec<String>,
     /// What a challenger must beat, by ranges of the key `(first, last, variant)`.
     pub incumbents: Vec<(u64, u64, usize)>,
+    /// Per variant: whether it comes from a candidate source (which must beat the
+    /// incumbent source's best, see [`ranges::decide_with_candidates`]).
+    pub candidate: Vec<bool>,
     /// The declared sizes (other keys are refinements).
     pub sizes: Vec<u64>,
     pub min_margin: f64,
@@ -367,7 +370,13 @@ impl<'a> Record<'a> {
         keys.into_iter()
             .filter_map(|key| {
                 let timings = self.timings_at(key);
-                ranges::decide(&timings, self.incumbent_at(key), self.facts.min_margin)
+                let candidate = |v: usize| self.facts.candidate.get(v).copied().unwrap_or(false);
+                ranges::decide_with_candidates(
+                    &timings,
+                    self.incumbent_at(key),
+                    self.facts.min_margin,
+                    &candidate,
+                )
             })
             .collect()
     }
@@ -438,6 +447,7 @@ mod tests {
             key_name: "n".into(),
             names: vec!["v=0".into(), "v=1".into(), "v=2".into()],
             incumbents: vec![(0, u64::MAX, 0)],
+            candidate: vec![false; 3],
             sizes: vec![100],
             min_margin: 0.01,
             several_devices: true,

@@ -81,6 +81,15 @@ impl SweepPlan {
             key_name: self.spec.key.to_string(),
             names: self.variants.iter().map(|v| v.name.clone()).collect(),
             incumbents: self.incumbents.clone(),
+            candidate: self
+                .variants
+                .iter()
+                .map(|v| {
+                    !v.fallback
+                        && !self.spec.candidates.is_empty()
+                        && v.values.first().is_some_and(|&source| source > 0)
+                })
+                .collect(),
             sizes: self.spec.sizes.to_vec(),
             min_margin: self.min_margin,
             several_devices: self.devices.len() > 1,

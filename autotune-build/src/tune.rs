@@ -110,7 +110,7 @@ pub fn point_job(
     CompileJob {
         kernel: spec.name.to_string(),
         label,
-        source: root.join(spec.source),
+        source: root.join(spec.source_of(values)),
         entries: spec.entries.iter().map(|e| e.to_string()).collect(),
         defines: spec.defines(values),
         flags: spec.flags.iter().map(|f| f.to_string()).collect(),
@@ -580,6 +580,7 @@ mod tests {
         name: "k",
         wrapper_file: "src/k.rs",
         source: "k.cu",
+        candidates: &[],
         entries: &["k"],
         key: "m",
         sizes: &[64, 8192],

@@ -98,19 +98,22 @@ pub fn compile_all(
     let root = crate_root.as_ref();
     let cache = cache_dir(root);
     let nvcc = Nvcc::find(&cache)?;
-    let source = root.join(spec.source);
-    let args = nvcc::source_args(&flags_of(spec), &spec.defines(spec.default), &source);
-    let dependencies: Vec<PathBuf> = nvcc
-        .dependencies(&source, &args, root)?
-        .into_iter()
-        .map(|dep| {
-            if dep.is_absolute() {
+    let mut dependencies: Vec<PathBuf> = Vec::new();
+    for (index, source) in spec.sources().enumerate() {
+        let source = root.join(source);
+        let defines = spec.defines(&spec.default_for_source(index));
+        let args = nvcc::source_args(&flags_of(spec), &defines, &source);
+        for dep in nvcc.dependencies(&source, &args, root)? {
+            let dep = if dep.is_absolute() {
                 dep
             } else {
                 root.join(dep)
+            };
+            if !dependencies.contains(&dep) {
+                dependencies.push(dep);
             }
-        })
-        .collect();
+        }
+    }
     let jobs = compile_jobs(
         spec,
         root,

@@ -63,6 +63,7 @@ fn spec(flags: &'static [&'static str]) -> &'static KernelSpec {
         name: "k",
         wrapper_file: "src/k.rs",
         source: "kernels/sub/k.cu",
+        candidates: &[],
         entries: &["k"],
         key: "n",
         sizes: &[1024],

@@ -23,6 +23,7 @@ const SPEC: KernelSpec = KernelSpec {
     name: "scripted",
     wrapper_file: "tests/sweep_protocol.rs",
     source: "none.cu",
+    candidates: &[],
     entries: &["none"],
     key: "n",
     sizes: &[100, 400, 1600, 6400],

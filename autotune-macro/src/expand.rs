@@ -124,6 +124,7 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
     let case = &spec.case;
     let name = spec.fn_name.to_string();
     let source = spec.source.value();
+    let candidates: Vec<String> = spec.candidates.iter().map(|c| c.value()).collect();
     let entries = &spec.entries;
     let key = spec.key.to_string();
     let sizes = &spec.sizes;
@@ -182,6 +183,7 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
                 name: #name,
                 wrapper_file: ::core::file!(),
                 source: #source,
+                candidates: &[#(#candidates),*],
                 entries: &[#(#entries),*],
                 key: #key,
                 sizes: &[#(#sizes),*],
@@ -432,5 +434,28 @@ mod tests {
         assert!(text.contains("struct MyKernel"));
         assert!(text.contains("& mut case . out"));
         assert!(text.contains("impl :: autotune_runtime :: Kernel for MyKernel"));
+    }
+
+    #[test]
+    fn candidate_sources_reach_the_spec_and_the_params() {
+        let attr = quote!(
+            source = ["k.cu", "k_v2.cu"],
+            key = n,
+            sizes = [1k],
+            case = C,
+            block = [64, 128],
+            above = extend
+        );
+        let item = quote! {
+            pub fn my_kernel(stream: &CudaStream, v: &Variant<MyParams>, n: usize) -> Result<(), DriverError> {
+                Ok(())
+            }
+        };
+        let context = Context::BuildScript { manifest_dir: None };
+        let file: syn::File = syn::parse2(autotune(attr, item, context).unwrap()).unwrap();
+        let text = quote!(#file).to_string();
+        assert!(text.contains("candidates : & [\"k_v2.cu\"]"), "{text}");
+        assert!(text.contains("pub source : u32"), "{text}");
+        assert!(text.contains("Above :: Extend"), "{text}");
     }
 }

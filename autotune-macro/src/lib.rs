@@ -59,6 +59,15 @@ mod tunables;
 /// The table, the report, `Baked::describe` and `selection()` say which keys were
 /// measured and which are extrapolated.
 ///
+/// **Candidate sources**: `source = ["kernels/topk.cu", "kernels/topk_v2.cu"]` lists
+/// the incumbent implementation, then candidates of the same kernels (same entries,
+/// same wrapper). The space gains a first parameter `source` (0 is the incumbent; a
+/// `where` may name it, `default` may omit it), every point is compiled from the
+/// source it names (with `-DSOURCE=i`), and each is gated and timed like any other
+/// variant. At each key a candidate must beat the incumbent *source's* best point by
+/// more than the margin and the noise, not merely its default, so the old source
+/// keeps every range where the new one does not clearly win.
+///
 /// **`case`** is a type implementing `autotune_runtime::Case` (generics allowed:
 /// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are
 /// what the sweep launches the wrapper with.

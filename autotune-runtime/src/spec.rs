@@ -10,8 +10,11 @@ pub struct KernelSpec {
     pub name: &'static str,
     /// The Rust file that holds the wrapper, relative to the crate root.
     pub wrapper_file: &'static str,
-    /// The CUDA source, relative to the crate root.
+    /// The CUDA source, relative to the crate root (the incumbent's, with candidates).
     pub source: &'static str,
+    /// Candidate sources of the same kernels (`source = [incumbent, candidates..]`);
+    /// with any, the first parameter is `source`, the index a point is compiled from.
+    pub candidates: &'static [&'static str],
     /// The kernels' symbols; the first is `Variant::function()`.
     pub entries: &'static [&'static str],
     /// The name of the key argument.
@@ -49,6 +52,35 @@ impl KernelSpec {
             .zip(values)
             .map(|(name, value)| format!("-D{}={value}", autotune_spec::names::define(name)))
             .collect()
+    }
+
+    /// The source `values` (a point) is compiled from.
+    pub fn source_of(&self, values: &[u32]) -> &'static str {
+        match (self.candidates.is_empty(), values.first()) {
+            (false, Some(&index)) if index > 0 => self
+                .candidates
+                .get(index as usize - 1)
+                .copied()
+                .unwrap_or(self.source),
+            _ => self.source,
+        }
+    }
+
+    /// Every source: the incumbent, then the candidates.
+    pub fn sources(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.source).chain(self.candidates.iter().copied())
+    }
+
+    /// The default point with its source replaced by source `index` (the point whose
+    /// defines stand for that source when asking nvcc what it includes).
+    pub fn default_for_source(&self, index: usize) -> Vec<u32> {
+        let mut point = self.default.to_vec();
+        if !self.candidates.is_empty()
+            && let Some(first) = point.first_mut()
+        {
+            *first = index as u32;
+        }
+        point
     }
 
     /// The index of the default point in [`KernelSpec::points`].

@@ -34,6 +34,13 @@ pub const OPTIONS: [&str; 12] = [
 /// nvcc), unless `max_points = N` says more.
 pub const DEFAULT_MAX_POINTS: u64 = 4096;
 
+/// The parameter a kernel with candidate sources gains: which source a point is
+/// compiled from (0, the first listed, is the incumbent).
+pub const SOURCE_PARAM: &str = "source";
+
+/// The most sources (incumbent and candidates) a kernel may list.
+pub const MAX_SOURCES: usize = 16;
+
 /// The most key values a kernel may time at, unless `max_sizes = N` says more.
 pub const DEFAULT_MAX_SIZES: u64 = 64;
 
@@ -41,8 +48,12 @@ pub const DEFAULT_MAX_SIZES: u64 = 64;
 #[derive(Debug, Clone)]
 pub struct Spec {
     pub fn_name: Ident,
-    /// The CUDA source, relative to the crate root.
+    /// The CUDA source, relative to the crate root: the incumbent implementation.
     pub source: LitStr,
+    /// Candidate implementations of the same kernels (`source = [incumbent,
+    /// candidate, ...]`): the space gains a first parameter `source` (0 is the
+    /// incumbent) and every point is compiled from the source it names.
+    pub candidates: Vec<LitStr>,
     /// The kernels' symbols in the source (`extern "C" __global__`): one, or several
     /// that the wrapper launches in turn (the first is `Variant::function()`).
     pub entries: Vec<String>,
@@ -146,7 +157,16 @@ impl Spec {
         let sizes_entry = required("sizes");
         let case_entry = required("case");
 
-        let source = source_entry.and_then(|e| lit_str(&e.value, "source", &mut diag));
+        let sources = source_entry.and_then(|e| parse_sources(&e.value, &mut diag));
+        if let Some(sources) = sources.as_ref().filter(|s| s.len() > 1) {
+            params.insert(
+                0,
+                Param {
+                    name: SOURCE_PARAM.to_string(),
+                    values: (0..sources.len() as u32).collect(),
+                },
+            );
+        }
         let entries = match options.get("entry") {
             Some(e) => parse_entries(&e.value, &mut diag),
             None => Some(vec![sig.ident.to_string()]),
@@ -318,10 +338,10 @@ impl Spec {
             None => space.points().into_iter().next(),
         };
 
-        if let (Some(dir), Some(source), Some(entry_names)) = (manifest_dir, &source, &entries) {
-            check_source(
+        if let (Some(dir), Some(sources), Some(entry_names)) = (manifest_dir, &sources, &entries) {
+            check_sources(
                 dir,
-                source,
+                sources,
                 entry_names,
                 options.get("entry").copied(),
                 &space,
@@ -332,23 +352,27 @@ impl Spec {
 
         let (
             Some(signature),
-            Some(source),
+            Some(mut sources),
             Some(entries),
             Some((key, key_ty)),
             Some(sizes),
             Some(case),
             Some(default),
             Some(above),
-        ) = (signature, source, entries, key, sizes, case, default, above)
+        ) = (
+            signature, sources, entries, key, sizes, case, default, above,
+        )
         else {
             if diag.is_empty() {
                 diag.at_span(attr_span, "invalid #[autotune] attribute");
             }
             return Err(diag.into_error());
         };
+        let source = sources.remove(0);
         diag.finish(Self {
             fn_name: sig.ident.clone(),
             source,
+            candidates: sources,
             entries,
             key,
             sizes,
@@ -660,6 +684,10 @@ fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<
         }
         values[index] = Some(value);
     }
+    // With candidate sources, the default is the incumbent's unless it says otherwise.
+    if space.params.first().is_some_and(|p| p.name == SOURCE_PARAM) && values[0].is_none() {
+        values[0] = Some(0);
+    }
     let missing: Vec<&str> = space
         .params
         .iter()
@@ -694,46 +722,81 @@ fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<
     Some(point)
 }
 
-fn check_source(
+/// Every source must exist and mention every entry; every parameter must appear in
+/// at least one of them (or the headers they include).
+fn check_sources(
     dir: &Path,
-    source: &LitStr,
+    sources: &[LitStr],
     entries: &[String],
     entry_option: Option<&Entry>,
     space: &Space,
     attr_entries: &syn::punctuated::Punctuated<Entry, syn::Token![,]>,
     diag: &mut Diagnostics,
 ) {
-    let path = dir.join(source.value());
-    let set = match SourceSet::load(&path) {
-        Ok(set) => set,
-        Err(error) => {
-            diag.at(
-                source,
-                format!("cannot read CUDA source {}: {error}", path.display()),
-            );
-            return;
-        }
-    };
-    for entry in entries {
-        if !set.mentions(entry) {
-            let message = format!(
-                "`{entry}` does not appear in {}: name the kernel's symbol with `entry = \"...\"`",
-                source.value()
-            );
-            match entry_option {
-                Some(option) => diag.at(&option.value, message),
-                None => diag.at(source, message),
+    let mut sets = Vec::new();
+    for source in sources {
+        let path = dir.join(source.value());
+        let set = match SourceSet::load(&path) {
+            Ok(set) => set,
+            Err(error) => {
+                diag.at(
+                    source,
+                    format!("cannot read CUDA source {}: {error}", path.display()),
+                );
+                return;
+            }
+        };
+        for entry in entries {
+            if !set.mentions(entry) {
+                let message = format!(
+                    "`{entry}` does not appear in {}: name the kernel's symbol with `entry = \"...\"`",
+                    source.value()
+                );
+                match entry_option {
+                    Some(option) if sources.len() == 1 => diag.at(&option.value, message),
+                    _ => diag.at(source, message),
+                }
             }
         }
+        sets.push(set);
     }
-    for param in &space.params {
+    let shown: Vec<String> = sources.iter().map(LitStr::value).collect();
+    for param in space.params.iter().filter(|p| p.name != SOURCE_PARAM) {
         let define = names::define(&param.name);
-        if !set.mentions(&define)
+        if !sets.iter().any(|set| set.mentions(&define))
             && let Some(e) = attr_entries.iter().find(|e| e.name == param.name)
         {
-            diag.at(&e.name, format!("parameter `{}` is never used: `{define}` does not appear in {} or the headers it includes", param.name, source.value()));
+            diag.at(&e.name, format!("parameter `{}` is never used: `{define}` does not appear in {} or the headers it includes", param.name, shown.join(" or ")));
         }
     }
+}
+
+/// `source = "k.cu"`, or `source = ["k.cu", "k_v2.cu"]`: the incumbent, then its
+/// candidates, each once.
+fn parse_sources(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<LitStr>> {
+    let Expr::Array(array) = value else {
+        return lit_str(value, "source", diag).map(|s| vec![s]);
+    };
+    if array.elems.is_empty() || array.elems.len() > MAX_SOURCES {
+        diag.at(
+            array,
+            format!(
+                "`source` lists the incumbent CUDA file, then up to {} candidates",
+                MAX_SOURCES - 1
+            ),
+        );
+        return None;
+    }
+    let mut sources: Vec<LitStr> = Vec::new();
+    for elem in &array.elems {
+        let source = lit_str(elem, "each source", diag)?;
+        if sources.iter().any(|s| s.value() == source.value()) {
+            diag.at(elem, format!("`{}` is listed twice", source.value()));
+            return None;
+        }
+        sources.push(source);
+    }
+    Some(sources)
 }
 
 /// A wrapper's name must map to generated names no other wrapper's can: lower
@@ -920,6 +983,31 @@ mod tests {
         assert_eq!(s.default, Point(vec![128, 2]));
         assert_eq!(s.entries, ["rms_norm"]);
         assert_eq!(s.dispatch_struct(), "RmsNorm");
+    }
+
+    /// Issue 15: candidate sources are a first parameter `source`, the incumbent's
+    /// index 0 by default; the constraint may name it.
+    #[test]
+    fn candidate_sources_become_the_source_parameter() {
+        let s = spec(
+            "source = [\"k.cu\", \"k_v2.cu\"], key = n_rows, sizes = [512], case = C, \
+             block = [64, 128], where = \"source == 0 || block == 128\", default = (block = 64)",
+        )
+        .unwrap();
+        assert_eq!(s.source.value(), "k.cu");
+        assert_eq!(s.candidates.len(), 1);
+        assert_eq!(s.space.names(), ["source", "block"]);
+        assert_eq!(s.space.points().len(), 3);
+        assert_eq!(s.default, Point(vec![0, 64]));
+        let twice = errors(
+            "source = [\"k.cu\", \"k.cu\"], key = n_rows, sizes = [512], case = C, block = [64]",
+        );
+        assert!(twice[0].contains("`k.cu` is listed twice"), "{twice:?}");
+        let empty = errors("source = [], key = n_rows, sizes = [512], case = C, block = [64]");
+        assert!(
+            empty[0].contains("lists the incumbent CUDA file"),
+            "{empty:?}"
+        );
     }
 
     #[test]

@@ -92,6 +92,49 @@ pub fn decide(timings: &SizeTimings, incumbent: usize, min_margin: f64) -> Optio
     })
 }
 
+/// The winner at one key value when some variants come from candidate sources
+/// (`candidate(v)`): a candidate must beat the incumbent *source*, not just its
+/// default point. First the incumbent source decides as [`decide`] does among its
+/// own variants (and the fallback's), giving `w₀`; then the fastest candidate `c`
+/// replaces `w₀` only if `median(w₀) / median(c) − 1 > max(min_margin, noise)`,
+/// the noise that of `c` and `w₀` (and the incumbent's repeat at this key). The decision's incumbent is `w₀`, so the
+/// table says by how much a candidate won over the best the old source had. With
+/// no valid variant of the incumbent source, the candidates decide among
+/// themselves against `incumbent`'s rule.
+pub fn decide_with_candidates(
+    timings: &SizeTimings,
+    incumbent: usize,
+    min_margin: f64,
+    candidate: &dyn Fn(usize) -> bool,
+) -> Option<Decision> {
+    let only = |keep: &dyn Fn(usize) -> bool| SizeTimings {
+        timed: timings
+            .timed
+            .iter()
+            .copied()
+            .filter(|t| keep(t.variant))
+            .collect(),
+        ..timings.clone()
+    };
+    let Some(old) = decide(&only(&|v| !candidate(v)), incumbent, min_margin) else {
+        return decide(timings, incumbent, min_margin);
+    };
+    if !timings.timed.iter().any(|t| candidate(t.variant)) {
+        return Some(old);
+    }
+    let head_to_head = only(&|v| v == old.winner || candidate(v));
+    let mut new = decide(&head_to_head, old.winner, min_margin)?;
+    if new.winner == old.winner {
+        // The old source keeps the key: its own decision says by how much it won.
+        return Some(Decision {
+            runner_up: old.runner_up.or(new.runner_up),
+            ..old
+        });
+    }
+    new.noise = new.noise.max(old.noise);
+    Some(new)
+}
+
 /// Key values between adjacent decisions with different winners, worth timing
 /// both winners at to place the boundary (geometric midpoints of gaps wider than
 /// 25%), with the two variants to time.
@@ -229,6 +272,29 @@ mod tests {
             ranges(&[decision(1, 1), decision(2, 2)], 0, false),
             vec![(0, 1, 1), (2, 2, 2), (3, u64::MAX, 0)]
         );
+    }
+
+    /// Variants 0-2 come from the incumbent source (0 is its default), 3-4 from a
+    /// candidate: a candidate must beat the old source's best, not its default.
+    #[test]
+    fn a_candidate_must_beat_the_old_source_s_best_by_the_margin() {
+        let candidate = |v: usize| v >= 3;
+        let decide = |times: &[(usize, f64)]| {
+            decide_with_candidates(&at(100, times), 0, 0.01, &candidate).unwrap()
+        };
+        // 2 beats the default by 20%; candidate 3 beats 2 by only 0.5%: 2 keeps it.
+        let d = decide(&[(0, 10.0), (2, 8.0), (3, 7.96)]);
+        assert_eq!((d.winner, d.incumbent), (2, 0), "{d:?}");
+        // Candidate 4 beats 2 by 14%: it wins, measured against 2.
+        let d = decide(&[(0, 10.0), (2, 8.0), (3, 7.96), (4, 7.0)]);
+        assert_eq!((d.winner, d.incumbent), (4, 2), "{d:?}");
+        assert!((d.margin - (8.0 / 7.0 - 1.0)).abs() < 1e-12, "{d:?}");
+        // No candidate timed: the old source's decision as it is.
+        let d = decide(&[(0, 10.0), (1, 9.0)]);
+        assert_eq!(d.winner, 1);
+        // Nothing of the old source valid: the candidates among themselves.
+        let d = decide(&[(3, 7.0), (4, 6.0)]);
+        assert_eq!(d.winner, 4);
     }
 
     /// Issue 10: a pick that still wins at twice the top keeps every larger key,

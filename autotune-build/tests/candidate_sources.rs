@@ -1,0 +1,112 @@
+//! Candidate sources (`source = [incumbent, candidate]`) with the real nvcc (CI
+//! installs it; skipped, and said so, without one unless `AUTOTUNE_REQUIRE_NVCC=1`):
+//! every point is compiled from the source its `source` parameter names (each
+//! source refuses to compile under the other's index), and an edit to the candidate
+//! makes the kernel's entry stale, like an edit to the incumbent.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+
+#[path = "../../tests/fixtures/skip.rs"]
+mod skip;
+
+use std::path::{Path, PathBuf};
+
+use autotune_build::fingerprint::KernelInputs;
+use autotune_runtime::KernelSpec;
+use autotune_runtime::spec::Above;
+
+/// Two sources of kernel `k`, each compiling only as its own index.
+fn crate_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("candidate-sources");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("kernels")).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let source = |index: u32, body: &str| {
+        format!(
+            "#if SOURCE != {index}\n#error compiled from the wrong source\n#endif\n\
+             extern \"C\" __global__ void k(float* y) {{ {body} }}\n"
+        )
+    };
+    std::fs::write(
+        dir.join("kernels/k.cu"),
+        source(0, "y[threadIdx.x] = BLOCK;"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("kernels/k_v2.cu"),
+        source(1, "y[threadIdx.x] = 2 * BLOCK;"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/k.rs"), "pub fn k() {}\n").unwrap();
+    dir
+}
+
+const SPEC: KernelSpec = KernelSpec {
+    name: "k",
+    wrapper_file: "src/k.rs",
+    source: "kernels/k.cu",
+    candidates: &["kernels/k_v2.cu"],
+    entries: &["k"],
+    key: "n",
+    sizes: &[1024],
+    params: &["source", "block"],
+    points: &[&[0, 64], &[0, 128], &[1, 64], &[1, 128]],
+    default: &[0, 64],
+    constraint: None,
+    flags: &[],
+    fallback: None,
+    above: Above::Measure,
+    key_max: u64::MAX,
+};
+
+#[test]
+fn each_point_compiles_from_its_own_source() {
+    let dir = crate_dir();
+    match autotune_build::variants::compile_all(&SPEC, &dir, "sm_90") {
+        Ok(report) => {
+            report.assert_clean();
+            let names: Vec<&str> = report.variants.iter().map(|v| v.name.as_str()).collect();
+            assert_eq!(
+                names,
+                [
+                    "source=0,block=64",
+                    "source=0,block=128",
+                    "source=1,block=64",
+                    "source=1,block=128"
+                ]
+            );
+        }
+        Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() => {
+            panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
+        }
+        Err(why) => skip::skipped(&why.to_string()),
+    }
+}
+
+/// Without nvcc: the include scanner's files (both sources) key the fingerprint.
+#[test]
+fn an_edit_to_a_candidate_makes_the_entry_stale() {
+    let dir = crate_dir();
+    let tuned = KernelInputs::gather(&SPEC, &dir, None, "k 0.1.0")
+        .unwrap()
+        .fingerprint(None)
+        .unwrap();
+    let inputs = KernelInputs::gather(&SPEC, &dir, None, "k 0.1.0").unwrap();
+    assert!(inputs.differences(&tuned).is_empty());
+    assert!(
+        inputs
+            .watched()
+            .iter()
+            .any(|f| f.ends_with("kernels/k_v2.cu")),
+        "{:?}",
+        inputs.watched()
+    );
+    std::fs::write(
+        dir.join("kernels/k_v2.cu"),
+        "#if SOURCE != 1\n#error\n#endif\nextern \"C\" __global__ void k(float* y) { y[0] = 3 * BLOCK; }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        inputs.differences(&tuned),
+        ["the CUDA source or a header changed"]
+    );
+}
