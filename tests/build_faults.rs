@@ -172,6 +172,8 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             sm_count: 132,
             driver: "13.0".into(),
             l2_bytes: 62_914_560,
+            memory_bytes: 0,
+            shared_per_block: 0,
         },
         kernels: [("scale".to_string(), kernel)].into(),
     }

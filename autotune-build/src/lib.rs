@@ -427,7 +427,7 @@ impl Build {
                     let reason = match table.as_ref() {
                         _ if self.settings.forced(spec.name) => "AUTOTUNE_FORCE".to_string(),
                         None => "no table for this GPU".to_string(),
-                        Some(t) if t.gpu != *gpu => format!("the table was measured under driver {} ", t.gpu.driver),
+                        Some(t) if !t.gpu.same_conditions(gpu) => format!("the table was measured under driver {} ", t.gpu.driver),
                         Some(t) => match t.kernels.get(spec.name) {
                             None => "not in the table".to_string(),
                             Some(entry) => {
@@ -467,9 +467,11 @@ impl Build {
             }
             Err(_) => fresh_table(gpu),
         };
-        if table.gpu != *gpu {
+        if !table.gpu.same_conditions(gpu) {
             table = fresh_table(gpu);
         }
+        // Facts the table predates are filled in from this GPU.
+        table.gpu = gpu.clone();
         // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
         let mut todo = stale(&Some(table.clone()));
         let is_a_fallback = |name: &str| {
@@ -631,12 +633,18 @@ fn probe_one(device: usize) -> Result<GpuRecord, ProbeError> {
         .result()
         .map_err(query)?;
     let driver = format!("{}.{}", version / 1000, (version % 1000) / 10);
+    let shared = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(query)?;
+    let memory = ctx.total_mem().map_err(query)?;
     Ok(GpuRecord {
         name: identity.name,
         compute_capability: [identity.compute_capability.0, identity.compute_capability.1],
         sm_count: identity.sm_count,
         driver,
         l2_bytes: u64::from(l2.max(0).unsigned_abs()),
+        memory_bytes: memory as u64,
+        shared_per_block: shared.max(0).unsigned_abs(),
     })
 }
 

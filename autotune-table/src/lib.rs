@@ -1,14 +1,16 @@
 //! Everything about tuning results that needs neither a GPU nor nvcc: the table
 //! format ([`table`], with [`above`] for keys past the largest size), the rule that turns timings into ranges ([`ranges`]), the
 //! search strategies ([`strategy`]), the progress lines a terminal draws
-//! ([`progress`]), the build's machine-readable summary ([`summary`]), and the
-//! report and plots that stand beside a committed table ([`artifacts`]).
+//! ([`progress`]), the build's machine-readable summary ([`summary`]), the
+//! report and plots that stand beside a committed table ([`artifacts`]), and the
+//! Markdown context an agent reads before proposing a change ([`context`]).
 //!
 //! The build library (`autotune-build`) writes these; `cargo autotune` reads them
 //! without linking cudarc.
 
 pub mod above;
 pub mod artifacts;
+pub mod context;
 pub mod error;
 pub mod plot;
 pub mod progress;

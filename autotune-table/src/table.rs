@@ -67,9 +67,36 @@ pub struct GpuRecord {
     /// CUDA driver API version (`13.0`).
     pub driver: String,
     pub l2_bytes: u64,
+    /// Device memory; 0 in tables from before it was recorded.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub memory_bytes: u64,
+    /// Shared memory a block may opt in to; 0 in tables from before it was recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_per_block: u32,
+}
+
+fn is_zero_u64(value: &u64) -> bool {
+    *value == 0
 }
 
 impl GpuRecord {
+    /// Whether a table measured on `self` holds for the GPU `now` (the facts that
+    /// change timings: model, SMs, L2, driver); facts a table predates (0) are not
+    /// compared.
+    pub fn same_conditions(&self, now: &GpuRecord) -> bool {
+        let unknown_or_equal = |a: u64, b: u64| a == 0 || b == 0 || a == b;
+        self.name == now.name
+            && self.compute_capability == now.compute_capability
+            && self.sm_count == now.sm_count
+            && self.driver == now.driver
+            && self.l2_bytes == now.l2_bytes
+            && unknown_or_equal(self.memory_bytes, now.memory_bytes)
+            && unknown_or_equal(
+                u64::from(self.shared_per_block),
+                u64::from(now.shared_per_block),
+            )
+    }
+
     pub fn arch(&self) -> String {
         format!(
             "sm_{}{}",
@@ -678,6 +705,8 @@ pub(crate) mod tests {
                 sm_count: 132,
                 driver: "13.0".into(),
                 l2_bytes: 62_914_560,
+                memory_bytes: 0,
+                shared_per_block: 0,
             },
             kernels: BTreeMap::from([("k".to_string(), kernel)]),
         }
@@ -688,6 +717,34 @@ pub(crate) mod tests {
             std::env::temp_dir().join(format!("autotune-table-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// A table from before device memory was recorded still holds for the GPU
+    /// (no retune for a new field); a recorded, different memory does not.
+    #[test]
+    fn facts_a_table_predates_are_not_compared() {
+        let old = sample().gpu;
+        let now = GpuRecord {
+            memory_bytes: 150_000_000_000,
+            shared_per_block: 232_448,
+            ..old.clone()
+        };
+        assert!(old.same_conditions(&now) && now.same_conditions(&old));
+        let other = GpuRecord {
+            memory_bytes: 80_000_000_000,
+            ..now.clone()
+        };
+        assert!(!now.same_conditions(&other));
+        let driver = GpuRecord {
+            driver: "12.8".into(),
+            ..old.clone()
+        };
+        assert!(!old.same_conditions(&driver));
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(
+            !text.contains("memory_bytes"),
+            "absent facts stay absent: {text}"
+        );
     }
 
     #[test]

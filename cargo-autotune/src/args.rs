@@ -33,6 +33,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Replay a budgeted search over a table's full-grid measurements.
     Simulate(SimulateArgs),
+    /// Markdown for whoever proposes the next kernel change: the GPU, the best rates
+    /// reached, each kernel's ranges with margins and noise, what was rejected.
+    Context(ContextArgs),
 }
 
 /// The tables folder: `--tables DIR`, else `kernels/tuning` or `tuning` here.
@@ -89,6 +92,18 @@ pub struct ReportArgs {
     /// Only this kernel.
     #[arg(long)]
     pub kernel: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    #[command(flatten)]
+    pub tables: TablesArg,
+    /// Only this kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Write it here instead of to stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

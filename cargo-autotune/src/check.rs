@@ -133,6 +133,8 @@ mod tests {
             sm_count: 132,
             driver: "13.0".into(),
             l2_bytes: 60 << 20,
+            memory_bytes: 0,
+            shared_per_block: 0,
         }
     }
 

@@ -8,6 +8,7 @@
 //! cargo autotune merge    OUT.json IN.json...
 //! cargo autotune compare  REFERENCE.json OTHER.json --kernel NAME
 //! cargo autotune simulate --table FILE --kernel NAME --strategy random|local --budget N [--runs N]
+//! cargo autotune context  [--tables DIR] [--kernel NAME] [--out FILE]
 //! ```
 //!
 //! It links no CUDA library: it reads tables and the build's JSON summary, and runs
@@ -17,6 +18,7 @@ mod args;
 mod bars;
 mod check;
 mod compare;
+mod context;
 mod merge;
 mod plot;
 mod report;
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Context(args) => context::run(args),
     };
     match result {
         Ok(code) => code,

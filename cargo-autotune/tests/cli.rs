@@ -49,6 +49,22 @@ fn report_and_compare_read_the_committed_table() {
 }
 
 #[test]
+fn context_writes_markdown_from_the_committed_table() {
+    let out = cargo_autotune(root(), &["context", "--kernel", "topk_indexer"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let context = text(&out.stdout);
+    assert!(
+        context.starts_with("# Tuning context: NVIDIA H200 (sm_90)"),
+        "{context}"
+    );
+    assert!(context.contains("## `topk_indexer`"), "{context}");
+    assert!(!context.contains("## `gemm`"), "only the kernel asked for");
+    assert!(context.contains("| range | bakes |"), "{context}");
+    let missing = cargo_autotune(root(), &["context", "--tables", "/nonexistent"]);
+    assert!(!missing.status.success());
+}
+
+#[test]
 fn plot_writes_the_committed_plots() {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-plots");
     let _ = std::fs::remove_dir_all(&out_dir);

@@ -1,0 +1,44 @@
+//! `cargo autotune context`: the Markdown an engineer or an agent reads before
+//! proposing a kernel change (the GPU, the best rates reached, each kernel's ranges
+//! with their margins and noise, and what was tried and rejected), from the tables.
+
+use std::process::ExitCode;
+
+use autotune_table::context::render;
+use autotune_table::table;
+
+use crate::args::ContextArgs;
+
+pub fn run(args: &ContextArgs) -> Result<ExitCode, String> {
+    let dir = crate::tables_dir(&args.tables)?;
+    let tables = table::read_all(&dir);
+    if tables.is_empty() {
+        return Err(format!("no tables in {}", dir.display()));
+    }
+    let mut text = String::new();
+    for (path, table) in tables {
+        match table {
+            Ok(table) => {
+                text.push_str(&render(
+                    &path.display().to_string(),
+                    &table,
+                    args.kernel.as_deref(),
+                ));
+                text.push('\n');
+            }
+            Err(unreadable) => {
+                return Err(format!(
+                    "{}: unreadable: {}",
+                    path.display(),
+                    unreadable.reason
+                ));
+            }
+        }
+    }
+    match &args.out {
+        Some(out) => std::fs::write(out, &text)
+            .map_err(|e| format!("cannot write {}: {e}", out.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
