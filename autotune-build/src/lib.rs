@@ -42,7 +42,9 @@ use autotune_runtime::gpu::{self, GpuIdentity, NoGpu};
 use autotune_spec::names::gpu_slug;
 use autotune_table::artifacts;
 use autotune_table::strategy::Strategy;
-use autotune_table::summary::{BuildSummary, CHECK_ENV, SUMMARY_FORMAT, SUMMARY_PATH};
+use autotune_table::summary::{
+    BuildSummary, CHECK_ENV, SUMMARY_FORMAT, SUMMARY_PATH, TABLES_DIR_ENV,
+};
 use autotune_table::table::{self, GpuRecord, TuningTable};
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys::CUdevice_attribute;
@@ -183,9 +185,13 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         }
     };
     let root = tunables.root.clone();
+    // `AUTOTUNE_TABLES_DIR` (what `cargo autotune judge` tunes candidates into, so
+    // that the committed tables stay as they are) overrides build.rs's folder.
     let tables_dir = root.join(
-        builder
-            .tables_dir
+        std::env::var_os(TABLES_DIR_ENV)
+            .filter(|dir| !dir.is_empty())
+            .map(PathBuf::from)
+            .or(builder.tables_dir)
             .unwrap_or_else(|| PathBuf::from("tuning")),
     );
     let build = Build {
@@ -387,11 +393,12 @@ impl Build {
         for file in files {
             println!("cargo::rerun-if-changed={}", file.display());
         }
-        for var in settings::ENV
-            .iter()
-            .chain(nvcc::ENV.iter())
-            .chain([&CHECK_ENV, &"PATH", &"DOCS_RS"])
-        {
+        for var in settings::ENV.iter().chain(nvcc::ENV.iter()).chain([
+            &CHECK_ENV,
+            &TABLES_DIR_ENV,
+            &"PATH",
+            &"DOCS_RS",
+        ]) {
             println!("cargo::rerun-if-env-changed={var}");
         }
     }

@@ -3,7 +3,8 @@
 //! search strategies ([`strategy`]), the progress lines a terminal draws
 //! ([`progress`]), the build's machine-readable summary ([`summary`]), the
 //! report and plots that stand beside a committed table ([`artifacts`]), and the
-//! Markdown context an agent reads before proposing a change ([`context`]).
+//! Markdown context an agent reads before proposing a change ([`context`]), and the
+//! keep-or-revert verdict on candidate sources ([`verdict`]).
 //!
 //! The build library (`autotune-build`) writes these; `cargo autotune` reads them
 //! without linking cudarc.
@@ -20,6 +21,7 @@ pub mod resources;
 pub mod strategy;
 pub mod summary;
 pub mod table;
+pub mod verdict;
 
 pub use error::TableError;
 pub use resources::Resources;

@@ -17,6 +17,10 @@ pub const SUMMARY_FORMAT: u32 = 1;
 /// model has a fresh plan.
 pub const CHECK_ENV: &str = "AUTOTUNE_CHECK";
 
+/// Replaces the tables folder build.rs names (relative to the crate root): `cargo
+/// autotune judge` tunes candidates into a scratch folder with it.
+pub const TABLES_DIR_ENV: &str = "AUTOTUNE_TABLES_DIR";
+
 /// Where the summary lives under a build script's `OUT_DIR`.
 pub const SUMMARY_PATH: &str = "autotune/summary.json";
 

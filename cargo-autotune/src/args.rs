@@ -36,6 +36,9 @@ pub enum Command {
     /// Markdown for whoever proposes the next kernel change: the GPU, the best rates
     /// reached, each kernel's ranges with margins and noise, what was rejected.
     Context(ContextArgs),
+    /// Keep or revert a kernel's candidate sources, per range: tunes it into a
+    /// scratch copy of the tables and exits 0 (keep), 1 (revert) or 2 (no verdict).
+    Judge(JudgeArgs),
 }
 
 /// The tables folder: `--tables DIR`, else `kernels/tuning` or `tuning` here.
@@ -92,6 +95,23 @@ pub struct ReportArgs {
     /// Only this kernel.
     #[arg(long)]
     pub kernel: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
+    /// The kernel whose candidate sources (`source = [old, new]`) to judge.
+    #[arg(long)]
+    pub kernel: String,
+    /// Judge this already tuned table instead of tuning (no GPU needed).
+    #[arg(long, value_name = "FILE")]
+    pub table: Option<PathBuf>,
+    /// The verdict as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub tables: TablesArg,
 }
 
 #[derive(Debug, Args)]

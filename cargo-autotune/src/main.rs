@@ -9,6 +9,7 @@
 //! cargo autotune compare  REFERENCE.json OTHER.json --kernel NAME
 //! cargo autotune simulate --table FILE --kernel NAME --strategy random|local --budget N [--runs N]
 //! cargo autotune context  [--tables DIR] [--kernel NAME] [--out FILE]
+//! cargo autotune judge    --kernel NAME [--table FILE] [--json]   exit 0 keep, 1 revert, 2 no verdict
 //! ```
 //!
 //! It links no CUDA library: it reads tables and the build's JSON summary, and runs
@@ -19,6 +20,7 @@ mod bars;
 mod check;
 mod compare;
 mod context;
+mod judge;
 mod merge;
 mod plot;
 mod report;
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Context(args) => context::run(args),
+        Command::Judge(args) => judge::run(args),
     };
     match result {
         Ok(code) => code,

@@ -149,6 +149,35 @@ fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
         "{stderr}"
     );
     assert!(stdout.contains("nothing was tuned"), "{stdout}");
+
+    // The judge tunes into a scratch copy of the tables; with nothing tuned there
+    // is no verdict (exit 2, said), and the committed tables are untouched.
+    std::fs::create_dir_all(dir.join("tuning")).unwrap();
+    let out = in_fixture(&dir, &["judge", "--kernel", "scale"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the build did not tune `scale`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("feature `autotune` is on, but no CUDA driver"),
+        "{stderr}"
+    );
+    assert!(!dir.join("tuning").join("judge-journal.jsonl").exists());
+}
+
+/// A table without candidate sources has nothing to judge: exit 2, said.
+#[test]
+fn judge_needs_candidate_sources() {
+    let table = "kernels/tuning/nvidia-h200.json";
+    let out = cargo_autotune(root(), &["judge", "--kernel", "rms_norm", "--table", table]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("`rms_norm` has no candidate variants"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// A stale table whose GPU name mimics the build's old warning text ("tuned for

@@ -1,0 +1,349 @@
+//! Keep or revert, per range, for a kernel's candidate sources (`source = [old,
+//! new, ...]`): what `cargo autotune judge` decides from a table tuned with them.
+//!
+//! A range is kept for a candidate when the table bakes one of its variants there,
+//! which the sweep allows only where it beat the incumbent source's best by more
+//! than the margin and the noise (`ranges::decide_with_candidates`). Everywhere
+//! else the verdict is revert, with the reason: every candidate variant failed (the
+//! stages and first reasons), or its best was slower, or faster by less than the
+//! noise, at the keys timed in that range.
+
+use serde::{Deserialize, Serialize};
+
+use crate::table::{KernelTable, VariantRecord};
+
+/// One range of the key and what to do there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeVerdict {
+    pub first: u64,
+    pub last: u64,
+    /// `keep` (a candidate owns it) or `revert`.
+    pub verdict: String,
+    /// The variant the table bakes there.
+    pub owner: String,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+/// The judge's answer for one kernel's candidates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub kernel: String,
+    /// Whether any range keeps a candidate.
+    pub keep: bool,
+    pub ranges: Vec<RangeVerdict>,
+    /// Candidate variants that failed, `name: stage: reason`.
+    pub rejected: Vec<String>,
+}
+
+/// The source index of a variant named `source=N,...` (`None` without sources).
+pub fn source_index(name: &str) -> Option<u32> {
+    name.strip_prefix("source=")?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn is_candidate(variant: &VariantRecord) -> bool {
+    source_index(&variant.name).is_some_and(|index| index > 0)
+}
+
+/// Judges the candidate variants of `kernel` (named `source=N,...`, N >= 1).
+pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
+    let candidates: Vec<&VariantRecord> =
+        kernel.variants.iter().filter(|v| is_candidate(v)).collect();
+    if candidates.is_empty() {
+        return Err(format!(
+            "`{name}` has no candidate variants in this table: list the candidate in its \
+             attribute (`source = [\"old.cu\", \"new.cu\"]`) and tune it"
+        ));
+    }
+    let rejected: Vec<String> = candidates
+        .iter()
+        .filter_map(|v| {
+            v.rejected.as_ref().map(|r| {
+                format!(
+                    "{}: {:?}: {}",
+                    v.name,
+                    r.stage,
+                    r.reason.lines().next().unwrap_or("")
+                )
+            })
+        })
+        .collect();
+    let valid: Vec<&&VariantRecord> = candidates.iter().filter(|v| v.rejected.is_none()).collect();
+    let mut ranges = Vec::new();
+    for range in &kernel.ranges {
+        let owner = kernel.variants.iter().find(|v| v.name == range.variant);
+        if owner.is_some_and(is_candidate) {
+            let won: Vec<String> = kernel
+                .sizes
+                .iter()
+                .filter(|s| {
+                    s.key >= range.first && s.key <= range.last && s.winner == range.variant
+                })
+                .map(|s| {
+                    format!(
+                        "{}={}: {:.1}% faster than {} (noise {:.1}%)",
+                        kernel.key,
+                        s.key,
+                        s.margin * 100.0,
+                        s.incumbent,
+                        s.noise * 100.0
+                    )
+                })
+                .collect();
+            ranges.push(RangeVerdict {
+                first: range.first,
+                last: range.last,
+                verdict: "keep".into(),
+                owner: range.variant.clone(),
+                reason: if won.is_empty() {
+                    "the candidate owns it (no key timed inside)".into()
+                } else {
+                    won.join("; ")
+                },
+            });
+            continue;
+        }
+        let reason = if valid.is_empty() {
+            format!(
+                "every candidate variant failed ({} of them)",
+                candidates.len()
+            )
+        } else {
+            let keys: Vec<String> = kernel
+                .sizes
+                .iter()
+                .filter(|s| s.key >= range.first && s.key <= range.last)
+                .filter_map(|s| {
+                    let owner_us = time_at(kernel, &range.variant, s.key).unwrap_or(s.winner_us);
+                    let (best, us) = valid
+                        .iter()
+                        .filter_map(|v| {
+                            v.measurements
+                                .iter()
+                                .find(|m| m.key == s.key)
+                                .map(|m| (v.name.as_str(), m.median_us))
+                        })
+                        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+                    let change = us / owner_us - 1.0;
+                    Some(if change >= 0.0 {
+                        format!("{}={}: slower, {best} {:+.1}%", kernel.key, s.key, change * 100.0)
+                    } else {
+                        format!(
+                            "{}={}: {best} {:+.1}%, within the noise ({:.1}%) or the margin ({:.1}%)",
+                            kernel.key,
+                            s.key,
+                            change * 100.0,
+                            s.noise * 100.0,
+                            kernel.min_margin * 100.0
+                        )
+                    })
+                })
+                .collect();
+            if keys.is_empty() {
+                "no candidate was timed here".to_string()
+            } else {
+                keys.join("; ")
+            }
+        };
+        ranges.push(RangeVerdict {
+            first: range.first,
+            last: range.last,
+            verdict: "revert".into(),
+            owner: range.variant.clone(),
+            reason,
+        });
+    }
+    Ok(Judgement {
+        kernel: name.to_string(),
+        keep: ranges.iter().any(|r| r.verdict == "keep"),
+        ranges,
+        rejected,
+    })
+}
+
+fn time_at(kernel: &KernelTable, name: &str, key: u64) -> Option<f64> {
+    kernel
+        .variant(name)?
+        .measurements
+        .iter()
+        .find(|m| m.key == key)
+        .map(|m| m.median_us)
+}
+
+impl Judgement {
+    /// One line per range, then the failed candidate variants.
+    pub fn render(&self, key: &str) -> String {
+        let mut out = format!(
+            "{}: {}\n",
+            self.kernel,
+            if self.keep {
+                "keep the candidate where it wins"
+            } else {
+                "revert the candidate"
+            }
+        );
+        for r in &self.ranges {
+            let span = if r.last == u64::MAX {
+                format!("{key} >= {}", r.first)
+            } else {
+                format!("{key} in {}..={}", r.first, r.last)
+            };
+            out.push_str(&format!(
+                "  {span:<28} {:<6} {}: {}\n",
+                r.verdict, r.owner, r.reason
+            ));
+        }
+        for line in &self.rejected {
+            out.push_str(&format!("  failed: {line}\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{Measurement, RangeRecord, Rejection, Role, SizeRecord, Stage};
+
+    fn variant(name: &str, times: &[(u64, f64)], rejected: Option<&str>) -> VariantRecord {
+        VariantRecord {
+            name: name.into(),
+            values: vec![source_index(name).unwrap_or(0), 1],
+            role: Role::Tuned,
+            resources: None,
+            rejected: rejected.map(|reason| Rejection {
+                stage: Stage::WrongResult,
+                reason: reason.into(),
+            }),
+            measurements: times
+                .iter()
+                .map(|&(key, median_us)| Measurement {
+                    key,
+                    median_us,
+                    p25_us: median_us,
+                    p75_us: median_us,
+                    min_us: median_us,
+                    repeats: 10,
+                    error: 0.0,
+                    bytes: 0,
+                    flops: 0,
+                    device: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn size(
+        key: u64,
+        winner: &str,
+        winner_us: f64,
+        incumbent: &str,
+        incumbent_us: f64,
+    ) -> SizeRecord {
+        SizeRecord {
+            key,
+            winner: winner.into(),
+            winner_us,
+            incumbent: incumbent.into(),
+            incumbent_us,
+            margin: incumbent_us / winner_us - 1.0,
+            noise: 0.01,
+            runner_up: None,
+            refinement: false,
+        }
+    }
+
+    /// The candidate (source=1) wins at 64k and loses at 1k.
+    fn tuned() -> KernelTable {
+        let mut k = crate::table::tests::sample().kernels["k"].clone();
+        k.key = "n".into();
+        k.variants = vec![
+            variant("source=0,b=1", &[(1024, 10.0), (65536, 100.0)], None),
+            variant("source=1,b=1", &[(1024, 12.0), (65536, 80.0)], None),
+        ];
+        k.sizes = vec![
+            size(1024, "source=0,b=1", 10.0, "source=0,b=1", 10.0),
+            size(65536, "source=1,b=1", 80.0, "source=0,b=1", 100.0),
+        ];
+        k.ranges = vec![
+            RangeRecord {
+                first: 0,
+                last: 8191,
+                variant: "source=0,b=1".into(),
+            },
+            RangeRecord {
+                first: 8192,
+                last: u64::MAX,
+                variant: "source=1,b=1".into(),
+            },
+        ];
+        k
+    }
+
+    #[test]
+    fn keeps_the_ranges_a_candidate_owns_and_says_why_elsewhere() {
+        let j = judge("k", &tuned()).unwrap();
+        assert!(j.keep);
+        assert_eq!(j.ranges[0].verdict, "revert");
+        assert!(
+            j.ranges[0]
+                .reason
+                .contains("n=1024: slower, source=1,b=1 +20.0%"),
+            "{j:?}"
+        );
+        assert_eq!(j.ranges[1].verdict, "keep");
+        assert!(
+            j.ranges[1]
+                .reason
+                .contains("25.0% faster than source=0,b=1"),
+            "{j:?}"
+        );
+        let text = j.render("n");
+        assert!(text.contains("n >= 8192"), "{text}");
+    }
+
+    #[test]
+    fn a_wrong_candidate_is_reverted_everywhere_with_its_reason() {
+        let mut k = tuned();
+        k.variants[1].rejected = Some(Rejection {
+            stage: Stage::WrongResult,
+            reason: "element error 2.0e0 > 2e-2 at n=65536".into(),
+        });
+        k.ranges = vec![RangeRecord {
+            first: 0,
+            last: u64::MAX,
+            variant: "source=0,b=1".into(),
+        }];
+        let j = judge("k", &k).unwrap();
+        assert!(!j.keep);
+        assert!(
+            j.ranges[0]
+                .reason
+                .contains("every candidate variant failed"),
+            "{j:?}"
+        );
+        assert_eq!(
+            j.rejected,
+            ["source=1,b=1: WrongResult: element error 2.0e0 > 2e-2 at n=65536"]
+        );
+        let round_trip: Judgement =
+            serde_json::from_str(&serde_json::to_string(&j).unwrap()).unwrap();
+        assert_eq!(round_trip, j);
+    }
+
+    #[test]
+    fn a_kernel_without_candidates_is_an_error() {
+        let k = crate::table::tests::sample().kernels["k"].clone();
+        assert!(
+            judge("k", &k)
+                .unwrap_err()
+                .contains("no candidate variants")
+        );
+        assert_eq!(source_index("source=2,block=64"), Some(2));
+        assert_eq!(source_index("block=64"), None);
+    }
+}
