@@ -3,7 +3,8 @@
 //! picked, a variant that cannot launch or that crashes the CUDA context or that
 //! hangs is rejected with its reason while the sweep goes on, the gate catches the
 //! subtle ones (one output in a million off by 0.1%, a write one element past the
-//! end, a write into the input, a result right only on its first launch), and a
+//! end, a write into the input, a result right only on its first launch, a result
+//! cached from an earlier launch), and a
 //! sweep killed half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
 //!
 //! This test binary is also the sweep's worker: the sweep starts it again with
@@ -58,7 +59,7 @@ impl Case for PlantedCase {
         Ok(Self {
             x: stream.alloc_zeros(n)?,
             y: Guarded::alloc(stream, n)?,
-            never: stream.alloc_zeros(1)?,
+            never: stream.alloc_zeros(2)?,
             host_x: vec![0.0; n],
         })
     }
@@ -98,7 +99,7 @@ const SPEC: KernelSpec = KernelSpec {
     key: "n",
     sizes: &[1 << 20, 1 << 24],
     params: &["mode"],
-    points: &[&[0], &[1], &[2], &[3], &[4], &[5], &[6], &[7], &[8]],
+    points: &[&[0], &[1], &[2], &[3], &[4], &[5], &[6], &[7], &[8], &[9]],
     default: &[0],
     constraint: None,
     flags: &[],
@@ -231,7 +232,7 @@ fn plan(
         incumbents: vec![(0, u64::MAX, 0)],
         devices: vec![0],
         seed: 7,
-        check_seeds: 1,
+        check_seeds: 2,
         timing: TimingConfig {
             warmup: 2,
             min_repeats: 10,
@@ -297,6 +298,7 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
         ),
         (7, "changed its input `x`: 1 elements changed"),
         (8, "after the last of"),
+        (9, "(input draw 1, after timing)"),
     ];
     for (mode, expected) in subtle {
         let rejected = result.rejected[mode].as_ref();

@@ -65,7 +65,9 @@ pub struct Settings {
     /// `AUTOTUNE_SEED`: fixes the random inputs (default: from the clock).
     pub seed: u64,
     /// `AUTOTUNE_CHECK_SEEDS`: draws of random inputs each variant is checked on at
-    /// each size (default 1: the seed's own; more draws are derived from it).
+    /// each size (default 1: the seed's own; more draws are derived from it and come
+    /// after the timing, in the same buffers, so a kernel that returns an earlier
+    /// launch's result is caught; `cargo autotune judge` uses 2).
     pub check_seeds: u32,
     /// `AUTOTUNE_TARGET_MS` sets `timing.target_ms`.
     pub timing: TimingConfig,

@@ -299,31 +299,20 @@ fn run_task<K: Kernel>(
     let launch_error = |e: String| (Stage::Launch, e);
     let at = format!("{}={}", K::SPEC.key, task.key);
     let mut error = -1.0;
+    let own_seed = draw_seed(job.seed, task.key, 0);
     if task.check {
         // Random inputs drawn for this build and key, uploaded again before every
         // check (a variant may have written over them), outputs poisoned first.
         // Every variant at a key is checked and timed on the same values, on every
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
-        // Extra draws go first, so that the build's own values are the ones timed.
-        // The memory of the build's own draw is inspected once, after timing: what a
-        // launch writes outside its outputs stays there until then.
-        for draw in (0..job.check_seeds.max(1)).rev() {
-            let seed = draw_seed(job.seed, task.key, draw);
-            let checked = gate::<K>(case, stream, variant, seed, draw != 0)?;
-            error = checked.map_err(|failure| {
-                let which = if draw == 0 {
-                    String::new()
-                } else {
-                    format!(" (input draw {draw})")
-                };
-                Failure::Out(Stage::WrongResult, format!("{failure} at {at}{which}"))
-            })?;
-        }
+        // The memory is inspected once, after timing: what a launch writes outside
+        // its outputs stays there until then.
+        error = gate::<K>(case, stream, variant, own_seed, false)?
+            .map_err(|failure| Failure::Out(Stage::WrongResult, format!("{failure} at {at}")))?;
         // The same variant on the case's other draws of its non-key arguments; a
         // wrapper that refuses one is not checked there (dispatch would refuse too).
-        let seed = draw_seed(job.seed, task.key, 0);
         for (number, alternate) in alternates.iter_mut().enumerate() {
-            match gate::<K>(alternate, stream, variant, seed, true) {
+            match gate::<K>(alternate, stream, variant, own_seed, true) {
                 Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
                 Ok(Err(failure)) => {
                     return Err(Failure::Out(
@@ -336,6 +325,11 @@ fn run_task<K: Kernel>(
         }
         emit(Event::Checked { task: index });
     } else {
+        if job.check_seeds > 1 {
+            // A previous task's later draws replaced the build's own values.
+            case.randomize(stream, own_seed)
+                .map_err(|e| Failure::Out(Stage::Launch, format!("preparing the case: {e}")))?;
+        }
         first_launch::<K>(case, stream, variant)?;
     }
     let samples = timing::measure(stream, flush, &job.timing, best_us, &mut || {
@@ -358,6 +352,17 @@ fn run_task<K: Kernel>(
                 ),
             )
         })?;
+        // Then new inputs in the same buffers (`AUTOTUNE_CHECK_SEEDS` draws): a
+        // kernel that returns what it computed before, instead of computing, is out.
+        for draw in 1..job.check_seeds {
+            let seed = draw_seed(job.seed, task.key, draw);
+            gate::<K>(case, stream, variant, seed, true)?.map_err(|failure| {
+                Failure::Out(
+                    Stage::WrongResult,
+                    format!("{failure} at {at} (input draw {draw}, after timing)"),
+                )
+            })?;
+        }
     }
     let work = case.work();
     Ok(Event::Measured {

@@ -11,7 +11,10 @@
 //   MODE 6: right output, and one element written past its end.
 //   MODE 7: right output, and writes into its input (the next launch reads it).
 //   MODE 8: right on its first launch after the outputs are poisoned only: later
-//           launches add to what is there (a cached or accumulated result).
+//           launches add to what is there (an accumulated result).
+//   MODE 9: computes on its first two launches at a size, then returns at once
+//           (fast), leaving what it computed before: right for as long as the
+//           inputs stay the same (a cached result). never[1] counts its launches.
 #ifndef MODE
 #define MODE 0
 #endif
@@ -38,6 +41,10 @@ extern "C" __global__ void planted_scale(float* __restrict__ x, float* __restric
         y[i] = 2.0f * v;
         if (i == n / 2) x[i] = v + 1.0f;
     }
+#elif MODE == 9
+    if (never[1] >= 2) return;
+    if (i < n) y[i] = 2.0f * x[i];
+    if (i == 0) atomicAdd((int*)&never[1], 1);
 #elif MODE == 8
     if (i < n) {
         const float old = y[i];
