@@ -118,16 +118,8 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
          | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for range in &k.ranges {
-        let span = if range.last == u64::MAX {
-            format!("{}..", range.first)
-        } else {
-            format!("{}..={}", range.first, range.last)
-        };
-        let inside: Vec<_> = k
-            .sizes
-            .iter()
-            .filter(|s| s.key >= range.first && s.key <= range.last)
-            .collect();
+        let span = range.span();
+        let inside = k.sizes_in(range);
         if inside.is_empty() {
             let _ = writeln!(
                 out,
@@ -156,24 +148,8 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
             );
         }
     }
-    let top = k.above.as_ref().map(|a| a.top).unwrap_or_else(|| {
-        k.sizes
-            .iter()
-            .filter(|s| !s.refinement)
-            .map(|s| s.key)
-            .max()
-            .unwrap_or(0)
-    });
-    let _ = writeln!(
-        out,
-        "\nKeys: {}.",
-        crate::above::describe(k.above.as_ref(), &k.key, top)
-    );
-    let rejected: Vec<_> = k
-        .variants
-        .iter()
-        .filter_map(|v| v.rejected.as_ref().map(|r| (v, r)))
-        .collect();
+    let _ = writeln!(out, "\nKeys: {}.", k.keys_line());
+    let rejected = k.rejected();
     if rejected.is_empty() {
         out.push_str("\nTried and rejected: none (every variant passed every check).\n");
     } else {
@@ -227,13 +203,7 @@ fn fastest_other<'a>(k: &'a KernelTable, baked: &str, key: u64) -> Option<(&'a s
 mod tests {
     use super::*;
 
-    fn committed() -> TuningTable {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        );
-        crate::table::read(std::path::Path::new(path)).unwrap()
-    }
+    use crate::table::tests::committed;
 
     #[test]
     fn says_the_gpu_the_best_rates_and_each_range() {

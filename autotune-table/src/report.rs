@@ -50,16 +50,8 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         "range: bakes", "timed key: fastest", "at key", "vs incumb.", "vs runner-up"
     );
     for range in &k.ranges {
-        let span = if range.last == u64::MAX {
-            format!("{}..", range.first)
-        } else {
-            format!("{}..={}", range.first, range.last)
-        };
-        let inside: Vec<_> = k
-            .sizes
-            .iter()
-            .filter(|s| s.key >= range.first && s.key <= range.last)
-            .collect();
+        let span = range.span();
+        let inside = k.sizes_in(range);
         let _ = writeln!(
             out,
             "  {span:<24} {}{}",
@@ -90,24 +82,8 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
             );
         }
     }
-    let top = k.above.as_ref().map(|a| a.top).unwrap_or_else(|| {
-        k.sizes
-            .iter()
-            .filter(|s| !s.refinement)
-            .map(|s| s.key)
-            .max()
-            .unwrap_or(0)
-    });
-    let _ = writeln!(
-        out,
-        "  keys: {}",
-        crate::above::describe(k.above.as_ref(), &k.key, top)
-    );
-    let rejected: Vec<_> = k
-        .variants
-        .iter()
-        .filter_map(|v| v.rejected.as_ref().map(|r| (v, r)))
-        .collect();
+    let _ = writeln!(out, "  keys: {}", k.keys_line());
+    let rejected = k.rejected();
     if !rejected.is_empty() {
         let _ = writeln!(out, "  rejected:");
         for (v, r) in rejected {
@@ -140,15 +116,11 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::tests::committed;
 
     #[test]
     fn reports_each_range_with_its_margins_and_the_fingerprint() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        );
-        let table = crate::table::read(std::path::Path::new(path)).unwrap();
-        let text = render("t.json", &table, Some("topk_indexer"));
+        let text = render("t.json", &committed(), Some("topk_indexer"));
         assert!(text.contains("NVIDIA H200 (sm_90, 132 SMs"));
         assert!(text.contains("topk_indexer: key `n_ctx`"));
         assert!(text.contains("with a fallback"));
@@ -168,11 +140,7 @@ mod tests {
     /// under the noise keeps the incumbent) printed the fastest as if baked.
     #[test]
     fn each_range_line_names_what_is_baked_not_the_fastest() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        );
-        let mut table = crate::table::read(std::path::Path::new(path)).unwrap();
+        let mut table = committed();
         let kernel = table.kernels.get_mut("rms_norm").unwrap();
         let size = kernel.sizes[0].clone();
         let other = kernel

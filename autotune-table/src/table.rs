@@ -324,6 +324,17 @@ pub struct RangeRecord {
     pub variant: String,
 }
 
+impl RangeRecord {
+    /// `first..=last`, or `first..` for the range that runs to the end.
+    pub fn span(&self) -> String {
+        if self.last == u64::MAX {
+            format!("{}..", self.first)
+        } else {
+            format!("{}..={}", self.first, self.last)
+        }
+    }
+}
+
 /// The most ranges one kernel's plan may have: each becomes an arm of a generated
 /// `match`, and a sweep over 64 sizes with refinement makes a few hundred at most.
 pub const MAX_RANGES: usize = 4096;
@@ -409,6 +420,35 @@ impl KernelTable {
 
     pub fn variant(&self, name: &str) -> Option<&VariantRecord> {
         self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// Which keys were measured and what the keys above them get, in one line.
+    pub fn keys_line(&self) -> String {
+        let top = self.above.as_ref().map(|a| a.top).unwrap_or_else(|| {
+            self.sizes
+                .iter()
+                .filter(|s| !s.refinement)
+                .map(|s| s.key)
+                .max()
+                .unwrap_or(0)
+        });
+        crate::above::describe(self.above.as_ref(), &self.key, top)
+    }
+
+    /// The decisions at the keys timed inside `range`.
+    pub fn sizes_in(&self, range: &RangeRecord) -> Vec<&SizeRecord> {
+        self.sizes
+            .iter()
+            .filter(|s| s.key >= range.first && s.key <= range.last)
+            .collect()
+    }
+
+    /// Every variant that is out, with why.
+    pub fn rejected(&self) -> Vec<(&VariantRecord, &Rejection)> {
+        self.variants
+            .iter()
+            .filter_map(|v| v.rejected.as_ref().map(|r| (v, r)))
+            .collect()
     }
 }
 
@@ -631,6 +671,15 @@ impl TablesLock {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The shipped H200 table.
+    pub(crate) fn committed() -> TuningTable {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernels/tuning/nvidia-h200.json"
+        );
+        read(Path::new(path)).unwrap()
+    }
 
     pub(crate) fn sample() -> TuningTable {
         let fingerprint = Fingerprint {

@@ -78,11 +78,9 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
         let owner = kernel.variants.iter().find(|v| v.name == range.variant);
         if owner.is_some_and(is_candidate) {
             let won: Vec<String> = kernel
-                .sizes
-                .iter()
-                .filter(|s| {
-                    s.key >= range.first && s.key <= range.last && s.winner == range.variant
-                })
+                .sizes_in(range)
+                .into_iter()
+                .filter(|s| s.winner == range.variant)
                 .map(|s| {
                     format!(
                         "{}={}: {:.1}% faster than {} (noise {:.1}%)",
@@ -114,9 +112,8 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
             )
         } else {
             let keys: Vec<String> = kernel
-                .sizes
-                .iter()
-                .filter(|s| s.key >= range.first && s.key <= range.last)
+                .sizes_in(range)
+                .into_iter()
                 .filter_map(|s| {
                     let owner_us = time_at(kernel, &range.variant, s.key).unwrap_or(s.winner_us);
                     let (best, us) = valid
