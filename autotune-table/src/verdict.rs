@@ -36,6 +36,67 @@ pub struct Judgement {
     pub rejected: Vec<String>,
 }
 
+/// The journal of verdicts, one JSON [`JournalEntry`] a line, beside the tables.
+pub const JOURNAL_FILE: &str = "judge-journal.jsonl";
+
+/// One verdict as the journal keeps it: what was judged (the sources' digest, so a
+/// rejected idea is recognised when it comes back) and the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub tuned_on: String,
+    /// The files nvcc read for the kernel: its sources, the candidates among them.
+    pub sources: Vec<String>,
+    pub sources_sha256: String,
+    pub wrapper_sha256: String,
+    pub judgement: Judgement,
+}
+
+impl JournalEntry {
+    pub fn new(judgement: Judgement, entry: &KernelTable) -> Self {
+        Self {
+            tuned_on: entry.tuned_on.clone(),
+            sources: entry.fingerprint.sources.clone(),
+            sources_sha256: entry.fingerprint.sources_sha256.clone(),
+            wrapper_sha256: entry.fingerprint.wrapper_sha256.clone(),
+            judgement,
+        }
+    }
+
+    /// One Markdown line: when, what, the answer and its first reason.
+    pub fn summary(&self) -> String {
+        let answer = if self.judgement.keep {
+            "keep"
+        } else {
+            "revert"
+        };
+        let why = self
+            .judgement
+            .ranges
+            .iter()
+            .find(|r| r.verdict == answer)
+            .map(|r| r.reason.as_str())
+            .or(self.judgement.rejected.first().map(String::as_str))
+            .unwrap_or("");
+        let digest: String = self.sources_sha256.chars().take(12).collect();
+        format!(
+            "{}: {answer} ({}, sources {digest}…): {why}",
+            self.tuned_on,
+            self.sources.join(", ")
+        )
+    }
+}
+
+/// The journal at `path`, oldest first; lines that do not parse are skipped.
+pub fn read_journal(path: &std::path::Path) -> Vec<JournalEntry> {
+    std::fs::read_to_string(path)
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| serde_json::from_str(line).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The source index of a variant named `source=N,...` (`None` without sources).
 pub fn source_index(name: &str) -> Option<u32> {
     name.strip_prefix("source=")?
@@ -330,6 +391,26 @@ mod tests {
         let round_trip: Judgement =
             serde_json::from_str(&serde_json::to_string(&j).unwrap()).unwrap();
         assert_eq!(round_trip, j);
+    }
+
+    #[test]
+    fn the_journal_round_trips_and_skips_what_it_cannot_read() {
+        let entry = tuned();
+        let line = JournalEntry::new(judge("k", &entry).unwrap(), &entry);
+        let dir = std::env::temp_dir().join(format!("journal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(JOURNAL_FILE);
+        let text = format!("{}\nnot json\n", serde_json::to_string(&line).unwrap());
+        std::fs::write(&path, text).unwrap();
+        let read = read_journal(&path);
+        assert_eq!(read, [line]);
+        assert!(
+            read[0].summary().contains(": keep ("),
+            "{}",
+            read[0].summary()
+        );
+        assert!(read_journal(&dir.join("none.jsonl")).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use autotune_table::context::render;
-use autotune_table::table;
+use autotune_table::{table, verdict};
 
 use crate::args::ContextArgs;
 
@@ -15,6 +15,7 @@ pub fn run(args: &ContextArgs) -> Result<ExitCode, String> {
     if tables.is_empty() {
         return Err(format!("no tables in {}", dir.display()));
     }
+    let journal = verdict::read_journal(&dir.join(verdict::JOURNAL_FILE));
     let mut text = String::new();
     for (path, table) in tables {
         match table {
@@ -23,6 +24,7 @@ pub fn run(args: &ContextArgs) -> Result<ExitCode, String> {
                     &path.display().to_string(),
                     &table,
                     args.kernel.as_deref(),
+                    &journal,
                 ));
                 text.push('\n');
             }

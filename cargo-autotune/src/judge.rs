@@ -15,15 +15,12 @@ use std::process::{Command, ExitCode};
 
 use autotune_table::summary::TABLES_DIR_ENV;
 use autotune_table::table::{self, KernelTable};
-use autotune_table::verdict::{self, Judgement};
+use autotune_table::verdict::{self, JOURNAL_FILE, JournalEntry, Judgement};
 
 use crate::args::JudgeArgs;
 
 /// The scratch tables folder, relative to the crate root.
 const SCRATCH: &str = "target/autotune-judge";
-
-/// The journal of verdicts, beside the committed tables.
-pub const JOURNAL: &str = "judge-journal.jsonl";
 
 pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
     if let Some(path) = &args.table {
@@ -87,7 +84,7 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
         ));
     };
     let judgement = verdict::judge(&args.kernel, entry)?;
-    journal(&committed.join(JOURNAL), &judgement, entry)?;
+    journal(&committed.join(JOURNAL_FILE), &judgement, entry)?;
     Ok(answer(args, &judgement, entry))
 }
 
@@ -114,13 +111,8 @@ fn entries(dir: &Path, kernel: &str) -> Vec<KernelTable> {
 
 /// Appends one JSON line: when, what sources (the fingerprint's), the verdict.
 fn journal(path: &Path, judgement: &Judgement, entry: &KernelTable) -> Result<(), String> {
-    let line = serde_json::json!({
-        "tuned_on": entry.tuned_on,
-        "sources": entry.fingerprint.sources,
-        "sources_sha256": entry.fingerprint.sources_sha256,
-        "wrapper_sha256": entry.fingerprint.wrapper_sha256,
-        "judgement": judgement,
-    });
+    let line = serde_json::to_string(&JournalEntry::new(judgement.clone(), entry))
+        .map_err(|e| format!("cannot write the verdict: {e}"))?;
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
