@@ -49,15 +49,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// A key inside `range` worth launching at: its upper end when bounded (capped),
-/// else its start; at least `floor`.
+/// A key inside `range` worth launching at: its upper end when bounded, else its
+/// start; no more than `cap` (the CPU reference's cost) unless the whole range lies
+/// above it, then its start; at least `floor`. Never a key outside the range: the
+/// line printed for a range must be about a launch in it.
 fn representative(range: &Range, floor: usize, cap: usize) -> usize {
-    let key = if range.last == u64::MAX {
+    let top = if range.last == u64::MAX {
         range.first
     } else {
         range.last
     };
-    usize::try_from(key).unwrap_or(cap).clamp(floor, cap)
+    let key = top.min((cap as u64).max(range.first)).max(floor as u64);
+    usize::try_from(key).unwrap_or(usize::MAX)
 }
 
 fn span(range: &Range) -> String {
