@@ -126,6 +126,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         values: vec![64],
         role: Role::Tuned,
         resources: None,
+        compile_s: None,
         rejected: None,
         measurements: vec![Measurement {
             key: 1024,

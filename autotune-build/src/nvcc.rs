@@ -262,6 +262,28 @@ impl Nvcc {
     }
 }
 
+/// The compile time kept beside a cached image, in seconds.
+fn seconds_path(binary: &Path) -> PathBuf {
+    let mut name = binary.as_os_str().to_owned();
+    name.push(".seconds");
+    PathBuf::from(name)
+}
+
+/// What making `binary` took: measured now when `fresh`, else as recorded then.
+fn compile_seconds(binary: &Path, fresh: Option<f64>) -> f64 {
+    match fresh {
+        Some(seconds) => {
+            // Best effort: a missing record only costs the figure on a later hit.
+            let _ = std::fs::write(seconds_path(binary), format!("{seconds:.3}"));
+            seconds
+        }
+        None => std::fs::read_to_string(seconds_path(binary))
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(0.0),
+    }
+}
+
 /// The log kept beside a cached image (ptxas's report, for pruning on a cache hit).
 fn log_path(binary: &Path) -> PathBuf {
     let mut name = binary.as_os_str().to_owned();
@@ -594,6 +616,9 @@ pub struct CompileJob {
 pub struct Compiled {
     pub binary: PathBuf,
     pub resources: Option<Resources>,
+    /// Wall seconds nvcc (and fatbinary) took to make it, now or when it was made
+    /// for the cache (0 where the cache predates the record).
+    pub seconds: f64,
     /// Taken from the cache: nvcc did not run.
     pub cached: bool,
 }
@@ -628,6 +653,7 @@ impl Nvcc {
         let cached = parts.iter().all(|(_, part)| part.cached);
         let fatbinary = self.path.with_file_name("fatbinary");
         let what = format!("`{}` variant {} (fatbinary)", job.kernel, job.label);
+        let started = Instant::now();
         let fresh = produce(&binary, |partial| {
             let mut command = Command::new(&fatbinary);
             command
@@ -657,7 +683,12 @@ impl Nvcc {
             }
             Ok(String::new())
         })?;
+        let assembled = compile_seconds(
+            &binary,
+            fresh.is_some().then(|| started.elapsed().as_secs_f64()),
+        );
         Ok(Compiled {
+            seconds: assembled + parts.iter().map(|(_, part)| part.seconds).sum::<f64>(),
             binary,
             resources,
             cached: cached && fresh.is_none(),
@@ -708,6 +739,7 @@ impl Nvcc {
             job.label,
             job.target.extension()
         ));
+        let started = Instant::now();
         let fresh = produce(&binary, |partial| {
             args.push("-o".into());
             args.push(partial.display().to_string());
@@ -724,6 +756,10 @@ impl Nvcc {
             Ok(log)
         })?;
         let cached = fresh.is_none();
+        let seconds = compile_seconds(
+            &binary,
+            fresh.is_some().then(|| started.elapsed().as_secs_f64()),
+        );
         let log = match fresh {
             Some(log) => log,
             None => std::fs::read_to_string(log_path(&binary)).unwrap_or_default(),
@@ -731,6 +767,7 @@ impl Nvcc {
         Ok(Compiled {
             resources: ptxas::parse_all(&log, &job.entries),
             cached,
+            seconds,
             binary,
         })
     }

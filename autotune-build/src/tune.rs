@@ -187,6 +187,7 @@ impl Tuner<'_> {
         let mut variants = Vec::new();
         let mut rejected = Vec::new();
         let mut resources = Vec::new();
+        let mut variant_seconds = Vec::new();
         for (
             PointJob {
                 name,
@@ -198,14 +199,17 @@ impl Tuner<'_> {
         ) in jobs.iter().zip(compiled)
         {
             let (binary, rejection, used) = match result {
-                Err(error) => (
-                    PathBuf::new(),
-                    Some(Rejection {
-                        stage: Stage::Compile,
-                        reason: error.to_string(),
-                    }),
-                    None,
-                ),
+                Err(error) => {
+                    variant_seconds.push(None);
+                    (
+                        PathBuf::new(),
+                        Some(Rejection {
+                            stage: Stage::Compile,
+                            reason: error.to_string(),
+                        }),
+                        None,
+                    )
+                }
                 Ok(c) => {
                     let rejection = match c.resources {
                         Some(r) if r.spills() && !self.settings.allow_spills => Some(Rejection {
@@ -224,6 +228,7 @@ impl Tuner<'_> {
                         }),
                         _ => None,
                     };
+                    variant_seconds.push(Some(c.seconds));
                     (c.binary, rejection, c.resources)
                 }
             };
@@ -354,6 +359,7 @@ impl Tuner<'_> {
                     Role::Tuned
                 },
                 resources: resources[index],
+                compile_s: variant_seconds.get(index).copied().flatten(),
                 rejected: result.rejected[index].clone(),
                 measurements: result.measurements[index].clone(),
             })

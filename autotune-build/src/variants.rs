@@ -34,6 +34,8 @@ pub struct CompiledVariant {
     /// The point's name (`block=128,stages=2`, or `fallback:...`).
     pub name: String,
     pub result: Result<Resources, String>,
+    /// Seconds nvcc took (now, or when the cached image was made).
+    pub seconds: f64,
 }
 
 /// Every variant of one kernel, compiled for one architecture.
@@ -75,8 +77,8 @@ impl VariantReport {
         for variant in &self.variants {
             if let Ok(r) = &variant.result {
                 eprintln!(
-                    "  {:<40} {:>3} registers {:>6} B shared {:>4} B stack",
-                    variant.name, r.registers, r.shared_bytes, r.stack_bytes
+                    "  {:<40} {:>3} registers {:>6} B shared {:>4} B stack {:>6.1} s nvcc",
+                    variant.name, r.registers, r.shared_bytes, r.stack_bytes, variant.seconds
                 );
             }
         }
@@ -128,6 +130,7 @@ pub fn compile_all(
         .zip(results)
         .map(|(point, result)| CompiledVariant {
             name: point.name.clone(),
+            seconds: result.as_ref().map_or(0.0, |compiled| compiled.seconds),
             result: result.map_err(|e| e.to_string()).and_then(|compiled| {
                 compiled
                     .resources

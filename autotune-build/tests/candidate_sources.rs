@@ -74,6 +74,15 @@ fn each_point_compiles_from_its_own_source() {
                     "source=1,block=128"
                 ]
             );
+            // Each variant's nvcc time is measured, and kept for a cache hit.
+            assert!(
+                report.variants.iter().all(|v| v.seconds > 0.0),
+                "{report:?}"
+            );
+            let again = autotune_build::variants::compile_all(&SPEC, &dir, "sm_90").unwrap();
+            for (first, cached) in report.variants.iter().zip(&again.variants) {
+                assert!((first.seconds - cached.seconds).abs() < 0.01, "{again:?}");
+            }
         }
         Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() => {
             panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")

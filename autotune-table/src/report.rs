@@ -44,6 +44,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         k.seconds.total,
         k.seconds.compile
     );
+    if let Some(line) = compile_times(k) {
+        let _ = writeln!(out, "  {line}");
+    }
     let _ = writeln!(
         out,
         "  {:<24} {:<48} {:>10} {:>12} {:>12}  runner-up",
@@ -113,6 +116,22 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     out
 }
 
+/// `nvcc per variant: median 2.1 s, slowest 9.8 s (name)`, where the table has them.
+fn compile_times(k: &KernelTable) -> Option<String> {
+    let mut times: Vec<(f64, &str)> = k
+        .variants
+        .iter()
+        .filter_map(|v| v.compile_s.map(|s| (s, v.name.as_str())))
+        .collect();
+    times.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (slowest, name) = *times.last()?;
+    let median = times[times.len() / 2].0;
+    Some(format!(
+        "nvcc per variant: median {median:.1} s, slowest {slowest:.1} s ({name}), {} variants",
+        times.len()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +183,24 @@ mod tests {
             .unwrap();
         assert!(line.ends_with(&other), "{line}");
         assert!(!line.contains(&size.winner), "{line}");
+    }
+
+    #[test]
+    fn compile_times_are_summarised_where_recorded() {
+        let mut table = committed();
+        assert!(!render("t.json", &table, Some("rms_norm")).contains("nvcc per variant"));
+        let kernel = table.kernels.get_mut("rms_norm").unwrap();
+        for (i, v) in kernel.variants.iter_mut().enumerate() {
+            v.compile_s = Some(1.0 + i as f64);
+        }
+        let slowest = kernel.variants.last().unwrap().name.clone();
+        let text = render("t.json", &table, Some("rms_norm"));
+        assert!(
+            text.contains(&format!(
+                "nvcc per variant: median 5.0 s, slowest 9.0 s ({slowest}), 9 variants"
+            )),
+            "{text}"
+        );
     }
 
     #[test]

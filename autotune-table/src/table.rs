@@ -234,6 +234,9 @@ pub struct VariantRecord {
     pub values: Vec<u32>,
     pub role: Role,
     pub resources: Option<Resources>,
+    /// Seconds nvcc took to compile it for the sweep (absent in older tables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_s: Option<f64>,
     /// `None` when the variant was measured and passed every check.
     pub rejected: Option<Rejection>,
     pub measurements: Vec<Measurement>,
@@ -709,6 +712,7 @@ pub(crate) mod tests {
             values,
             role: Role::Tuned,
             resources: None,
+            compile_s: None,
             rejected: None,
             measurements: vec![measurement.clone()],
         };

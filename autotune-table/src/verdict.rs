@@ -273,6 +273,7 @@ mod tests {
             values: vec![source_index(name).unwrap_or(0), 1],
             role: Role::Tuned,
             resources: None,
+            compile_s: None,
             rejected: rejected.map(|reason| Rejection {
                 stage: Stage::WrongResult,
                 reason: reason.into(),
