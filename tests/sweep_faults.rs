@@ -4,7 +4,7 @@
 //! hangs is rejected with its reason while the sweep goes on, the gate catches the
 //! subtle ones (one output in a million off by 0.1%, a write one element past the
 //! end, a write into the input, a result right only on its first launch, a result
-//! cached from an earlier launch), and a
+//! cached from an earlier launch, a result right only at the small size), and a
 //! sweep killed half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
 //!
 //! This test binary is also the sweep's worker: the sweep starts it again with
@@ -99,7 +99,19 @@ const SPEC: KernelSpec = KernelSpec {
     key: "n",
     sizes: &[1 << 20, 1 << 24],
     params: &["mode"],
-    points: &[&[0], &[1], &[2], &[3], &[4], &[5], &[6], &[7], &[8], &[9]],
+    points: &[
+        &[0],
+        &[1],
+        &[2],
+        &[3],
+        &[4],
+        &[5],
+        &[6],
+        &[7],
+        &[8],
+        &[9],
+        &[10],
+    ],
     default: &[0],
     constraint: None,
     flags: &[],
@@ -299,6 +311,7 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
         (7, "changed its input `x`: 1 elements changed"),
         (8, "after the last of"),
         (9, "(input draw 1, after timing)"),
+        (10, "at n=16777216"),
     ];
     for (mode, expected) in subtle {
         let rejected = result.rejected[mode].as_ref();

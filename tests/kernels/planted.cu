@@ -15,6 +15,8 @@
 //   MODE 9: computes on its first two launches at a size, then returns at once
 //           (fast), leaving what it computed before: right for as long as the
 //           inputs stay the same (a cached result). never[1] counts its launches.
+//   MODE 10: right at small sizes only: 1% off above 4M elements (a candidate
+//           tested on short contexts alone would pass).
 #ifndef MODE
 #define MODE 0
 #endif
@@ -45,6 +47,8 @@ extern "C" __global__ void planted_scale(float* __restrict__ x, float* __restric
     if (never[1] >= 2) return;
     if (i < n) y[i] = 2.0f * x[i];
     if (i == 0) atomicAdd((int*)&never[1], 1);
+#elif MODE == 10
+    if (i < n) y[i] = n > (1ull << 22) ? 2.02f * x[i] : 2.0f * x[i];
 #elif MODE == 8
     if (i < n) {
         const float old = y[i];
