@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::table::{FALLBACK, KernelTable, Measurement, Role, TuningTable};
+use crate::table::{FALLBACK, KernelTable, Measurement, Role, TuningTable, VariantRecord};
 use crate::verdict::JournalEntry;
 
 /// The context of one table (one GPU model), for every kernel or only `only`, with
@@ -147,14 +147,17 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
             );
         }
         for size in inside {
-            let baked = time_of(k, &range.variant, size.key);
-            let other = fastest_other(k, &range.variant, size.key);
+            let valid = |v: &VariantRecord| v.rejected.is_none();
+            let baked = k
+                .fastest_at(size.key, |v| valid(v) && is_baked(v, &range.variant))
+                .map(|(_, us)| us);
+            let other = k.fastest_at(size.key, |v| valid(v) && !is_baked(v, &range.variant));
             let (other_name, versus) = match (other, baked) {
-                (Some((name, us)), Some(baked)) => (
-                    format!("`{name}`"),
+                (Some((v, us)), Some(baked)) => (
+                    format!("`{}`", v.name),
                     format!("{:+.1}%", (us / baked - 1.0) * 100.0),
                 ),
-                (Some((name, _)), None) => (format!("`{name}`"), "-".into()),
+                (Some((v, _)), None) => (format!("`{}`", v.name), "-".into()),
                 (None, _) => ("-".into(), "-".into()),
             };
             let _ = writeln!(
@@ -186,36 +189,10 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
     out
 }
 
-/// The median of `name` at `key` (for `fallback`, the fastest fallback variant
-/// timed there: its own plan picks among them).
-fn time_of(k: &KernelTable, name: &str, key: u64) -> Option<f64> {
-    k.variants
-        .iter()
-        .filter(|v| {
-            v.rejected.is_none()
-                && (v.name == name || (name == FALLBACK && v.role == Role::Fallback))
-        })
-        .filter_map(|v| v.measurements.iter().find(|m| m.key == key))
-        .map(|m| m.median_us)
-        .min_by(f64::total_cmp)
-}
-
-/// The fastest valid variant at `key` other than `baked`, with its median.
-fn fastest_other<'a>(k: &'a KernelTable, baked: &str, key: u64) -> Option<(&'a str, f64)> {
-    k.variants
-        .iter()
-        .filter(|v| {
-            v.rejected.is_none()
-                && v.name != baked
-                && !(baked == FALLBACK && v.role == Role::Fallback)
-        })
-        .filter_map(|v| {
-            v.measurements
-                .iter()
-                .find(|m| m.key == key)
-                .map(|m| (v.name.as_str(), m.median_us))
-        })
-        .min_by(|a, b| a.1.total_cmp(&b.1))
+/// Whether `v` is what a range naming `baked` launches (for `fallback`, any
+/// fallback variant: its own plan picks among them).
+fn is_baked(v: &VariantRecord, baked: &str) -> bool {
+    v.name == baked || (baked == FALLBACK && v.role == Role::Fallback)
 }
 
 #[cfg(test)]

@@ -71,8 +71,8 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
                 .runner_up
                 .as_deref()
                 .and_then(|r| k.variant(r))
-                .and_then(|v| v.measurements.iter().find(|m| m.key == size.key))
-                .map(|m| format!("{:+.1}%", (m.median_us / size.winner_us - 1.0) * 100.0))
+                .and_then(|v| v.median_at(size.key))
+                .map(|us| format!("{:+.1}%", (us / size.winner_us - 1.0) * 100.0))
                 .unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 out,

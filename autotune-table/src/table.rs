@@ -242,6 +242,16 @@ pub struct VariantRecord {
     pub measurements: Vec<Measurement>,
 }
 
+impl VariantRecord {
+    /// Its median at `key`, where it was timed there.
+    pub fn median_at(&self, key: u64) -> Option<f64> {
+        self.measurements
+            .iter()
+            .find(|m| m.key == key)
+            .map(|m| m.median_us)
+    }
+}
+
 /// Why a variant is out, and at which stage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -436,6 +446,20 @@ impl KernelTable {
                 .unwrap_or(0)
         });
         crate::above::describe(self.above.as_ref(), &self.key, top)
+    }
+
+    /// The fastest variant that `keep` admits among those timed at `key`, with its
+    /// median.
+    pub fn fastest_at(
+        &self,
+        key: u64,
+        keep: impl Fn(&VariantRecord) -> bool,
+    ) -> Option<(&VariantRecord, f64)> {
+        self.variants
+            .iter()
+            .filter(|v| keep(v))
+            .filter_map(|v| v.median_at(key).map(|us| (v, us)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     /// The decisions at the keys timed inside `range`.

@@ -176,16 +176,13 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
                 .sizes_in(range)
                 .into_iter()
                 .filter_map(|s| {
-                    let owner_us = time_at(kernel, &range.variant, s.key).unwrap_or(s.winner_us);
-                    let (best, us) = valid
-                        .iter()
-                        .filter_map(|v| {
-                            v.measurements
-                                .iter()
-                                .find(|m| m.key == s.key)
-                                .map(|m| (v.name.as_str(), m.median_us))
-                        })
-                        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+                    let owner_us = kernel
+                        .variant(&range.variant)
+                        .and_then(|v| v.median_at(s.key))
+                        .unwrap_or(s.winner_us);
+                    let (best, us) =
+                        kernel.fastest_at(s.key, |v| is_candidate(v) && v.rejected.is_none())?;
+                    let best = &best.name;
                     let change = us / owner_us - 1.0;
                     Some(if change >= 0.0 {
                         format!("{}={}: slower, {best} {:+.1}%", kernel.key, s.key, change * 100.0)
@@ -221,15 +218,6 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
         ranges,
         rejected,
     })
-}
-
-fn time_at(kernel: &KernelTable, name: &str, key: u64) -> Option<f64> {
-    kernel
-        .variant(name)?
-        .measurements
-        .iter()
-        .find(|m| m.key == key)
-        .map(|m| m.median_us)
 }
 
 impl Judgement {

@@ -82,15 +82,7 @@ pub fn replay(
         .unwrap_or(0);
     let mut keys = Vec::new();
     for size in kernel.sizes.iter().filter(|s| !s.refinement) {
-        let medians: Vec<Option<f64>> = points
-            .iter()
-            .map(|v| {
-                v.measurements
-                    .iter()
-                    .find(|m| m.key == size.key)
-                    .map(|m| m.median_us)
-            })
-            .collect();
+        let medians: Vec<Option<f64>> = points.iter().map(|v| v.median_at(size.key)).collect();
         if medians.iter().any(Option::is_none) {
             continue; // not a full-grid key
         }
