@@ -10,7 +10,7 @@
 //! tables, and is the exit code: 0 keep (somewhere), 1 revert, 2 no verdict.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use autotune_table::summary::TABLES_DIR_ENV;
@@ -32,18 +32,12 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
         let judgement = verdict::judge(&args.kernel, entry)?;
         return Ok(answer(args, &judgement, entry));
     }
-    let root = match &args.manifest_path {
-        Some(manifest) => manifest.parent().map(Path::to_path_buf).unwrap_or_default(),
-        None => PathBuf::from("."),
-    };
-    let committed = match &args.tables.tables {
-        Some(dir) => dir.clone(),
-        None => ["kernels/tuning", "tuning"]
-            .iter()
-            .map(|d| root.join(d))
-            .find(|p| p.is_dir())
-            .ok_or("no tables folder here (kernels/tuning or tuning); pass --tables DIR")?,
-    };
+    let root = args
+        .manifest_path
+        .as_deref()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new(""));
+    let committed = crate::tables_dir_in(root, &args.tables)?;
     let scratch = root.join(SCRATCH);
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)

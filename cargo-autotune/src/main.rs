@@ -62,14 +62,18 @@ fn main() -> ExitCode {
 
 /// `--tables DIR`, else `kernels/tuning` or `tuning` under the current folder.
 fn tables_dir(args: &TablesArg) -> Result<PathBuf, String> {
+    tables_dir_in(Path::new(""), args)
+}
+
+/// `--tables DIR`, else `kernels/tuning` or `tuning` under the crate folder `root`.
+fn tables_dir_in(root: &Path, args: &TablesArg) -> Result<PathBuf, String> {
     if let Some(dir) = &args.tables {
         return Ok(dir.clone());
     }
     ["kernels/tuning", "tuning"]
         .iter()
-        .map(Path::new)
+        .map(|dir| root.join(dir))
         .find(|p| p.is_dir())
-        .map(Path::to_path_buf)
         .ok_or_else(|| {
             "no tables folder here (kernels/tuning or tuning); pass --tables DIR".to_string()
         })
