@@ -298,6 +298,10 @@ fn run_task<K: Kernel>(
 ) -> Result<Event, Failure> {
     let launch_error = |e: String| (Stage::Launch, e);
     let at = format!("{}={}", K::SPEC.key, task.key);
+    // A wrong result at this key, and where in the task it showed.
+    let wrong = |failure: String, when: &str| {
+        Failure::Out(Stage::WrongResult, format!("{failure} at {at}{when}"))
+    };
     let mut error = -1.0;
     let own_seed = draw_seed(job.seed, task.key, 0);
     if task.check {
@@ -307,18 +311,14 @@ fn run_task<K: Kernel>(
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
         // The memory is inspected once, after timing: what a launch writes outside
         // its outputs stays there until then.
-        error = gate::<K>(case, stream, variant, own_seed, false)?
-            .map_err(|failure| Failure::Out(Stage::WrongResult, format!("{failure} at {at}")))?;
+        error = gate::<K>(case, stream, variant, own_seed, false)?.map_err(|f| wrong(f, ""))?;
         // The same variant on the case's other draws of its non-key arguments; a
         // wrapper that refuses one is not checked there (dispatch would refuse too).
         for (number, alternate) in alternates.iter_mut().enumerate() {
             match gate::<K>(alternate, stream, variant, own_seed, true) {
                 Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
                 Ok(Err(failure)) => {
-                    return Err(Failure::Out(
-                        Stage::WrongResult,
-                        format!("{failure} at {at} (alternate case {})", number + 1),
-                    ));
+                    return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
                 }
                 Err(failure) => return Err(failure),
             }
@@ -327,8 +327,7 @@ fn run_task<K: Kernel>(
     } else {
         if job.check_seeds > 1 {
             // A previous task's later draws replaced the build's own values.
-            case.randomize(stream, own_seed)
-                .map_err(|e| Failure::Out(Stage::Launch, format!("preparing the case: {e}")))?;
+            case.randomize(stream, own_seed).map_err(preparing)?;
         }
         first_launch::<K>(case, stream, variant)?;
     }
@@ -343,25 +342,17 @@ fn run_task<K: Kernel>(
         stream
             .synchronize()
             .map_err(|e| launch_error(format!("after timing: {e}")))?;
-        verify::<K>(case, stream, true)?.map_err(|failure| {
-            Failure::Out(
-                Stage::WrongResult,
-                format!(
-                    "{failure} at {at} (after the last of {} timed launches)",
-                    samples.times_us.len()
-                ),
-            )
-        })?;
+        let timed = format!(
+            " (after the last of {} timed launches)",
+            samples.times_us.len()
+        );
+        verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
         // Then new inputs in the same buffers (`AUTOTUNE_CHECK_SEEDS` draws): a
         // kernel that returns what it computed before, instead of computing, is out.
         for draw in 1..job.check_seeds {
             let seed = draw_seed(job.seed, task.key, draw);
-            gate::<K>(case, stream, variant, seed, true)?.map_err(|failure| {
-                Failure::Out(
-                    Stage::WrongResult,
-                    format!("{failure} at {at} (input draw {draw}, after timing)"),
-                )
-            })?;
+            let when = format!(" (input draw {draw}, after timing)");
+            gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
         }
     }
     let work = case.work();
@@ -415,16 +406,18 @@ fn gate<K: Kernel>(
     seed: u64,
     inspect: bool,
 ) -> Result<Result<f64, String>, Failure> {
-    let setup = |e: autotune_runtime::CaseError| {
-        Failure::Out(Stage::Launch, format!("preparing the case: {e}"))
-    };
-    case.randomize(stream, seed).map_err(setup)?;
-    case.poison(stream).map_err(setup)?;
+    case.randomize(stream, seed).map_err(preparing)?;
+    case.poison(stream).map_err(preparing)?;
     first_launch::<K>(case, stream, variant)?;
     stream
         .synchronize()
         .map_err(|e| Failure::Out(Stage::Launch, format!("after launch: {e}")))?;
     verify::<K>(case, stream, inspect)
+}
+
+/// The case could not be given its inputs or poisoned outputs.
+fn preparing(error: autotune_runtime::CaseError) -> Failure {
+    Failure::Out(Stage::Launch, format!("preparing the case: {error}"))
 }
 
 /// With `inspect`, the case's memory first (guards around the outputs, inputs as
