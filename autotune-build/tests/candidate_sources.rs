@@ -14,9 +14,12 @@ use autotune_build::fingerprint::KernelInputs;
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
 
-/// Two sources of kernel `k`, each compiling only as its own index.
-fn crate_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("candidate-sources");
+/// Two sources of kernel `k`, each compiling only as its own index, in a folder of
+/// the test's own (tests run side by side).
+fn crate_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("candidate-sources")
+        .join(test);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("kernels")).unwrap();
     std::fs::create_dir_all(dir.join("src")).unwrap();
@@ -60,7 +63,7 @@ const SPEC: KernelSpec = KernelSpec {
 
 #[test]
 fn each_point_compiles_from_its_own_source() {
-    let dir = crate_dir();
+    let dir = crate_dir("compile");
     match autotune_build::variants::compile_all(&SPEC, &dir, "sm_90") {
         Ok(report) => {
             report.assert_clean();
@@ -94,7 +97,7 @@ fn each_point_compiles_from_its_own_source() {
 /// Without nvcc: the include scanner's files (both sources) key the fingerprint.
 #[test]
 fn an_edit_to_a_candidate_makes_the_entry_stale() {
-    let dir = crate_dir();
+    let dir = crate_dir("stale");
     let tuned = KernelInputs::gather(&SPEC, &dir, None, "k 0.1.0")
         .unwrap()
         .fingerprint(None)
