@@ -12,6 +12,7 @@ use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::samples;
 use autotune_kernels::topk::{self, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::Kernel;
+use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::dispatch::Range;
 use autotune_runtime::gpu::{self, GpuIdentity};
@@ -150,31 +151,50 @@ fn topk_indexer(ctx: &Arc<CudaContext>) -> Checked {
 fn gemm(ctx: &Arc<CudaContext>) -> Checked {
     let kernel = Gemm::load(ctx)?;
     println!("\ngemm: {}", kernel.selection());
-    println!(
-        "  {:<20} {:>8}  {:<46} check vs CPU (rel. error)",
-        "m", "at", "variant launched"
-    );
     let stream = ctx.default_stream();
-    let (n, k) = (4096, 1024);
-    for range in kernel.ranges() {
-        let m = representative(range, 1, 512);
-        let (a, b) = samples::gemm(m, n, k, 1);
-        let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
-        let mut c = stream.alloc_zeros::<bf16>(m * n)?;
-        let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
-        autotune_runtime::poison(&stream, &mut c)?;
-        kernel.launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)?;
-        let verdict =
-            autotune_runtime::compare(&stream.clone_dtoh(&c)?, &gemm::reference(&a, &b, m, n, k));
+    let blas = CudaBlas::new(stream.clone())?;
+    // Each tuned (N, K), then one that is not (it takes the nearest plan).
+    let mut shapes: Vec<(usize, usize)> = Gemm::SPEC
+        .shapes
+        .iter()
+        .map(|s| (s[0] as usize, s[1] as usize))
+        .collect();
+    shapes.push((6144, 4096));
+    for (n, k) in shapes {
+        println!("  {}", kernel.shape_rule(n, k));
         println!(
-            "  {:<20} {m:>8}  {:<46} {:.2e} {}",
-            span(range),
-            kernel.describe(m),
-            verdict.error,
-            if verdict.passed() { "ok" } else { "WRONG" }
+            "    {:<20} {:>8}  {:<46} check (rel. error)",
+            "m", "at", "launched"
         );
-        if !verdict.passed() {
-            return Err(format!("gemm is wrong at m = {m}").into());
+        for range in kernel.ranges_at(n, k) {
+            let m = representative(range, 1, 4096);
+            let (a, b) = samples::gemm(m, n, k, 1);
+            let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
+            let mut c = stream.alloc_zeros::<bf16>(m * n)?;
+            let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
+            autotune_runtime::poison(&stream, &mut c)?;
+            kernel.launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)?;
+            // The CPU for small products; cuBLAS (an independent implementation)
+            // above, where the CPU would take minutes.
+            let (expected, against) = if m * n * k <= 1 << 28 {
+                (gemm::reference(&a, &b, m, n, k), "CPU")
+            } else {
+                let mut reference = stream.alloc_zeros::<bf16>(m * n)?;
+                gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k))?;
+                let values = stream.clone_dtoh(&reference)?;
+                (values.iter().map(|v| v.to_f64()).collect(), "cuBLAS")
+            };
+            let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
+            println!(
+                "    {:<20} {m:>8}  {:<46} {:.2e} vs {against} {}",
+                span(range),
+                kernel.describe(m, n, k),
+                verdict.error,
+                if verdict.passed() { "ok" } else { "WRONG" }
+            );
+            if !verdict.passed() {
+                return Err(format!("gemm is wrong at {m}x{n}x{k}").into());
+            }
         }
     }
     Ok(())

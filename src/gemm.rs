@@ -1,14 +1,21 @@
 //! `C = A · B` in bf16 (f32 accumulate), row-major, tuned across M (the key) from
-//! decode (M = 1) to large square products: `algo = 0` is the tensor-core kernel
-//! (tile shape, pipeline depth, warps, split-K), `algo = 1` the CUDA-core kernel for
-//! a few rows of A (rows per block, columns per block, warps, split-K).
-//!
-//! The sweep's cases use `(N, K) = (4096, 4096)` up to M = 4096 and `N = K = M`
-//! above: the plan is tuned on those shapes and applied to any `(N, K)`.
+//! decode (M = 1) to prefill (M = 8k), with a plan per `(N, K)` of real models'
+//! projections: Llama-3-8B's q/o (4096 x 4096), gate/up (14336 x 4096) and down
+//! (4096 x 14336), and Llama-3-70B's q/o (8192 x 8192). `algo = 0` is the
+//! tensor-core kernel (tile shape, pipeline depth, warps, split-K), `algo = 1` the
+//! CUDA-core kernel for a few rows of A. cuBLAS is the fallback: it owns every range
+//! where no variant of ours beats it by the margin, so dispatch never loses to what
+//! a user would call instead. Another `(N, K)` uses the plan of the nearest tuned
+//! one (`Gemm::shape_rule` says which).
 
-use autotune_runtime::cudarc::cublas::{CudaBlas, Gemm as _, GemmConfig, sys::cublasOperation_t};
+use std::ffi::c_void;
+
+use autotune_runtime::LaunchError;
+use autotune_runtime::cudarc::cublas::{
+    self, CudaBlas, Gemm as _, GemmConfig, sys::cublasOperation_t,
+};
 use autotune_runtime::cudarc::driver::sys::CUfunction_attribute;
-use autotune_runtime::cudarc::driver::{CudaSlice, PinnedHostSlice};
+use autotune_runtime::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use autotune_runtime::prelude::*;
 
 /// The `f32`s of workspace a call of shape `m x n` needs with any variant: the
@@ -18,16 +25,8 @@ pub fn workspace_len(m: usize, n: usize) -> usize {
     m * n + m * n.div_ceil(64)
 }
 
-/// `(N, K)` of the sweep's case at `M = m`: squares above 4096 (N and K rounded up
-/// to the multiple of 8 the kernel needs, for refinement sizes between powers of two).
-pub fn case_shape(m: usize) -> (usize, usize) {
-    if m > 4096 {
-        let side = m.next_multiple_of(8);
-        (side, side)
-    } else {
-        (4096, 4096)
-    }
-}
+/// `(N, K)` of a case made without a shape (`Case::new`): Llama-3-8B's q/o projection.
+pub const PLAIN_SHAPE: (usize, usize) = (4096, 4096);
 
 /// `(N, K)` every variant is also checked at: multiples of 8 (what the wrapper
 /// takes) but of no tile width (64, 128, 256) nor of `bk` (32), so that the
@@ -41,6 +40,8 @@ pub const ALTERNATE_SHAPE: (usize, usize) = (1096, 1048);
     entry = ["gemm_bf16", "gemv_bf16"],
     key = m,
     sizes = [1, 16, 64, 256, 1k, 4k, 8k],
+    shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096), (n = 4096, k = 14336), (n = 8192, k = 8192)],
+    vendor = CublasGemm,
     case = GemmCase,
     algo = [0, 1],
     bm = [1, 4, 16, 64, 128],
@@ -175,8 +176,163 @@ pub fn cublas_gemm(
     unsafe { blas.gemm(config, b, a, c) }.map_err(|e| CaseError::Other(format!("cuBLAS: {e:?}")))
 }
 
-/// Random `A` and `B` at `M = key` (see [`case_shape`]), and the reference: float64
-/// on the CPU for small products, cuBLAS above.
+/// The bytes of workspace cuBLAS gets once, at load (what NVIDIA advises for
+/// Hopper): with it set, cuBLAS allocates nothing during a call, so a call can be
+/// captured in a CUDA graph.
+const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
+
+/// cuBLAS's bf16 GEMM (`cublasGemmEx`, f32 accumulate, its own heuristic's
+/// algorithm): the GEMM's fallback, called by dispatch wherever it measured faster
+/// than every variant of ours, and timed by the sweep exactly so.
+///
+/// One handle per loaded `Gemm`; each call sets the handle's stream to the call's
+/// stream (a host-side setting: no synchronisation). Calls from several threads
+/// through one `Gemm` on different streams would share the handle's workspace:
+/// load one `Gemm` per thread for that.
+#[derive(Debug)]
+pub struct CublasGemm {
+    blas: CudaBlas,
+    /// Kept alive for the handle, which was given its address.
+    _workspace: CudaSlice<u8>,
+}
+
+fn cublas_error(error: cublas::result::CublasError) -> KernelError {
+    KernelError::Library {
+        library: CublasGemm::NAME,
+        message: format!("{:?}", error.0),
+    }
+}
+
+impl Vendor for CublasGemm {
+    const NAME: &'static str = "cuBLAS";
+
+    fn library() -> Option<String> {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cublas::sys::is_culib_present() } {
+            return None;
+        }
+        let property = |kind| {
+            let mut value = 0;
+            // SAFETY: a plain query of the library's version into `value`.
+            unsafe { cublas::sys::cublasGetProperty(kind, &mut value) }
+                .result()
+                .ok()
+                .map(|()| value)
+        };
+        use cublas::sys::libraryPropertyType::{MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+        Some(format!(
+            "cuBLAS {}.{}.{}",
+            property(MAJOR_VERSION)?,
+            property(MINOR_VERSION)?,
+            property(PATCH_LEVEL)?
+        ))
+    }
+
+    fn load(ctx: &Arc<CudaContext>) -> Result<Self, LaunchError> {
+        // SAFETY: as in `library`.
+        if !unsafe { cublas::sys::is_culib_present() } {
+            return Err(LaunchError::message(
+                "libcublas cannot be loaded on this machine",
+            ));
+        }
+        let stream = ctx.default_stream();
+        let blas =
+            CudaBlas::new(stream.clone()).map_err(|e| LaunchError::from_error(cublas_error(e)))?;
+        let workspace = stream
+            .alloc_zeros::<u8>(CUBLAS_WORKSPACE_BYTES)
+            .map_err(LaunchError::from_error)?;
+        {
+            let (pointer, _record) = workspace.device_ptr(&stream);
+            // SAFETY: the handle is live, and the workspace outlives it (both are
+            // fields of `Self`; the handle is dropped first).
+            unsafe {
+                cublas::sys::cublasSetWorkspace_v2(
+                    *blas.handle(),
+                    pointer as *mut c_void,
+                    CUBLAS_WORKSPACE_BYTES,
+                )
+            }
+            .result()
+            .map_err(|e| LaunchError::from_error(cublas_error(e)))?;
+        }
+        Ok(Self {
+            blas,
+            _workspace: workspace,
+        })
+    }
+}
+
+impl CublasGemm {
+    /// `c = a · b`, the arguments of [`gemm`] without the variant (`workspace` is
+    /// not used: cuBLAS has its own).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &self,
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        workspace: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(), KernelError> {
+        let _ = workspace;
+        KernelError::check(
+            a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+            || format!("a, b or c is smaller than {m}x{k}, {k}x{n}, {m}x{n}"),
+        )?;
+        let (Ok(mi), Ok(ni), Ok(ki)) = (i32::try_from(m), i32::try_from(n), i32::try_from(k))
+        else {
+            return Err(KernelError::Arguments(format!(
+                "{m}x{n}x{k} does not fit cuBLAS"
+            )));
+        };
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let handle = *self.blas.handle();
+        // SAFETY: the handle is live; the stream outlives the call.
+        unsafe { cublas::sys::cublasSetStream_v2(handle, stream.cu_stream() as _) }
+            .result()
+            .map_err(cublas_error)?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (a, _read_a) = a.device_ptr(stream);
+        let (b, _read_b) = b.device_ptr(stream);
+        let (c, _write_c) = c.device_ptr_mut(stream);
+        use cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
+        // SAFETY: row-major c (m x n) = a (m x k) b (k x n) is column-major
+        // c^T (n x m) = b^T (n x k) a^T (k x m); sizes checked above.
+        unsafe {
+            cublas::result::gemm_ex(
+                handle,
+                cublasOperation_t::CUBLAS_OP_N,
+                cublasOperation_t::CUBLAS_OP_N,
+                ni,
+                mi,
+                ki,
+                (&alpha) as *const f32 as *const c_void,
+                b as *const c_void,
+                cudaDataType_t::CUDA_R_16BF,
+                ni,
+                a as *const c_void,
+                cudaDataType_t::CUDA_R_16BF,
+                ki,
+                (&beta) as *const f32 as *const c_void,
+                c as *mut c_void,
+                cudaDataType_t::CUDA_R_16BF,
+                ni,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(cublas_error)
+    }
+}
+
+/// Random `A` and `B` at `M = key` and the shape's `(N, K)`, and the reference:
+/// float64 on the CPU for small products, cuBLAS above (computed once per input
+/// draw, not once per variant).
 #[derive(Debug)]
 pub struct GemmCase {
     a: CudaSlice<bf16>,
@@ -191,19 +347,17 @@ pub struct GemmCase {
     host_b: PinnedHostSlice<bf16>,
     host_c: PinnedHostSlice<bf16>,
     blas: CudaBlas,
+    /// The seed of the current inputs, and the reference computed from them.
+    seed: u64,
+    expected: Option<(u64, Vec<f64>)>,
 }
 
 /// Products up to this many multiply-adds are checked against the CPU.
 const CPU_REFERENCE_MACS: usize = 1 << 28;
 
 impl GemmCase {
-    fn with_shape(
-        stream: &Arc<CudaStream>,
-        key: u64,
-        shape: impl Fn(usize) -> (usize, usize),
-    ) -> Result<Self, CaseError> {
+    fn at(stream: &Arc<CudaStream>, key: u64, (n, k): (usize, usize)) -> Result<Self, CaseError> {
         let m = usize::try_from(key).map_err(|_| format!("m = {key}"))?;
-        let (n, k) = shape(m);
         let ctx = stream.context();
         Ok(Self {
             a: stream.alloc_zeros(m * k)?,
@@ -222,20 +376,64 @@ impl GemmCase {
             host_c: unsafe { ctx.alloc_pinned(m * n) }?,
             blas: CudaBlas::new(stream.clone())
                 .map_err(|e| CaseError::Other(format!("cuBLAS: {e:?}")))?,
+            seed: 0,
+            expected: None,
         })
+    }
+
+    /// Computes the float64 reference of the current inputs, unless their first
+    /// check already did.
+    fn compute_expected(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        if self
+            .expected
+            .as_ref()
+            .is_none_or(|(seed, _)| *seed != self.seed)
+        {
+            let values = if m * n * k <= CPU_REFERENCE_MACS {
+                let (a, b) = (self.host_a.as_slice()?, self.host_b.as_slice()?);
+                reference(a, b, m, n, k)
+            } else {
+                cublas_gemm(&self.blas, &self.a, &self.b, &mut self.reference, (m, n, k))?;
+                stream
+                    .clone_dtoh(&self.reference)?
+                    .iter()
+                    .map(|v| v.to_f64())
+                    .collect()
+            };
+            self.expected = Some((self.seed, values));
+        }
+        Ok(())
     }
 }
 
 impl Case for GemmCase {
     fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
-        Self::with_shape(stream, key, case_shape)
+        Self::at(stream, key, PLAIN_SHAPE)
+    }
+
+    fn with_shape(
+        stream: &Arc<CudaStream>,
+        key: u64,
+        shape: &Shape<'_>,
+    ) -> Result<Self, CaseError> {
+        let dimension = |name: &str, plain: usize| match shape.get(name) {
+            None => Ok(plain),
+            Some(value) => usize::try_from(value).map_err(|_| format!("{name} = {value}")),
+        };
+        let (n, k) = (
+            dimension("n", PLAIN_SHAPE.0)?,
+            dimension("k", PLAIN_SHAPE.1)?,
+        );
+        Self::at(stream, key, (n, k))
     }
 
     fn alternates(stream: &Arc<CudaStream>, key: u64) -> Result<Vec<Self>, CaseError> {
-        Ok(vec![Self::with_shape(stream, key, |_| ALTERNATE_SHAPE)?])
+        Ok(vec![Self::at(stream, key, ALTERNATE_SHAPE)?])
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
+        self.seed = seed;
         fill_uniform(self.host_a.as_mut_slice()?, seed, -1.0, 1.0);
         fill_uniform(self.host_b.as_mut_slice()?, seed ^ 1, -1.0, 1.0);
         stream.memcpy_htod(&self.host_a, &mut self.a)?;
@@ -256,7 +454,6 @@ impl Case for GemmCase {
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
-        let (m, n, k) = (self.m, self.n, self.k);
         stream.memcpy_dtoh(&*self.c, &mut self.host_c)?;
         let dirty = stream
             .clone_dtoh(&*self.workspace)?
@@ -268,18 +465,12 @@ impl Case for GemmCase {
                 "the call left workspace[{index}] non-zero"
             )));
         }
-        let out = self.host_c.as_slice()?;
-        if m * n * k <= CPU_REFERENCE_MACS {
-            let (a, b) = (self.host_a.as_slice()?, self.host_b.as_slice()?);
-            return Ok(compare(out, &reference(a, b, m, n, k)));
-        }
-        cublas_gemm(&self.blas, &self.a, &self.b, &mut self.reference, (m, n, k))?;
-        let expected: Vec<f64> = stream
-            .clone_dtoh(&self.reference)?
-            .iter()
-            .map(|v| v.to_f64())
-            .collect();
-        Ok(compare(out, &expected))
+        self.compute_expected(stream)?;
+        let expected = self
+            .expected
+            .as_ref()
+            .map_or(&[][..], |(_, v)| v.as_slice());
+        Ok(compare(self.host_c.as_slice()?, expected))
     }
 
     fn work(&self) -> Work {

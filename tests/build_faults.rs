@@ -193,6 +193,7 @@ fn a_table_with_a_foreign_fingerprint_is_not_used() {
         flags: vec!["-O3".into(), "-std=c++17".into()],
         crate_version: "fixture-scale-stale 0.1.0".into(),
         tuner_version: env!("CARGO_PKG_VERSION").into(),
+        vendor: None,
     };
     autotune_table::table::write_atomic(&path, &table(foreign)).unwrap();
     let before = std::fs::read(&path).unwrap();
@@ -314,6 +315,7 @@ fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
         flags: vec![],
         crate_version: String::new(),
         tuner_version: String::new(),
+        vendor: None,
     });
     p100.gpu.name = "Tesla P100-SXM2-16GB".into();
     p100.gpu.compute_capability = [6, 0];
@@ -370,6 +372,7 @@ fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
         flags: vec![],
         crate_version: "x 0.1.0".into(),
         tuner_version: env!("CARGO_PKG_VERSION").into(),
+        vendor: None,
     });
     let gone = stale.kernels["scale"].clone();
     stale.kernels.insert("removed_kernel".into(), gone);

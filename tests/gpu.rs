@@ -266,34 +266,69 @@ mod topk {
 }
 
 mod gemm {
+    use std::sync::Arc;
+
     use super::gpu;
     use autotune_kernels::gemm::{self, Gemm};
     use autotune_kernels::samples;
+    use autotune_runtime::cudarc::cublas::CudaBlas;
+    use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream};
     use autotune_runtime::half::bf16;
+    use autotune_runtime::{Kernel, Selection};
+
+    /// `a · b` by cuBLAS, as float64 (the reference where the CPU would be slow).
+    #[allow(clippy::unwrap_used)] // a test helper: a failure is the test's
+    fn by_cublas(
+        stream: &Arc<CudaStream>,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        (m, n, k): (usize, usize, usize),
+    ) -> Vec<f64> {
+        let blas = CudaBlas::new(stream.clone()).unwrap();
+        let mut c = stream.alloc_zeros::<bf16>(m * n).unwrap();
+        gemm::cublas_gemm(&blas, a, b, &mut c, (m, n, k)).unwrap();
+        stream
+            .clone_dtoh(&c)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_f64())
+            .collect()
+    }
 
     #[test]
-    fn dispatch_is_correct_in_every_range_and_on_tails() {
+    fn dispatch_is_correct_in_every_range_of_every_shape_and_on_tails() {
         let Some((_turn, ctx)) = gpu() else { return };
         let kernel = Gemm::load(&ctx).unwrap();
         let stream = ctx.default_stream();
-        let mut shapes: Vec<(usize, usize, usize)> = kernel
-            .ranges()
-            .iter()
-            .map(|r| ((r.first as usize).clamp(1, 300), 520, 264))
-            .collect();
-        shapes.extend([
+        // Each tuned shape's plan, at a key in each of its ranges (cuBLAS the
+        // reference); then small and odd shapes against the CPU.
+        let mut calls: Vec<(usize, usize, usize)> = Vec::new();
+        for shape in <Gemm as Kernel>::SPEC.shapes {
+            let (n, k) = (shape[0] as usize, shape[1] as usize);
+            for range in kernel.ranges_at(n, k) {
+                calls.push(((range.first as usize).clamp(1, 9000), n, k));
+            }
+        }
+        calls.extend([
             (1, 8, 8),
             (37, 136, 264),
             (100, 4104, 1000),
             (129, 4096, 4096),
             (3, 14336, 4096),
+            (700, 6144, 2048),
         ]);
-        for (m, n, k) in shapes {
+        for (m, n, k) in calls {
             let (a, b) = samples::gemm(m, n, k, (m * n) as u64);
             let (da, db) = (
                 stream.clone_htod(&a).unwrap(),
                 stream.clone_htod(&b).unwrap(),
             );
+            let expected = if m * n * k <= 1 << 28 {
+                gemm::reference(&a, &b, m, n, k)
+            } else {
+                by_cublas(&stream, &da, &db, (m, n, k))
+            };
             let mut workspace = stream
                 .alloc_zeros::<f32>(gemm::workspace_len(m, n))
                 .unwrap();
@@ -304,16 +339,86 @@ mod gemm {
                 kernel
                     .launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)
                     .unwrap();
-                let verdict = autotune_runtime::compare(
-                    &stream.clone_dtoh(&c).unwrap(),
-                    &gemm::reference(&a, &b, m, n, k),
-                );
+                let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c).unwrap(), &expected);
                 assert!(
                     verdict.passed(),
-                    "{m}x{n}x{k} round {round} via {}: {verdict:?}",
-                    kernel.describe(m)
+                    "{m}x{n}x{k} round {round} via {} ({}): {verdict:?}",
+                    kernel.describe(m, n, k),
+                    kernel.shape_rule(n, k)
                 );
             }
+        }
+    }
+
+    #[test]
+    fn an_unseen_shape_uses_the_nearest_plan() {
+        let Some((_turn, ctx)) = gpu() else { return };
+        let kernel = Gemm::load(&ctx).unwrap();
+        if !matches!(kernel.selection(), Selection::Tuned { .. }) {
+            println!(
+                "SKIPPED: no tuned plan for this GPU ({})",
+                kernel.selection()
+            );
+            return;
+        }
+        assert!(kernel.shape_rule(14336, 4096).contains("its own plan"));
+        // (12288, 4096): 0.22 from (14336, 4096), 1.58 from (4096, 4096).
+        let rule = kernel.shape_rule(12288, 4096);
+        assert!(
+            rule.contains("nearest") && rule.contains("n=14336,k=4096"),
+            "{rule}"
+        );
+        assert_eq!(kernel.ranges_at(12288, 4096), kernel.ranges_at(14336, 4096));
+    }
+
+    #[test]
+    fn dispatch_with_the_cublas_fallback_replays_in_a_cuda_graph() {
+        let Some((_turn, ctx)) = gpu() else { return };
+        let kernel = Gemm::load(&ctx).unwrap();
+        // SAFETY: one stream only.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().unwrap();
+        // One key in each range of the first shape: cuBLAS's ranges and ours.
+        let (n, k) = (4096, 4096);
+        let mut calls = Vec::new();
+        for range in kernel.ranges_at(n, k) {
+            let m = (range.first as usize).clamp(1, 4096);
+            let (a, b) = samples::gemm(m, n, k, m as u64);
+            let (da, db) = (
+                stream.clone_htod(&a).unwrap(),
+                stream.clone_htod(&b).unwrap(),
+            );
+            let mut c = stream.alloc_zeros::<bf16>(m * n).unwrap();
+            autotune_runtime::poison(&stream, &mut c).unwrap();
+            let workspace = stream
+                .alloc_zeros::<f32>(gemm::workspace_len(m, n))
+                .unwrap();
+            let expected = by_cublas(&stream, &da, &db, (m, n, k));
+            calls.push((m, da, db, c, workspace, expected));
+        }
+        stream.synchronize().unwrap();
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+            .unwrap();
+        for (m, da, db, c, workspace, _) in &mut calls {
+            kernel
+                .launch(&stream, da, db, c, workspace, *m, n, k)
+                .unwrap();
+        }
+        let graph = stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .unwrap()
+            .expect("a graph");
+        graph.launch().unwrap();
+        graph.launch().unwrap();
+        stream.synchronize().unwrap();
+        for (m, _, _, c, _, expected) in &calls {
+            let verdict = autotune_runtime::compare(&stream.clone_dtoh(c).unwrap(), expected);
+            assert!(
+                verdict.passed(),
+                "graph replay at m = {m} ({}): {verdict:?}",
+                kernel.describe(*m, n, k)
+            );
         }
     }
 }

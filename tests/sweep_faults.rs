@@ -116,6 +116,9 @@ const SPEC: KernelSpec = KernelSpec {
     constraint: None,
     flags: &[],
     fallback: None,
+    vendor: None,
+    shape_args: &[],
+    shapes: &[],
     above: autotune_runtime::spec::Above::Measure,
     key_max: u64::MAX,
 };
@@ -214,6 +217,7 @@ fn compile(nvcc: &Nvcc, root: &Path, work: &Path) -> Vec<JobVariant> {
             binary: c.expect("planted variants compile").binary,
             entries: vec!["planted_scale".into()],
             fallback: false,
+            vendor: false,
         })
         .collect()
 }
@@ -237,6 +241,8 @@ fn plan(
     };
     SweepPlan {
         spec,
+        shape: Vec::new(),
+        entry: "scripted".to_string(),
         exe: std::env::current_exe().expect("the test binary"),
         work_dir: work.to_path_buf(),
         variants: variants.to_vec(),

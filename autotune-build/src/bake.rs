@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use autotune_runtime::KernelSpec;
 use autotune_table::progress::Progress;
 use autotune_table::summary::{BakedPlan, KernelSummary, SkippedTable};
-use autotune_table::table::{self, FALLBACK, TuningTable, Unreadable};
+use autotune_table::table::{self, FALLBACK, KernelTable, TuningTable, Unreadable};
 
 use crate::codegen::{ChoiceData, Generated, ImageData, OriginData, PlanData};
 use crate::error::BuildError;
@@ -76,10 +76,15 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
                 continue;
             }
         };
-        let Some(entry) = table.kernels.get(spec.name) else {
-            continue;
-        };
         let arch = table.gpu.arch();
+        let shapes: Vec<_> = spec
+            .tuned_shapes()
+            .into_iter()
+            .filter_map(|(name, shape)| Some((name.clone(), shape, table.kernels.get(&name)?)))
+            .collect();
+        if shapes.is_empty() {
+            continue;
+        }
         if let Ok(nvcc) = input.nvcc
             && !nvcc.supports(&arch)
         {
@@ -89,78 +94,70 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             ));
             continue;
         }
-        let differences = input.inputs.differences(&entry.fingerprint);
-        if !differences.is_empty() {
-            skip(format!(
-                "is stale for {} ({})",
-                table.gpu.name,
-                differences.join("; ")
-            ));
-            continue;
-        }
-        let mut ranges = Vec::new();
-        let mut valid = true;
-        for range in &entry.ranges {
-            let choice = if range.variant == FALLBACK {
-                if spec.fallback.is_none() {
-                    valid = false;
-                }
-                ChoiceData::Fallback
+        let mut tuned_shapes = Vec::new();
+        for (name, shape, entry) in shapes {
+            // `gemm@n=4096,k=4096 ...` where a kernel has shapes, the table's path alone
+            // otherwise.
+            let at = if shape.is_empty() {
+                String::new()
             } else {
-                let Some(record) = entry.variant(&range.variant) else {
-                    valid = false;
-                    break;
-                };
-                if !spec.points.contains(&record.values.as_slice()) {
-                    valid = false;
-                    break;
-                }
-                let index = match images.iter().position(|i| i.values == record.values) {
-                    Some(index) => index,
-                    None => {
-                        images.push(ImageData {
-                            name: spec.point_name(&record.values),
-                            values: record.values.clone(),
-                            binary: None,
-                        });
-                        images.len() - 1
-                    }
-                };
-                ChoiceData::Variant(index)
+                format!(" at {shape}")
             };
-            ranges.push((range.first, range.last, choice));
+            let differences = input.inputs.differences(&entry.fingerprint);
+            if !differences.is_empty() {
+                skip(format!(
+                    "is stale for {}{at} ({})",
+                    table.gpu.name,
+                    differences.join("; ")
+                ));
+                continue;
+            }
+            let Some(ranges) = plan_ranges(spec, entry, &mut images) else {
+                skip(format!("names variants `{name}` does not have"));
+                continue;
+            };
+            baked_plans.push(BakedPlan {
+                table: shown.clone(),
+                gpu: table.gpu.clone(),
+                tuned_on: entry.tuned_on.clone(),
+            });
+            tuned_shapes.push(shape.to_string());
+            plans.push(PlanData {
+                origin: OriginData {
+                    path: shown.clone(),
+                    gpu: table.gpu.name.clone(),
+                    compute_capability: (
+                        table.gpu.compute_capability[0],
+                        table.gpu.compute_capability[1],
+                    ),
+                    sm_count: table.gpu.sm_count,
+                },
+                shape: shape.values().to_vec(),
+                ranges,
+                above: autotune_table::above::describe(
+                    entry.above.as_ref(),
+                    &entry.key,
+                    spec.sizes.last().copied().unwrap_or(0),
+                ),
+            });
         }
-        if !valid {
-            skip("names variants this kernel does not have".to_string());
+        if tuned_shapes.is_empty() {
             continue;
         }
         archs.push(arch);
-        baked_plans.push(BakedPlan {
-            table: shown.clone(),
-            gpu: table.gpu.clone(),
-            tuned_on: entry.tuned_on.clone(),
-        });
+        let at = if spec.shapes.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", tuned_shapes.join(" | "))
+        };
+        let tuned_on = baked_plans
+            .last()
+            .map(|p| p.tuned_on.clone())
+            .unwrap_or_default();
         notes.push(format!(
-            "tuned for {} on {} ({shown})",
-            table.gpu.name, entry.tuned_on
+            "tuned for {}{at} on {tuned_on} ({shown})",
+            table.gpu.name
         ));
-        plans.push(PlanData {
-            origin: OriginData {
-                path: shown,
-                gpu: table.gpu.name.clone(),
-                compute_capability: (
-                    table.gpu.compute_capability[0],
-                    table.gpu.compute_capability[1],
-                ),
-                sm_count: table.gpu.sm_count,
-            },
-            ranges,
-            above: autotune_table::above::describe(
-                entry.above.as_ref(),
-                &entry.key,
-                spec.sizes.last().copied().unwrap_or(0),
-            ),
-        });
     }
     if plans.is_empty() {
         notes.push(format!("defaults ({})", spec.point_name(spec.default)));
@@ -210,6 +207,10 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
     let compiled = not_compiled.is_none();
     let generated = Generated {
         kernel: spec.name.to_string(),
+        shape_args: spec.shape_args.iter().map(|a| a.to_string()).collect(),
+        fallback: spec
+            .vendor
+            .map_or_else(|| FALLBACK.to_string(), |v| v.name.to_string()),
         images,
         plans,
         default: 0,
@@ -235,4 +236,42 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             compiled,
         },
     })
+}
+
+/// The ranges of `entry`'s plan as choices among `images` (adding the variants
+/// they name); `None` where it names a variant this kernel does not have, or the
+/// fallback of a kernel that declares none.
+fn plan_ranges(
+    spec: &KernelSpec,
+    entry: &KernelTable,
+    images: &mut Vec<ImageData>,
+) -> Option<Vec<(u64, u64, ChoiceData)>> {
+    let mut ranges = Vec::new();
+    for range in &entry.ranges {
+        let choice = if range.variant == FALLBACK {
+            if !spec.has_fallback() {
+                return None;
+            }
+            ChoiceData::Fallback
+        } else {
+            let record = entry.variant(&range.variant)?;
+            if !spec.points.contains(&record.values.as_slice()) {
+                return None;
+            }
+            let index = match images.iter().position(|i| i.values == record.values) {
+                Some(index) => index,
+                None => {
+                    images.push(ImageData {
+                        name: spec.point_name(&record.values),
+                        values: record.values.clone(),
+                        binary: None,
+                    });
+                    images.len() - 1
+                }
+            };
+            ChoiceData::Variant(index)
+        };
+        ranges.push((range.first, range.last, choice));
+    }
+    Some(ranges)
 }

@@ -33,6 +33,8 @@ pub struct OriginData {
 #[derive(Debug, Clone)]
 pub struct PlanData {
     pub origin: OriginData,
+    /// The shape the plan was tuned at; empty without shapes.
+    pub shape: Vec<u64>,
     /// `(first, last, choice)`, ascending, covering `0..=u64::MAX`.
     pub ranges: Vec<(u64, u64, ChoiceData)>,
     /// Which keys were measured and what the ones above them get, in one line.
@@ -43,6 +45,10 @@ pub struct PlanData {
 #[derive(Debug, Clone)]
 pub struct Generated {
     pub kernel: String,
+    /// The kernel's shape arguments (`["n", "k"]`), empty without shapes.
+    pub shape_args: Vec<String>,
+    /// What the fallback is called in `describe` (`fallback`, or the vendor's name).
+    pub fallback: String,
     pub images: Vec<ImageData>,
     pub plans: Vec<PlanData>,
     /// Index of the declared default in `images`.
@@ -144,6 +150,7 @@ impl Generated {
             plan_items.push(select_fn(&select, &plan.ranges));
             plan_items.push(ranges_static(&ranges, &plan.ranges));
             let above = &plan.above;
+            let shape = plan.shape.iter().map(|v| number(*v));
             let OriginData {
                 path,
                 gpu,
@@ -163,6 +170,7 @@ impl Generated {
                         compute_capability: (#major, #minor),
                         sm_count: #sm_count,
                     }),
+                    shape: &[#(#shape),*],
                     ranges: &#ranges,
                     select: #select,
                     above: #above,
@@ -174,6 +182,8 @@ impl Generated {
         let select_defaults = select_fn(&format_ident!("select_defaults"), &defaults);
         let ranges_defaults = ranges_static(&format_ident!("RANGES_DEFAULTS"), &defaults);
         let note = &self.note;
+        let shape_args = &self.shape_args;
+        let fallback = &self.fallback;
         let not_compiled = match &self.not_compiled {
             Some(reason) => quote!(::core::option::Option::Some(#reason)),
             None => quote!(::core::option::Option::None),
@@ -188,8 +198,11 @@ impl Generated {
                 kernel: #kernel,
                 images: &IMAGES,
                 plans: &PLANS,
+                shape_args: &[#(#shape_args),*],
+                fallback: #fallback,
                 defaults: ::autotune_runtime::dispatch::Plan {
                     origin: ::core::option::Option::None,
+                    shape: &[],
                     ranges: &RANGES_DEFAULTS,
                     select: select_defaults,
                     above: "",
@@ -221,6 +234,8 @@ mod tests {
     fn renders_a_match_per_plan() {
         let generated = Generated {
             kernel: "rms_norm".into(),
+            shape_args: Vec::new(),
+            fallback: "fallback".into(),
             images: vec![
                 ImageData {
                     name: "block=256".into(),
@@ -240,6 +255,7 @@ mod tests {
                     compute_capability: (9, 0),
                     sm_count: 132,
                 },
+                shape: Vec::new(),
                 ranges: vec![
                     (0, 4095, ChoiceData::Variant(1)),
                     (4096, 4096, ChoiceData::Variant(0)),

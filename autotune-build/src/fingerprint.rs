@@ -50,6 +50,9 @@ pub struct KernelInputs {
     flags: Vec<String>,
     nvcc_version: Option<String>,
     crate_version: String,
+    /// The vendor fallback's library as this build would load it: `None` without a
+    /// vendor, `Some(None)` where the library is not on this machine.
+    vendor: Option<(&'static str, Option<String>)>,
 }
 
 impl KernelInputs {
@@ -154,6 +157,7 @@ impl KernelInputs {
                 .collect(),
             nvcc_version: nvcc.map(|n| n.version.clone()),
             crate_version: crate_version.to_string(),
+            vendor: spec.vendor.map(|v| (v.name, (v.library)())),
         })
     }
 
@@ -181,7 +185,8 @@ impl KernelInputs {
     /// The fingerprint now. Sources are nvcc's list where nvcc was asked, else the
     /// list `recorded` (a table's fingerprint) names, read again, else what the
     /// scanner found; the nvcc version, where nvcc is missing, is taken as the
-    /// recorded one (nothing can be compiled then, and the plan is still valid).
+    /// recorded one (nothing can be compiled then, and the plan is still valid);
+    /// so is a vendor library's version where the library is not on this machine.
     pub fn fingerprint(&self, recorded: Option<&Fingerprint>) -> Result<Fingerprint, String> {
         let files: Vec<PathBuf> = match (&self.nvcc_sources, recorded) {
             (Some(list), _) => list.clone(),
@@ -218,6 +223,14 @@ impl KernelInputs {
             flags: self.flags.clone(),
             crate_version: self.crate_version.clone(),
             tuner_version: env!("CARGO_PKG_VERSION").to_string(),
+            vendor: match (&self.vendor, recorded) {
+                (None, _) => None,
+                (Some((_, Some(library))), _) => Some(library.clone()),
+                (Some((_, None)), Some(recorded)) if recorded.vendor.is_some() => {
+                    recorded.vendor.clone()
+                }
+                (Some((name, None)), _) => Some(format!("{name} (not found)")),
+            },
         })
     }
 
@@ -282,6 +295,15 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
         // (which the default's sweep would have made, less the probe) stay fresh.
         if spec.above != Above::Measure {
             field("above", spec.above.name().as_bytes());
+        }
+        // The shape arguments' names; each shape's values are its entry's name, so
+        // that adding a shape leaves the others' plans fresh.
+        if !spec.shape_args.is_empty() {
+            field("shape_args", spec.shape_args.join("\0").as_bytes());
+        }
+        // The library's version is a field of its own (`Fingerprint::vendor`).
+        if let Some(vendor) = &spec.vendor {
+            field("vendor", vendor.type_name.as_bytes());
         }
     }
     hex(&hash.finalize())

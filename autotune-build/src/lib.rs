@@ -263,7 +263,11 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
             .kernels
             .keys()
             .map(String::as_str)
-            .filter(|name| tunables.find(name).is_none())
+            .filter(|name| {
+                !tunables
+                    .specs()
+                    .any(|spec| spec.tuned_shapes().iter().any(|(entry, _)| entry == name))
+            })
             .collect();
         if !unknown.is_empty() {
             report.push(format!(
@@ -427,28 +431,38 @@ impl Build {
                 })?;
             fingerprints.push((*spec, inputs, fingerprint));
         }
-        let stale = |table: &Option<TuningTable>| -> Vec<(&'static KernelSpec, table::Fingerprint, String)> {
-            fingerprints
-                .iter()
-                .filter_map(|(spec, _, fp)| {
+        // One entry per kernel, or per declared shape of a kernel with shapes.
+        let stale = |table: &Option<TuningTable>| -> Vec<Stale> {
+            let mut out = Vec::new();
+            for (spec, _, fp) in &fingerprints {
+                for (entry, shape) in spec.tuned_shapes() {
                     let reason = match table.as_ref() {
                         _ if self.settings.forced(spec.name) => "AUTOTUNE_FORCE".to_string(),
                         None => "no table for this GPU".to_string(),
-                        Some(t) if !t.gpu.same_conditions(gpu) => format!("the table was measured under driver {} ", t.gpu.driver),
-                        Some(t) => match t.kernels.get(spec.name) {
+                        Some(t) if !t.gpu.same_conditions(gpu) => {
+                            format!("the table was measured under driver {} ", t.gpu.driver)
+                        }
+                        Some(t) => match t.kernels.get(&entry) {
                             None => "not in the table".to_string(),
-                            Some(entry) => {
-                                let d = entry.fingerprint.differences(fp);
+                            Some(recorded) => {
+                                let d = recorded.fingerprint.differences(fp);
                                 if d.is_empty() {
-                                    return None;
+                                    continue;
                                 }
                                 d.join("; ")
                             }
                         },
                     };
-                    Some((*spec, fp.clone(), reason))
-                })
-                .collect()
+                    out.push(Stale {
+                        spec,
+                        entry,
+                        shape: shape.values().to_vec(),
+                        fingerprint: fp.clone(),
+                        reason,
+                    });
+                }
+            }
+            out
         };
         let readable = |path: &Path| table::read(path).ok();
         if stale(&readable(&path)).is_empty() {
@@ -486,7 +500,7 @@ impl Build {
                 .specs()
                 .any(|other| other.fallback.is_some_and(|f| f.name == name))
         };
-        todo.sort_by_key(|(spec, _, _)| !is_a_fallback(spec.name));
+        todo.sort_by_key(|stale| !is_a_fallback(stale.spec.name));
         let exe = std::env::current_exe().map_err(|e| {
             BuildError::Worker(format!("cannot find this build script's path: {e}"))
         })?;
@@ -501,18 +515,24 @@ impl Build {
             exe,
         };
         let mut done = Vec::new();
-        for (spec, fp, reason) in &todo {
+        for Stale {
+            spec,
+            entry,
+            shape,
+            fingerprint: fp,
+            reason,
+        } in &todo
+        {
             let log_path = self.tables_dir.join("logs").join(format!(
                 "{}-{}.log",
                 gpu_slug(&gpu.name),
-                spec.name
+                sweep::file_name(entry)
             ));
             let mut log: Vec<u8> = Vec::new();
             let _ = writeln!(
                 log,
-                "autotune-build {}: tuning `{}` on {}{} (driver {}, {}), {}, nvcc {}, seed {}: {reason}",
+                "autotune-build {}: tuning `{entry}` on {}{} (driver {}, {}), {}, nvcc {}, seed {}: {reason}",
                 env!("CARGO_PKG_VERSION"),
-                spec.name,
                 gpu.name,
                 on_devices(devices),
                 gpu.driver,
@@ -535,11 +555,23 @@ impl Build {
                 .find(|(s, _, _)| s.name == spec.name)
                 .map(|(_, inputs, _)| *inputs)
                 .ok_or_else(|| BuildError::Worker(format!("no inputs for `{}`", spec.name)))?;
-            let result = tuner.tune(spec, kernel_inputs, fp, fallback_table, &mut log);
+            let result = tuner.tune(
+                spec,
+                entry,
+                shape,
+                kernel_inputs,
+                fp,
+                fallback_table,
+                &mut log,
+            );
             table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;
-            let entry = result?;
-            done.push(format!("{} in {:.1} s", spec.name, entry.seconds.total));
-            table.kernels.insert(spec.name.to_string(), entry);
+            let tuned = result?;
+            done.push(format!("{entry} in {:.1} s", tuned.seconds.total));
+            table.kernels.insert(entry.clone(), tuned);
+            // A kernel that gained shapes: its entry from before them is superseded.
+            if !spec.shapes.is_empty() {
+                table.kernels.remove(spec.name);
+            }
             table::write_atomic(&path, &table)?;
             // The committed report and plots follow the table they show.
             artifacts::write_beside(&self.tables_dir, &shown, &table)?;
@@ -550,6 +582,15 @@ impl Build {
             gpu.name
         ))
     }
+}
+
+/// A table entry to tune, and why.
+struct Stale<'a> {
+    spec: &'a &'static KernelSpec,
+    entry: String,
+    shape: Vec<u64>,
+    fingerprint: table::Fingerprint,
+    reason: String,
 }
 
 fn fresh_table(gpu: &GpuRecord) -> TuningTable {

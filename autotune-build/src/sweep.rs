@@ -42,6 +42,10 @@ const MIN_SHARE: usize = 4;
 #[derive(Debug)]
 pub struct SweepPlan {
     pub spec: &'static KernelSpec,
+    /// The shape every task runs at (`shapes = [...]`), empty without shapes.
+    pub shape: Vec<u64>,
+    /// The table entry this sweep makes (`gemm@n=4096,k=4096`, or the kernel's name).
+    pub entry: String,
     /// The executable that acts as a worker under `AUTOTUNE_WORKER`.
     pub exe: PathBuf,
     pub work_dir: PathBuf,
@@ -93,10 +97,25 @@ impl SweepPlan {
             sizes: self.spec.sizes.to_vec(),
             min_margin: self.min_margin,
             several_devices: self.devices.len() > 1,
-            journal: self.work_dir.join(format!("{}.journal", self.spec.name)),
+            journal: self
+                .work_dir
+                .join(format!("{}.journal", file_name(&self.entry))),
             journal_header: self.journal_header.clone(),
         }
     }
+}
+
+/// `gemm@n=4096,k=4096` as a file name: `gemm_n4096_k4096`.
+pub fn file_name(entry: &str) -> String {
+    let mut out = String::new();
+    for c in entry.chars() {
+        match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' => out.push(c),
+            '@' | ',' => out.push('_'),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Everything the sweep learned.
@@ -550,6 +569,7 @@ impl<'a> Sweep<'a> {
             seed: plan.seed,
             check_seeds: plan.check_seeds,
             timing: plan.timing,
+            shape: plan.shape.clone(),
             variants: plan.variants.clone(),
             tasks: tasks.to_vec(),
         };

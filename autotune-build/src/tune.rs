@@ -14,7 +14,7 @@ use autotune_table::progress::Progress;
 use autotune_table::ranges::{self, Decision};
 use autotune_table::table::{
     FALLBACK, Fingerprint, GpuRecord, KernelTable, RangeRecord, Rejection, Role, Seconds,
-    SizeRecord, Stage, VariantRecord,
+    SizeRecord, Stage, VENDOR, VariantRecord,
 };
 
 use crate::error::BuildError;
@@ -129,16 +129,19 @@ pub fn slug(spec: &KernelSpec, values: &[u32]) -> String {
 impl Tuner<'_> {
     /// Tunes `spec`. `fallback_table` is its fallback's own (fresh) table entry, whose
     /// plan decides which fallback variant is timed at each key.
+    #[allow(clippy::too_many_arguments)]
     pub fn tune(
         &self,
         spec: &'static KernelSpec,
+        entry: &str,
+        shape: &[u64],
         inputs: &KernelInputs,
         fingerprint: &Fingerprint,
         fallback_table: Option<&KernelTable>,
         log: &mut (dyn Write + Send),
     ) -> Result<KernelTable, BuildError> {
         let started = std::time::Instant::now();
-        let progress = Progress::from_env(spec.name);
+        let progress = Progress::from_env(entry);
         let fallback_default = spec
             .fallback
             .map(|f| f.default.to_vec())
@@ -179,8 +182,7 @@ impl Tuner<'_> {
             .count();
         let _ = writeln!(
             log,
-            "{}: {} variants compiled for {arch} in {compile_seconds:.1} s ({fresh} by nvcc, {} cached)",
-            spec.name,
+            "{entry}: {} variants compiled for {arch} in {compile_seconds:.1} s ({fresh} by nvcc, {} cached)",
             jobs.len(),
             jobs.len() - fresh
         );
@@ -246,9 +248,25 @@ impl Tuner<'_> {
                 binary,
                 entries: job.entries.clone(),
                 fallback: *fallback,
+                vendor: false,
             });
             rejected.push(rejection);
             resources.push(used);
+        }
+        // The vendor's kernel: nothing to compile, timed as the fallback.
+        if let Some(vendor) = &spec.vendor {
+            let name = format!("{VENDOR}:{}", vendor.name);
+            variants.push(JobVariant {
+                binary: PathBuf::from(&name),
+                name,
+                values: Vec::new(),
+                entries: Vec::new(),
+                fallback: true,
+                vendor: true,
+            });
+            rejected.push(None);
+            resources.push(None);
+            variant_seconds.push(None);
         }
         let default = spec.default_index().ok_or_else(|| BuildError::Kernel {
             kernel: spec.name.to_string(),
@@ -269,9 +287,11 @@ impl Tuner<'_> {
                 .collect(),
         };
         let incumbent = incumbents.last().map_or(default, |&(_, _, v)| v);
-        let header = journal_header(spec, fingerprint, self.gpu, &variants, self.settings);
+        let header = journal_header(entry, fingerprint, self.gpu, &variants, self.settings);
         let plan = SweepPlan {
             spec,
+            shape: shape.to_vec(),
+            entry: entry.to_string(),
             exe: self.exe.clone(),
             work_dir: self.work_dir.clone(),
             variants: variants.clone(),
@@ -353,10 +373,10 @@ impl Tuner<'_> {
             .map(|(index, v)| VariantRecord {
                 name: v.name.clone(),
                 values: v.values.clone(),
-                role: if v.fallback {
-                    Role::Fallback
-                } else {
-                    Role::Tuned
+                role: match (v.vendor, v.fallback) {
+                    (true, _) => Role::Vendor,
+                    (false, true) => Role::Fallback,
+                    (false, false) => Role::Tuned,
                 },
                 resources: resources[index],
                 compile_s: variant_seconds.get(index).copied().flatten(),
@@ -462,7 +482,7 @@ fn plan_points(table: &KernelTable) -> Vec<(u64, u64, Option<Vec<u32>>)> {
 }
 
 fn journal_header(
-    spec: &KernelSpec,
+    entry: &str,
     fingerprint: &Fingerprint,
     gpu: &GpuRecord,
     variants: &[JobVariant],
@@ -476,7 +496,7 @@ fn journal_header(
         hash.update(&v.name);
         hash.update(v.binary.to_string_lossy().as_bytes());
     }
-    format!("autotune journal {} {}", spec.name, hex(&hash.finalize()))
+    format!("autotune journal {entry} {}", hex(&hash.finalize()))
 }
 
 fn write_summary(table: &KernelTable, log: &mut dyn Write) {
@@ -596,6 +616,9 @@ mod tests {
         constraint: None,
         flags: &[],
         fallback: None,
+        vendor: None,
+        shape_args: &[],
+        shapes: &[],
         above: Above::Measure,
         key_max: u64::MAX,
     };

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::timing::{self, L2Flush, TimingConfig};
 use autotune_runtime::random::Rng;
-use autotune_runtime::{Case, Inspection, Kernel, LaunchError, Params, Variant};
+use autotune_runtime::{Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase};
 use autotune_table::table::{Measurement, Stage};
 
 /// The environment variable that makes `tune()` serve jobs for the kernel it names.
@@ -29,6 +29,10 @@ pub struct Job {
     #[serde(default = "one")]
     pub check_seeds: u32,
     pub timing: TimingConfig,
+    /// The values of the kernel's shape arguments (`shapes = [...]`) every task of
+    /// this job runs at; empty for a kernel without shapes.
+    #[serde(default)]
+    pub shape: Vec<u64>,
     pub variants: Vec<JobVariant>,
     pub tasks: Vec<Task>,
 }
@@ -41,6 +45,9 @@ pub struct JobVariant {
     pub entries: Vec<String>,
     /// The declared fallback kernel rather than a point of this kernel's space.
     pub fallback: bool,
+    /// The vendor library's kernel (`vendor = ...`): nothing to load from `binary`.
+    #[serde(default)]
+    pub vendor: bool,
 }
 
 fn one() -> u32 {
@@ -141,19 +148,29 @@ pub fn serve<K: Kernel>(
 }
 
 /// A loaded binary by its path; `Err` holds a load error not yet reported.
-type LoadedBinary<P> = (PathBuf, Result<Loaded<P>, String>);
+type LoadedBinary<P, C> = (PathBuf, Result<Loaded<P, C>, String>);
+
+/// The case at one shape and key, and its alternates.
+struct CaseAt<C> {
+    shape: Vec<u64>,
+    key: u64,
+    case: C,
+    alternates: Vec<C>,
+}
 
 /// A worker's CUDA state, kept across the jobs of one sweep.
 struct Session<K: Kernel> {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     flush: L2Flush,
-    loaded: Vec<LoadedBinary<K::Params>>,
-    /// The case at the current key, and its alternates (checked, never timed).
-    case: Option<(u64, K::Case, Vec<K::Case>)>,
-    failed_keys: Vec<u64>,
-    /// The best median so far at each key, to stop timing hopeless variants early.
-    best_us: std::collections::BTreeMap<u64, f64>,
+    loaded: Vec<LoadedBinary<K::Params, K::Case>>,
+    /// The case at the current shape and key, and its alternates (checked, never
+    /// timed).
+    case: Option<CaseAt<K::Case>>,
+    failed_keys: Vec<(Vec<u64>, u64)>,
+    /// The best median so far at each shape and key, to stop timing hopeless
+    /// variants early.
+    best_us: std::collections::BTreeMap<(Vec<u64>, u64), f64>,
 }
 
 impl<K: Kernel> Session<K> {
@@ -181,7 +198,15 @@ impl<K: Kernel> Session<K> {
         {
             return index;
         }
-        let loaded = Loaded::load(&self.ctx, variant);
+        let loaded = if variant.vendor {
+            match K::load_vendor(&self.stream) {
+                Ok(Some(vendor)) => Ok(Loaded::Vendor(vendor)),
+                Ok(None) => Err(format!("`{}` declares no vendor", K::SPEC.name)),
+                Err(error) => Err(format!("cannot load the vendor library: {error}")),
+            }
+        } else {
+            Loaded::load(&self.ctx, variant)
+        };
         self.loaded.push((variant.binary.clone(), loaded));
         self.loaded.len() - 1
     }
@@ -209,18 +234,31 @@ impl<K: Kernel> Session<K> {
                 }
                 Err(_) => continue,
             }
-            if self.failed_keys.contains(&task.key) {
+            let at = (job.shape.clone(), task.key);
+            if self.failed_keys.contains(&at) {
                 continue;
             }
             emit(Event::Started { task: index });
-            if self.case.as_ref().is_none_or(|(key, ..)| *key != task.key) {
+            if self
+                .case
+                .as_ref()
+                .is_none_or(|c| c.shape != job.shape || c.key != task.key)
+            {
                 self.case = None; // free the previous size first
-                let cases = K::Case::new(&self.stream, task.key)
+                let shape = autotune_runtime::Shape::new(K::SPEC.shape_args, &job.shape);
+                let cases = K::Case::with_shape(&self.stream, task.key, &shape)
                     .and_then(|case| Ok((case, K::Case::alternates(&self.stream, task.key)?)));
                 match cases {
-                    Ok((case, alternates)) => self.case = Some((task.key, case, alternates)),
+                    Ok((case, alternates)) => {
+                        self.case = Some(CaseAt {
+                            shape: job.shape.clone(),
+                            key: task.key,
+                            case,
+                            alternates,
+                        })
+                    }
                     Err(error) => {
-                        self.failed_keys.push(task.key);
+                        self.failed_keys.push(at);
                         emit(Event::CaseFailed {
                             task: index,
                             reason: error.to_string(),
@@ -229,8 +267,12 @@ impl<K: Kernel> Session<K> {
                     }
                 }
             }
-            let (Some((_, case, alternates)), (_, Ok(loaded))) =
-                (self.case.as_mut(), &self.loaded[slot])
+            let (
+                Some(CaseAt {
+                    case, alternates, ..
+                }),
+                (_, Ok(loaded)),
+            ) = (self.case.as_mut(), &self.loaded[slot])
             else {
                 continue;
             };
@@ -238,7 +280,7 @@ impl<K: Kernel> Session<K> {
             let best = if task.repeat {
                 None
             } else {
-                self.best_us.get(&task.key).copied()
+                self.best_us.get(&at).copied()
             };
             match run_task::<K>(
                 job,
@@ -254,7 +296,7 @@ impl<K: Kernel> Session<K> {
             ) {
                 Ok(event) => {
                     if let Event::Measured { measurement, .. } = &event {
-                        let best = self.best_us.entry(task.key).or_insert(f64::INFINITY);
+                        let best = self.best_us.entry(at).or_insert(f64::INFINITY);
                         *best = best.min(measurement.median_us);
                     }
                     emit(event)
@@ -292,7 +334,7 @@ fn run_task<K: Kernel>(
     alternates: &mut [K::Case],
     stream: &Arc<CudaStream>,
     flush: &mut L2Flush,
-    variant: &Loaded<K::Params>,
+    variant: &Loaded<K::Params, K::Case>,
     best_us: Option<f64>,
     emit: &mut dyn FnMut(Event),
 ) -> Result<Event, Failure> {
@@ -388,7 +430,7 @@ fn draw_seed(seed: u64, key: u64, draw: u32) -> u64 {
 fn first_launch<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
-    variant: &Loaded<K::Params>,
+    variant: &Loaded<K::Params, K::Case>,
 ) -> Result<(), Failure> {
     launch::<K>(case, stream, variant).map_err(|e| match e.refused_arguments() {
         Some(reason) => Failure::Unfit(reason.to_string()),
@@ -402,7 +444,7 @@ fn first_launch<K: Kernel>(
 fn gate<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
-    variant: &Loaded<K::Params>,
+    variant: &Loaded<K::Params, K::Case>,
     seed: u64,
     inspect: bool,
 ) -> Result<Result<f64, String>, Failure> {
@@ -448,13 +490,14 @@ fn verify<K: Kernel>(
 fn launch<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
-    variant: &Loaded<K::Params>,
+    variant: &Loaded<K::Params, K::Case>,
 ) -> Result<(), LaunchError> {
     match variant {
         Loaded::Tuned(v) => K::launch_case(case, stream, v),
         Loaded::Fallback { functions, values } => {
             K::launch_fallback(case, stream, functions, values)
         }
+        Loaded::Vendor(vendor) => vendor.launch_case(case, stream),
     }
 }
 
@@ -477,16 +520,17 @@ fn context_alive(stream: &Arc<CudaStream>) -> bool {
     stream.synchronize().is_ok() && stream.context().synchronize().is_ok()
 }
 
-/// A variant's binary loaded in the worker's context.
-enum Loaded<P> {
+/// A variant's binary loaded in the worker's context (or the vendor's handle).
+enum Loaded<P, C> {
     Tuned(Variant<P>),
     Fallback {
         functions: Vec<CudaFunction>,
         values: Vec<u32>,
     },
+    Vendor(Box<dyn VendorCase<C>>),
 }
 
-impl<P: Params> Loaded<P> {
+impl<P: Params, C> Loaded<P, C> {
     fn load(ctx: &Arc<CudaContext>, variant: &JobVariant) -> Result<Self, String> {
         let image = std::fs::read(&variant.binary)
             .map_err(|e| format!("cannot read {}: {e}", variant.binary.display()))?;

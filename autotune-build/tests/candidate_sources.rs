@@ -57,6 +57,9 @@ const SPEC: KernelSpec = KernelSpec {
     constraint: None,
     flags: &[],
     fallback: None,
+    vendor: None,
+    shape_args: &[],
+    shapes: &[],
     above: Above::Measure,
     key_max: u64::MAX,
 };

@@ -73,6 +73,9 @@ fn spec(flags: &'static [&'static str]) -> &'static KernelSpec {
         constraint: None,
         flags,
         fallback: None,
+        vendor: None,
+        shape_args: &[],
+        shapes: &[],
         above: autotune_runtime::spec::Above::Measure,
         key_max: u64::MAX,
     }))

@@ -33,6 +33,9 @@ const SPEC: KernelSpec = KernelSpec {
     constraint: None,
     flags: &[],
     fallback: None,
+    vendor: None,
+    shape_args: &[],
+    shapes: &[],
     above: autotune_runtime::spec::Above::Measure,
     key_max: u64::MAX,
 };
@@ -42,9 +45,12 @@ const SPEC: KernelSpec = KernelSpec {
 /// the noise floor). v=3 crashes, v=4 hangs, v=5 passes its first check and fails
 /// the gate's second look after timing (right only on its first launch); v=6 and
 /// up are slow, and v=6's wrapper refuses n=400. Device 1 runs everything 3% faster.
-fn script(name: &str, key: u64, device: usize) -> Option<f64> {
+/// A vendor's kernel runs 8 us everywhere; at shape `[2]` v=1 is slow everywhere.
+fn script(name: &str, key: u64, device: usize, shape: &[u64]) -> Option<f64> {
     let median = match name {
         "v=0" => 10.0,
+        "vendor:cuBLAS" => 8.0,
+        "v=1" if shape == [2] => 14.0,
         "v=1" if (1600..10_000).contains(&key) => 6.0,
         "v=1" => 14.0,
         "v=2" => 9.95,
@@ -137,7 +143,8 @@ fn worker() -> ! {
                     reason: "n = 400 is not a multiple of 64".into(),
                 }),
                 _ => {
-                    let median = script(name, task.key, job.device).expect("a scripted variant");
+                    let median =
+                        script(name, task.key, job.device, &job.shape).expect("a scripted variant");
                     let measurement = Measurement {
                         key: task.key,
                         median_us: median,
@@ -165,6 +172,8 @@ fn worker() -> ! {
 fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
     SweepPlan {
         spec: const { &SPEC },
+        shape: Vec::new(),
+        entry: "scripted".to_string(),
         exe: std::env::current_exe().expect("this test binary"),
         work_dir: work.to_path_buf(),
         variants: variants.to_vec(),
@@ -191,6 +200,7 @@ fn variants(count: usize) -> Vec<JobVariant> {
             binary: PathBuf::from("unused"),
             entries: vec!["none".into()],
             fallback: false,
+            vendor: false,
         })
         .collect()
 }
@@ -216,6 +226,7 @@ fn main() {
     a_budgeted_search_times_fewer_points(&work.join("budget"));
     a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
     keys_above_the_top_are_measured_before_the_pick_keeps_them(&work.join("above"));
+    a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(&work.join("vendor"));
     println!("sweep_protocol: all passed");
 }
 
@@ -301,6 +312,49 @@ fn keys_above_the_top_are_measured_before_the_pick_keeps_them(work: &Path) {
     assert_eq!(result.beyond, Beyond::NotAsked);
     assert!(result.decisions.iter().all(|d| d.key <= 6400));
     println!("keys above the top are measured before the pick keeps them: ok");
+}
+
+/// Issue 10: a vendor library's kernel as the fallback (the incumbent everywhere,
+/// timed like any variant), and a kernel tuned per shape: at shape [1] v=1 beats
+/// the vendor at the large keys and the vendor keeps the small ones; at shape [2]
+/// v=1 is slow and the vendor owns every range.
+fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
+    let mut variants = variants(2);
+    variants.push(JobVariant {
+        name: "vendor:cuBLAS".into(),
+        values: Vec::new(),
+        binary: PathBuf::from("vendor:cuBLAS"),
+        entries: Vec::new(),
+        fallback: true,
+        vendor: true,
+    });
+    let vendor = 2;
+    let owners = |shape: u64| {
+        let mut plan = plan(&work.join(format!("shape{shape}")), &variants);
+        plan.incumbents = vec![(0, u64::MAX, vendor)];
+        plan.shape = vec![shape];
+        plan.entry = format!("scripted@s={shape}");
+        let (result, log) = run_logged(&plan);
+        // Keys above the last decision (the probe at twice the top) go to the vendor.
+        let ranges = autotune_table::ranges::ranges(&result.decisions, vendor, false);
+        (ranges, result, log)
+    };
+    let (ranges, result, log) = owners(1);
+    assert_eq!(winner_at(&result, 100), Some(vendor), "{log}");
+    assert_eq!(winner_at(&result, 400), Some(vendor), "{log}");
+    assert_eq!(winner_at(&result, 1600), Some(1), "{log}");
+    assert_eq!(winner_at(&result, 6400), Some(1), "{log}");
+    assert!(
+        ranges.iter().any(|&(_, _, v)| v == vendor) && ranges.iter().any(|&(_, _, v)| v == 1),
+        "the vendor and v=1 each own ranges at shape [1]: {ranges:?}"
+    );
+    assert_eq!(ranges.first().map(|r| r.2), Some(vendor), "{ranges:?}");
+    // v=1 loses at twice the top (14 us): the vendor owns the keys above it.
+    assert_eq!(ranges.last().map(|r| r.2), Some(vendor), "{ranges:?}");
+    let (ranges, result, log) = owners(2);
+    assert_eq!(ranges, vec![(0, u64::MAX, vendor)], "{log}");
+    assert!(result.rejected.iter().all(Option::is_none), "{log}");
+    println!("a vendor owns what no variant wins, a plan per shape: ok");
 }
 
 fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {

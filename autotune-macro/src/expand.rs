@@ -156,7 +156,49 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
         Some(fb) => quote!(::core::option::Option::Some(&<#fb as #rt::Kernel>::SPEC)),
         None => quote!(::core::option::Option::None),
     };
+    let vendor_spec = match &spec.vendor {
+        Some(ty) => {
+            let type_name = quote!(#ty).to_string().replace(' ', "");
+            quote!(::core::option::Option::Some(#rt::VendorSpec {
+                type_name: #type_name,
+                name: <#ty as #rt::Vendor>::NAME,
+                library: <#ty as #rt::Vendor>::library,
+            }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let shape_args: Vec<String> = spec.shapes.args.iter().map(ToString::to_string).collect();
+    let shapes = spec.shapes.values.iter().map(|values| {
+        let values = values
+            .iter()
+            .map(|v| proc_macro2::Literal::u64_unsuffixed(*v));
+        quote!(&[#(#values),*])
+    });
     let call = launch_call(spec, &spec.fn_name, quote!(variant));
+    let load_vendor = spec.vendor.as_ref().map(|ty| {
+        let vendor_call = vendor_call(spec, quote!(self.0));
+        quote! {
+            fn load_vendor(
+                stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+            ) -> ::core::result::Result<
+                ::core::option::Option<::std::boxed::Box<dyn #rt::VendorCase<Self::Case>>>,
+                #rt::LaunchError,
+            > {
+                struct OnCase(#ty);
+                impl #rt::VendorCase<#case> for OnCase {
+                    fn launch_case(
+                        &self,
+                        case: &mut #case,
+                        stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+                    ) -> ::core::result::Result<(), #rt::LaunchError> {
+                        #vendor_call.map(::core::mem::drop).map_err(#rt::LaunchError::from_error)
+                    }
+                }
+                let vendor = <#ty as #rt::Vendor>::load(&stream.context())?;
+                ::core::result::Result::Ok(::core::option::Option::Some(::std::boxed::Box::new(OnCase(vendor))))
+            }
+        }
+    });
     let launch_fallback = fallback_struct.as_ref().map(|fb| {
         quote! {
             fn launch_fallback(
@@ -193,6 +235,9 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
                 constraint: #constraint,
                 flags: &[#(#flags),*],
                 fallback: #fallback_spec,
+                vendor: #vendor_spec,
+                shape_args: &[#(#shape_args),*],
+                shapes: &[#(#shapes),*],
                 above: #rt::spec::Above::#above,
                 key_max: #key_max,
             };
@@ -206,8 +251,29 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
             }
 
             #launch_fallback
+            #load_vendor
         }
     }
+}
+
+/// `self.0.launch(stream, &case.a, ...)`: the vendor's launch with the case's
+/// fields, every argument of the wrapper but the variant.
+fn vendor_call(spec: &Spec, vendor: TokenStream) -> TokenStream {
+    let args = spec.signature.args.iter().filter_map(|arg| {
+        let ident = &arg.ident;
+        match (&arg.role, &arg.ty) {
+            (ArgumentRole::Stream, _) => Some(quote!(stream)),
+            (ArgumentRole::Variant { .. }, _) => None,
+            (ArgumentRole::Data, Type::Reference(r)) if r.mutability.is_some() => {
+                Some(quote_spanned!(ident.span()=> &mut case.#ident))
+            }
+            (ArgumentRole::Data, Type::Reference(_)) => {
+                Some(quote_spanned!(ident.span()=> &case.#ident))
+            }
+            (ArgumentRole::Data, _) => Some(quote_spanned!(ident.span()=> case.#ident)),
+        }
+    });
+    quote!(#vendor.launch(#(#args),*))
 }
 
 /// `rms_norm(stream, variant, &case.x, &mut case.out, case.n_rows)`: each data
@@ -267,8 +333,13 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
         }
     });
     let call_args: Vec<TokenStream> = call_args.collect();
-    let (fallback_field, fallback_load, fallback_arm) = match &spec.fallback {
-        Some(fb) => {
+    let (fallback_field, fallback_load, fallback_arm) = match (&spec.fallback, &spec.vendor) {
+        (_, Some(ty)) => (
+            quote!(vendor: #ty,),
+            quote!(vendor: <#ty as #rt::Vendor>::load(ctx).map_err(#rt::LoadError::Vendor)?,),
+            quote!(#rt::Choice::Fallback => self.vendor.launch(#(#forwarded),*),),
+        ),
+        (Some(fb), None) => {
             let fb = Ident::new(
                 &autotune_spec::names::dispatch_struct(&fb.to_string()),
                 fb.span(),
@@ -279,7 +350,7 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
                 quote!(#rt::Choice::Fallback => self.fallback.launch(#(#forwarded),*),),
             )
         }
-        None => (
+        (None, None) => (
             TokenStream::new(),
             TokenStream::new(),
             quote! {
@@ -290,10 +361,55 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
             },
         ),
     };
+    // With shapes, the plan of the call's shape (or the nearest tuned one) first.
+    let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
+    let choose = if shape_idents.is_empty() {
+        quote!(self.loaded.choose(#key as u64))
+    } else {
+        quote!(self.loaded.choose_in(&[#(#shape_idents as u64),*], #key as u64))
+    };
+    let shape_params: Vec<TokenStream> = shape_idents
+        .iter()
+        .map(|ident| {
+            let ty = spec
+                .signature
+                .find(&ident.to_string())
+                .map(|a| a.ty.clone());
+            quote!(#ident: #ty)
+        })
+        .collect();
+    let describe_body = if shape_idents.is_empty() {
+        quote!(self.loaded.describe(#key as u64))
+    } else {
+        quote!(self.loaded.describe_in(&[#(#shape_idents as u64),*], #key as u64))
+    };
+    let shape_rule = (!shape_idents.is_empty()).then(|| {
+        quote! {
+            /// Which plan a call at this shape uses and why: its own, or the nearest
+            /// tuned shape's (by the sum of |log2 ratio| of the dimensions).
+            pub fn shape_rule(&self, #(#shape_params),*) -> ::std::string::String {
+                self.loaded.shape_rule(&[#(#shape_idents as u64),*])
+            }
+
+            /// The ranges of the key of the plan a call at this shape uses.
+            pub fn ranges_at(&self, #(#shape_params),*) -> &'static [#rt::dispatch::Range] {
+                self.loaded.ranges_in(&[#(#shape_idents as u64),*])
+            }
+        }
+    });
+    let shape_doc = if shape_idents.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = shape_idents.iter().map(|i| format!("`{i}`")).collect();
+        format!(
+            " The plan is the one tuned at the call's ({}), or at the nearest tuned shape.",
+            names.join(", ")
+        )
+    };
     let doc = format!(
         "Dispatch for [`{function}`], generated by `#[autotune]`: `load` once per device, then \
          `launch` picks the variant tuned for the range of `{key}` (a `match`: no host sync, \
-         no allocation, safe in CUDA-graph capture)."
+         no allocation, safe in CUDA-graph capture).{shape_doc}"
     );
     let launch_doc = format!("Launches the variant the plan assigns to this `{key}`.");
     quote! {
@@ -331,7 +447,7 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
             #[inline]
             #[allow(clippy::too_many_arguments)]
             pub fn launch #generics (&self, #(#inputs),*) #output #where_clause {
-                match self.loaded.choose(#key as u64) {
+                match #choose {
                     #rt::Choice::Variant(index) => {
                         let variant = self.loaded.variant(index);
                         #function(#(#call_args),*)
@@ -342,17 +458,24 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
 
             /// The name of the variant `launch` uses for this key (`fallback` for the
             /// fallback kernel).
-            pub fn describe(&self, #key: #key_ty) -> &str {
-                self.loaded.describe(#key as u64)
+            pub fn describe(&self, #key: #key_ty, #(#shape_params),*) -> &str {
+                #describe_body
             }
+
+            #shape_rule
 
             /// The variant `launch` uses for this key; `None` where it runs the
             /// fallback kernel.
-            pub fn variant(&self, #key: #key_ty) -> ::core::option::Option<&#rt::Variant<#params>> {
-                match self.loaded.choose(#key as u64) {
+            pub fn variant(&self, #key: #key_ty, #(#shape_params),*) -> ::core::option::Option<&#rt::Variant<#params>> {
+                match #choose {
                     #rt::Choice::Variant(index) => ::core::option::Option::Some(self.loaded.variant(index)),
                     #rt::Choice::Fallback => ::core::option::Option::None,
                 }
+            }
+
+            /// Every variant the build baked: the default and each one a plan names.
+            pub fn variants(&self) -> &[#rt::Variant<#params>] {
+                self.loaded.variants()
             }
 
             /// The declared default variant (what any GPU without a table runs).
@@ -398,7 +521,9 @@ fn baked_items(spec: &Spec, context: &Context) -> TokenStream {
                     kernel: #name,
                     images: &[],
                     plans: &[],
-                    defaults: #rt::dispatch::Plan { origin: ::core::option::Option::None, ranges: &[], select: select_default, above: "" },
+                    shape_args: &[],
+                    fallback: "fallback",
+                    defaults: #rt::dispatch::Plan { origin: ::core::option::Option::None, shape: &[], ranges: &[], select: select_default, above: "" },
                     note: "inside build.rs, where the plans are being made",
                     not_compiled: ::core::option::Option::Some("this is the build script's copy of the wrapper"),
                 };

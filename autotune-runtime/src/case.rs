@@ -8,12 +8,34 @@ use half::{bf16, f16};
 
 use crate::guard::Inspection;
 use crate::parallel;
+use crate::shape::Shape;
 
 /// A problem instance for the sweep, at one value of the key. The struct's fields
 /// named like the wrapper's arguments are what the sweep launches the wrapper with.
 pub trait Case: Sized + 'static {
     /// Allocates the problem whose key argument is `key`, at full size.
     fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError>;
+
+    /// The problem at `key` and `shape`, for a kernel tuned over `shapes = [...]`:
+    /// `shape.get("n")` is the value of the wrapper's argument `n` (the sweep calls
+    /// this, with an empty shape for a kernel without shapes). By default [`new`]
+    /// where the shape is empty, and an error otherwise: a case of a kernel with
+    /// shapes implements it.
+    ///
+    /// [`new`]: Case::new
+    fn with_shape(
+        stream: &Arc<CudaStream>,
+        key: u64,
+        shape: &Shape<'_>,
+    ) -> Result<Self, CaseError> {
+        if shape.is_empty() {
+            Self::new(stream, key)
+        } else {
+            Err(CaseError::Other(format!(
+                "this case does not implement `Case::with_shape`, needed for the shape {shape}"
+            )))
+        }
+    }
 
     /// Fills every input with fresh random values drawn from `seed` (never zeros).
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError>;

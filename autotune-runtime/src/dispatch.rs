@@ -19,8 +19,14 @@ pub struct Baked {
     pub kernel: &'static str,
     /// Compiled variants, indexed by [`Choice::Variant`].
     pub images: &'static [Image],
-    /// One plan per tuning table whose fingerprint matched at build time.
+    /// One plan per tuning table whose fingerprint matched at build time, and per
+    /// tuned shape of a kernel with `shapes` (its GPU's plans are consecutive).
     pub plans: &'static [Plan],
+    /// The names of the shape arguments (`["n", "k"]`); empty without shapes.
+    pub shape_args: &'static [&'static str],
+    /// What [`Choice::Fallback`] runs, as `describe` says it: `fallback`, or the
+    /// vendor library's name (`cuBLAS`).
+    pub fallback: &'static str,
     /// The plan for any other GPU: the declared default everywhere.
     pub defaults: Plan,
     /// What the build did for this kernel and why (tuned, table baked, defaults).
@@ -42,6 +48,9 @@ pub struct Image {
 pub struct Plan {
     /// The table this plan came from; `None` for the defaults plan.
     pub origin: Option<TableOrigin>,
+    /// The shape it was tuned at (a value per [`Baked::shape_args`]); empty for a
+    /// kernel without shapes and for the defaults plan.
+    pub shape: &'static [u64],
     pub ranges: &'static [Range],
     /// The ranges as a `match` (generated from the same data).
     pub select: fn(u64) -> Choice,
@@ -127,35 +136,38 @@ pub enum LoadError {
     },
     #[error("querying the GPU: {0}")]
     Driver(#[from] DriverError),
+    #[error("loading the vendor fallback: {0}")]
+    Vendor(crate::LaunchError),
 }
 
 impl Baked {
-    /// The plan for `gpu`: its table's if one matched at build time and was measured
-    /// on the same model, else the defaults (with the reason).
-    pub fn plan_for(&'static self, gpu: &GpuIdentity) -> (&'static Plan, Selection) {
-        let matching = self.plans.iter().find(|plan| {
-            plan.origin.as_ref().is_some_and(|o| {
-                o.gpu == gpu.name
-                    && o.compute_capability == gpu.compute_capability
-                    && o.sm_count == gpu.sm_count
+    /// The plans for `gpu` (one per tuned shape): its table's if one matched at
+    /// build time and was measured on the same model, else the defaults (with the
+    /// reason).
+    pub fn plans_for(&'static self, gpu: &GpuIdentity) -> (Vec<&'static Plan>, Selection) {
+        let matching: Vec<&'static Plan> = self
+            .plans
+            .iter()
+            .filter(|plan| {
+                plan.origin.as_ref().is_some_and(|o| {
+                    o.gpu == gpu.name
+                        && o.compute_capability == gpu.compute_capability
+                        && o.sm_count == gpu.sm_count
+                })
             })
-        });
-        if let Some(plan) = matching
-            && let Some(origin) = &plan.origin
-        {
-            return (
-                plan,
-                Selection::Tuned {
-                    table: origin.path,
-                    gpu: gpu.clone(),
-                    above: plan.above,
-                },
-            );
+            .collect();
+        if let Some(origin) = matching.first().and_then(|plan| plan.origin.as_ref()) {
+            let selection = Selection::Tuned {
+                table: origin.path,
+                gpu: gpu.clone(),
+                above: matching[0].above,
+            };
+            return (matching, selection);
         }
         let reason = if self.plans.is_empty() {
             self.note.to_string()
         } else {
-            let tuned: Vec<String> = self
+            let mut tuned: Vec<String> = self
                 .plans
                 .iter()
                 .filter_map(|p| p.origin.as_ref())
@@ -166,18 +178,25 @@ impl Baked {
                     )
                 })
                 .collect();
+            tuned.dedup();
             format!(
                 "no tuning table for this GPU; tables baked for: {}",
                 tuned.join(", ")
             )
         };
         (
-            &self.defaults,
+            vec![&self.defaults],
             Selection::Defaults {
                 gpu: gpu.clone(),
                 reason,
             },
         )
+    }
+
+    /// The first plan for `gpu` (the only one without shapes); see [`Baked::plans_for`].
+    pub fn plan_for(&'static self, gpu: &GpuIdentity) -> (&'static Plan, Selection) {
+        let (plans, selection) = self.plans_for(gpu);
+        (plans.first().copied().unwrap_or(&self.defaults), selection)
     }
 }
 
@@ -185,7 +204,9 @@ impl Baked {
 #[derive(Debug)]
 pub struct Loaded<P> {
     variants: Vec<Variant<P>>,
-    plan: &'static Plan,
+    /// One per tuned shape (never empty: the defaults plan stands alone).
+    plans: Vec<&'static Plan>,
+    baked: &'static Baked,
     selection: Selection,
     default: usize,
 }
@@ -198,7 +219,7 @@ impl<P: Params> Loaded<P> {
         baked: &'static Baked,
     ) -> Result<Self, LoadError> {
         let gpu = GpuIdentity::of(ctx)?;
-        let (plan, selection) = baked.plan_for(&gpu);
+        let (plans, selection) = baked.plans_for(&gpu);
         if let Some(reason) = baked.not_compiled {
             return Err(LoadError::NotCompiled {
                 kernel: baked.kernel,
@@ -229,22 +250,66 @@ impl<P: Params> Loaded<P> {
             })?;
         Ok(Self {
             variants,
-            plan,
+            plans,
+            baked,
             selection,
             default,
         })
     }
 
-    /// What to launch for `key`: one `match`.
+    /// What to launch for `key` (a kernel without shapes): one `match`.
     #[inline]
     pub fn choose(&self, key: u64) -> Choice {
-        (self.plan.select)(key)
+        (self.plans[0].select)(key)
+    }
+
+    /// What to launch for `key` at `shape` (a value per shape argument): the plan
+    /// of that shape, else of the nearest tuned one ([`crate::shape`]), then one
+    /// `match` on the key. No allocation, no lock, no host synchronisation.
+    #[inline]
+    pub fn choose_in(&self, shape: &[u64], key: u64) -> Choice {
+        (self.plan_of(shape).0.select)(key)
+    }
+
+    /// The plan `shape` dispatches with, and whether it was tuned at that shape.
+    pub fn plan_of(&self, shape: &[u64]) -> (&'static Plan, bool) {
+        if let [only] = self.plans[..] {
+            return (only, only.shape == shape);
+        }
+        match crate::shape::nearest(self.plans.iter().map(|p| p.shape), shape) {
+            Some((index, exact)) => (self.plans[index], exact),
+            None => (self.plans[0], false),
+        }
+    }
+
+    /// Which plan `shape` uses and why, in words: `n=4096,k=4096 (tuned)`, or
+    /// `n=8192,k=4096 is not tuned: the plan of n=14336,k=4096, the nearest (...)`.
+    pub fn shape_rule(&self, shape: &[u64]) -> String {
+        let names = self.baked.shape_args;
+        let asked = crate::Shape::new(names, shape);
+        let (plan, exact) = self.plan_of(shape);
+        if plan.origin.is_none() {
+            return format!("{asked}: the defaults (no table for this GPU)");
+        }
+        if exact {
+            return format!("{asked}: its own plan (tuned at this shape)");
+        }
+        let tuned = crate::Shape::new(names, plan.shape);
+        format!(
+            "{asked} is not tuned: the plan of {tuned}, the nearest by sum of |log2 ratio| ({:.2})",
+            crate::shape::distance(plan.shape, shape)
+        )
     }
 
     /// The variant at `index` of the baked images.
     #[inline]
     pub fn variant(&self, index: usize) -> &Variant<P> {
         &self.variants[index]
+    }
+
+    /// Every baked variant (the default and each one a plan names).
+    pub fn variants(&self) -> &[Variant<P>] {
+        &self.variants
     }
 
     /// The declared default variant.
@@ -257,16 +322,31 @@ impl<P: Params> Loaded<P> {
         &self.selection
     }
 
-    /// The ranges of the plan in use.
+    /// The ranges of the plan in use (the first shape's, with shapes).
     pub fn ranges(&self) -> &'static [Range] {
-        self.plan.ranges
+        self.plans[0].ranges
     }
 
-    /// The name of what `key` dispatches to (`block=128,stages=2` or `fallback`).
+    /// The ranges of the plan `shape` uses.
+    pub fn ranges_in(&self, shape: &[u64]) -> &'static [Range] {
+        self.plan_of(shape).0.ranges
+    }
+
+    /// The name of what `key` dispatches to (`block=128,stages=2`, `fallback`, or
+    /// the vendor library's name).
     pub fn describe(&self, key: u64) -> &str {
-        match self.choose(key) {
+        self.name_of(self.choose(key))
+    }
+
+    /// [`Loaded::describe`] at `shape`.
+    pub fn describe_in(&self, shape: &[u64], key: u64) -> &str {
+        self.name_of(self.choose_in(shape, key))
+    }
+
+    fn name_of(&self, choice: Choice) -> &str {
+        match choice {
             Choice::Variant(index) => self.variants[index].name(),
-            Choice::Fallback => "fallback",
+            Choice::Fallback => self.baked.fallback,
         }
     }
 }
@@ -278,10 +358,14 @@ impl Baked {
         let mut out = format!("{}\n", self.note);
         let name = |choice: Choice| match choice {
             Choice::Variant(index) => self.images.get(index).map_or("?", |i| i.name).to_string(),
-            Choice::Fallback => "fallback".to_string(),
+            Choice::Fallback => self.fallback.to_string(),
         };
+        let mut last_origin = None;
         for plan in self.plans {
-            if let Some(origin) = &plan.origin {
+            if let Some(origin) = &plan.origin
+                && last_origin != Some(origin.path)
+            {
+                last_origin = Some(origin.path);
                 out.push_str(&format!(
                     "  on {} (sm_{}{}, {} SMs), from {}:\n",
                     origin.gpu,
@@ -289,6 +373,12 @@ impl Baked {
                     origin.compute_capability.1,
                     origin.sm_count,
                     origin.path
+                ));
+            }
+            if !plan.shape.is_empty() {
+                out.push_str(&format!(
+                    "   at {}:\n",
+                    crate::Shape::new(self.shape_args, plan.shape)
                 ));
             }
             for range in plan.ranges {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaStream};
 
+use crate::vendor::VendorCase;
 use crate::{Case, KernelSpec, Params, Variant};
 
 /// A kernel as the sweep sees it: its spec, its params type, its case, and how to
@@ -36,6 +37,16 @@ pub trait Kernel: 'static {
             "`{}` declares no fallback",
             Self::SPEC.name
         )))
+    }
+
+    /// The declared vendor fallback (`vendor = ...`), loaded on `stream`'s device,
+    /// as the sweep launches it on a case; `None` without one.
+    #[allow(clippy::type_complexity)]
+    fn load_vendor(
+        stream: &Arc<CudaStream>,
+    ) -> Result<Option<Box<dyn VendorCase<Self::Case>>>, LaunchError> {
+        let _ = stream;
+        Ok(None)
     }
 }
 
@@ -72,6 +83,12 @@ pub enum KernelError {
     Driver(#[from] cudarc::driver::DriverError),
     #[error("{0}")]
     Arguments(String),
+    /// A vendor library's call failed (`cuBLAS: CUBLAS_STATUS_...`).
+    #[error("{library}: {message}")]
+    Library {
+        library: &'static str,
+        message: String,
+    },
 }
 
 impl KernelError {

@@ -22,7 +22,9 @@ pub mod kernel;
 pub mod parallel;
 pub mod params;
 pub mod random;
+pub mod shape;
 pub mod spec;
+pub mod vendor;
 
 pub use autotune_macro::{autotune, tunables};
 pub use case::{
@@ -34,7 +36,9 @@ pub use guard::{Guarded, Inspection};
 pub use half;
 pub use kernel::{Kernel, KernelError, LaunchError};
 pub use params::{Params, Variant};
+pub use shape::Shape;
 pub use spec::KernelSpec;
+pub use vendor::{Vendor, VendorCase, VendorSpec};
 
 /// What a wrapper module usually needs.
 pub mod prelude {
@@ -43,7 +47,7 @@ pub mod prelude {
     pub use crate::parallel;
 
     pub use crate::random::{Rng, fill_normal, fill_uniform};
-    pub use crate::{KernelError, Params, Variant, autotune};
+    pub use crate::{KernelError, Params, Shape, Variant, Vendor, autotune};
     pub use cudarc::driver::{
         CudaContext, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
     };

@@ -16,6 +16,8 @@
 //!     max_points = 4096,                  // the most points before the constraint (default 4096)
 //!     max_sizes = 64,                     // the most key values to time (default 64)
 //!     above = measure,                    // keys above the sizes: measure | extend | incumbent
+//!     vendor = CublasGemm,                // or: a library's kernel as the fallback
+//!     shapes = [(n = 4096, k = 4096)],    // other size arguments, a plan per shape
 //!     block = [64, 128, 256],             // every other name is a parameter:
 //!     stages = 1..4,                      //   a list, a range (`..` or `..=`) or one value
 //! )]
@@ -37,6 +39,8 @@ pub mod rng;
 #[cfg(feature = "grammar")]
 mod scan;
 #[cfg(feature = "grammar")]
+mod shapes;
+#[cfg(feature = "grammar")]
 mod signature;
 pub mod source;
 #[cfg(feature = "grammar")]
@@ -52,6 +56,8 @@ pub use constraint::{Constraint, EvalError};
 pub use diagnostics::Diagnostics;
 #[cfg(feature = "grammar")]
 pub use scan::{WrapperRef, find_wrappers, is_autotune_attr};
+#[cfg(feature = "grammar")]
+pub use shapes::{MAX_SHAPES, Shapes};
 #[cfg(feature = "grammar")]
 pub use signature::{Argument, ArgumentRole, WrapperSignature};
 #[cfg(feature = "grammar")]

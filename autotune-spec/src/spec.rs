@@ -9,13 +9,14 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
 
 use crate::above::Above;
 use crate::constraint::Constraint;
+use crate::shapes::{Shapes, parse_shapes, size_literal};
 use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer};
 use crate::source::SourceSet;
 use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
 
 /// The option names of `#[autotune]`; every other name declares a parameter.
-pub const OPTIONS: [&str; 12] = [
+pub const OPTIONS: [&str; 14] = [
     "source",
     "entry",
     "key",
@@ -28,6 +29,8 @@ pub const OPTIONS: [&str; 12] = [
     "max_points",
     "max_sizes",
     "above",
+    "vendor",
+    "shapes",
 ];
 
 /// The most points a space may have before its constraint (each is compiled with
@@ -66,6 +69,12 @@ pub struct Spec {
     pub default: Point,
     pub case: syn::Type,
     pub fallback: Option<Ident>,
+    /// A vendor library's kernel as the fallback (`vendor = CublasGemm`): a type
+    /// implementing `autotune_runtime::Vendor` with an inherent `launch` taking the
+    /// wrapper's arguments without the variant.
+    pub vendor: Option<Type>,
+    /// The other size arguments the kernel is tuned over a set of values of.
+    pub shapes: Shapes,
     pub flags: Vec<String>,
     /// Keys above the largest size (`above = ...`, default `measure`).
     pub above: Above,
@@ -185,16 +194,24 @@ impl Spec {
                 ),
             );
         }
-        let case = case_entry.and_then(|e| match &e.value {
-            Expr::Verbatim(tokens) => syn::parse2::<Type>(tokens.clone()).ok(),
-            Expr::Path(path) if path.qself.is_none() => Some(Type::Path(syn::TypePath {
-                qself: None,
-                path: path.path.clone(),
-            })),
-            other => {
-                diag.at(other, "`case` names a type implementing `autotune_runtime::Case`, e.g. `case = RmsNormCase`");
+        let case = case_entry.and_then(|e| {
+            type_value(&e.value).or_else(|| {
+                diag.at(&e.value, "`case` names a type implementing `autotune_runtime::Case`, e.g. `case = RmsNormCase`");
                 None
+            })
+        });
+        let vendor = options.get("vendor").and_then(|e| {
+            let vendor = type_value(&e.value).or_else(|| {
+                diag.at(&e.value, "`vendor` names a type implementing `autotune_runtime::Vendor` (a library's kernel as the fallback), e.g. `vendor = CublasGemm`");
+                None
+            });
+            if let Some(fallback) = options.get("fallback") {
+                diag.at(
+                    &fallback.name,
+                    "`fallback` and `vendor` both name what owns the ranges no variant wins: give one",
+                );
             }
+            vendor
         });
         let fallback = options.get("fallback").and_then(|e| match single_ident(&e.value) {
             Some(ident) if *ident == sig.ident => {
@@ -269,6 +286,15 @@ impl Spec {
             }
         }
         check_wrapper_name(&sig.ident, &mut diag);
+        let shapes = match options.get("shapes") {
+            None => Some(Shapes::default()),
+            Some(entry) => parse_shapes(
+                &entry.value,
+                signature.as_ref(),
+                key.as_ref().map(|(k, _)| k),
+                &mut diag,
+            ),
+        };
 
         let unit_params = signature
             .as_ref()
@@ -359,8 +385,9 @@ impl Spec {
             Some(case),
             Some(default),
             Some(above),
+            Some(shapes),
         ) = (
-            signature, sources, entries, key, sizes, case, default, above,
+            signature, sources, entries, key, sizes, case, default, above, shapes,
         )
         else {
             if diag.is_empty() {
@@ -380,6 +407,8 @@ impl Spec {
             default,
             case,
             fallback,
+            vendor,
+            shapes,
             flags,
             above,
             key_max: integer_max(&key_ty).unwrap_or(u64::MAX),
@@ -555,46 +584,16 @@ fn parse_sizes(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<u64>> {
     }
     let mut sizes: Vec<u64> = Vec::new();
     for elem in &array.elems {
-        let Expr::Lit(ExprLit {
-            lit: Lit::Int(int), ..
-        }) = elem
-        else {
-            diag.at(
-                elem,
-                "sizes are integer literals, optionally with `k` (x1024) or `m` (x1024^2)",
-            );
-            return None;
-        };
-        let scale: u64 = match int.suffix() {
-            "" => 1,
-            "k" | "K" => 1 << 10,
-            "m" | "M" => 1 << 20,
-            other => {
-                diag.at(
-                    int,
-                    format!("unknown size suffix `{other}`: use `k` (x1024) or `m` (x1024^2)"),
-                );
-                return None;
-            }
-        };
-        let Some(size) = int
-            .base10_digits()
-            .parse::<u64>()
-            .ok()
-            .and_then(|v| v.checked_mul(scale))
-        else {
-            diag.at(int, "size does not fit in u64");
-            return None;
-        };
+        let size = size_literal(elem, "sizes", diag)?;
         if size == 0 {
-            diag.at(int, "sizes start at 1: there is nothing to time at 0");
+            diag.at(elem, "sizes start at 1: there is nothing to time at 0");
             return None;
         }
         if let Some(&last) = sizes.last()
             && size <= last
         {
             diag.at(
-                int,
+                elem,
                 format!("sizes must be strictly ascending: {size} follows {last}"),
             );
             return None;
@@ -925,6 +924,18 @@ fn parse_entries(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<String>> {
             None
         }
         single => lit_str(single, "entry", diag).map(|s| vec![s.value()]),
+    }
+}
+
+/// A type given as an option's value (`case = LayerNormCase<768>`, `vendor = CublasGemm`).
+fn type_value(value: &Expr) -> Option<Type> {
+    match value {
+        Expr::Verbatim(tokens) => syn::parse2::<Type>(tokens.clone()).ok(),
+        Expr::Path(path) if path.qself.is_none() => Some(Type::Path(syn::TypePath {
+            qself: None,
+            path: path.path.clone(),
+        })),
+        _ => None,
     }
 }
 

@@ -192,7 +192,7 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
 /// Whether `v` is what a range naming `baked` launches (for `fallback`, any
 /// fallback variant: its own plan picks among them).
 fn is_baked(v: &VariantRecord, baked: &str) -> bool {
-    v.name == baked || (baked == FALLBACK && v.role == Role::Fallback)
+    v.name == baked || (baked == FALLBACK && v.role != Role::Tuned)
 }
 
 #[cfg(test)]

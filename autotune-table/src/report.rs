@@ -113,6 +113,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         f.crate_version,
         f.tuner_version
     );
+    if let Some(vendor) = &f.vendor {
+        let _ = writeln!(out, "  vendor fallback: {vendor}");
+    }
     out
 }
 

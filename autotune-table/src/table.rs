@@ -132,6 +132,10 @@ pub struct Fingerprint {
     pub crate_version: String,
     /// The version of the build library that measured.
     pub tuner_version: String,
+    /// The vendor library a `vendor = ...` fallback called (`cuBLAS 13.1.0`);
+    /// absent for kernels without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
 }
 
 impl Fingerprint {
@@ -169,6 +173,14 @@ impl Fingerprint {
             out.push(format!(
                 "autotune-build {} -> {}",
                 self.tuner_version, current.tuner_version
+            ));
+        }
+        if self.vendor != current.vendor {
+            let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "no vendor".into());
+            out.push(format!(
+                "{} -> {}",
+                shown(&self.vendor),
+                shown(&current.vendor)
             ));
         }
         out
@@ -225,6 +237,8 @@ fn is_one(value: &u32) -> bool {
 pub enum Role {
     Tuned,
     Fallback,
+    /// A vendor library's kernel as the fallback (`vendor:cuBLAS`, no values).
+    Vendor,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -355,6 +369,9 @@ pub const MAX_RANGES: usize = 4096;
 /// The fallback kernel's name in ranges.
 pub const FALLBACK: &str = "fallback";
 
+/// The prefix of a vendor fallback's variant name (`vendor:cuBLAS`).
+pub const VENDOR: &str = "vendor";
+
 impl KernelTable {
     /// Checks what serde cannot: variant names are unique and say their values;
     /// ranges are contiguous from 0 to `u64::MAX`, and each names a valid variant of
@@ -375,7 +392,16 @@ impl KernelTable {
                     variant.name.escape_debug()
                 ));
             }
-            if !name_says_values(&variant.name, &variant.values) {
+            let vendor = variant.role == Role::Vendor
+                && variant.values.is_empty()
+                && variant.name.starts_with(&format!("{VENDOR}:"));
+            if variant.role == Role::Vendor && !vendor {
+                return Err(format!(
+                    "vendor variant `{}` must be named `{VENDOR}:<library>` and have no values",
+                    variant.name.escape_debug()
+                ));
+            }
+            if !vendor && !name_says_values(&variant.name, &variant.values) {
                 return Err(format!(
                     "variant `{}` has values {:?}, which its name does not say",
                     variant.name.escape_debug(),
@@ -718,6 +744,7 @@ pub(crate) mod tests {
             flags: vec!["-O3".into()],
             crate_version: "k 0.1.0".into(),
             tuner_version: "0.1.0".into(),
+            vendor: None,
         };
         let measurement = Measurement {
             key: 8,

@@ -1,4 +1,6 @@
-//! SwiGLU's activation, tuned at build time: the wrapper and its case live in
-//! [`swiglu`]; `src/main.rs` loads and dispatches it.
+//! Kernels a downstream crate tunes at build time: SwiGLU's activation
+//! ([`swiglu`]) and a LayerNorm tuned per hidden size ([`layernorm`], a second size
+//! dimension through `shapes`); `src/main.rs` loads and dispatches both.
 
+pub mod layernorm;
 pub mod swiglu;

@@ -7,10 +7,12 @@ use autotune_runtime::Kernel;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
+use downstream_swiglu::layernorm::{self, LayerNorm};
 use downstream_swiglu::swiglu::{self, SiluMul};
 
 fn main() -> ExitCode {
     println!("{}", SiluMul::baked().describe(SiluMul::SPEC.key));
+    println!("{}", LayerNorm::baked().describe(LayerNorm::SPEC.key));
     let ctx = match gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {
@@ -51,7 +53,7 @@ fn main() -> ExitCode {
                 return Err("wrong result".into());
             }
         }
-        Ok(())
+        layer_norm(&ctx)
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -60,4 +62,49 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// LayerNorm at each tuned hidden size and one that is not (1536: the nearest plan),
+/// a launch in every range of rows, checked against the CPU.
+fn layer_norm(
+    ctx: &std::sync::Arc<autotune_runtime::cudarc::driver::CudaContext>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let kernel = LayerNorm::load(ctx)?;
+    println!("layer_norm: {}", kernel.selection());
+    let stream = ctx.default_stream();
+    for cols in [768, 4096, 1536] {
+        println!("  {}", kernel.shape_rule(cols));
+        for range in kernel.ranges_at(cols) {
+            let rows = usize::try_from(range.first.max(1) + 3)
+                .unwrap_or(1 << 16)
+                .min(1 << 16);
+            let mut x = vec![bf16::ZERO; rows * cols];
+            let (mut gamma, mut beta) = (vec![bf16::ZERO; cols], vec![bf16::ZERO; cols]);
+            fill_uniform(&mut x, 3, -2.0, 3.0);
+            fill_uniform(&mut gamma, 4, 0.5, 1.5);
+            fill_uniform(&mut beta, 5, -0.5, 0.5);
+            let (dx, dg, db) = (
+                stream.clone_htod(&x)?,
+                stream.clone_htod(&gamma)?,
+                stream.clone_htod(&beta)?,
+            );
+            let mut out = stream.alloc_zeros::<bf16>(rows * cols)?;
+            autotune_runtime::poison(&stream, &mut out)?;
+            kernel.launch(&stream, &dx, &dg, &db, &mut out, rows, cols)?;
+            let verdict = autotune_runtime::compare(
+                &stream.clone_dtoh(&out)?,
+                &layernorm::reference(&x, &gamma, &beta, cols),
+            );
+            println!(
+                "    rows = {rows:>6}: {:<20} rel. error {:.1e} {}",
+                kernel.describe(rows, cols),
+                verdict.error,
+                if verdict.passed() { "ok" } else { "WRONG" }
+            );
+            if !verdict.passed() {
+                return Err("wrong result".into());
+            }
+        }
+    }
+    Ok(())
 }
