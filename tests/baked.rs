@@ -7,9 +7,9 @@
 mod skip;
 
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
-use autotune_runtime::Kernel;
-use autotune_runtime::dispatch::{Baked, Choice, Selection};
+use autotune_runtime::dispatch::{Baked, Choice, Plan, Selection};
 use autotune_runtime::gpu::GpuIdentity;
+use autotune_runtime::{Kernel, KernelSpec};
 use autotune_table::table;
 
 fn committed() -> table::TuningTable {
@@ -21,16 +21,25 @@ fn committed() -> table::TuningTable {
         .unwrap_or_else(|e| panic!("{}: {}", e.path.display(), e.reason))
 }
 
-fn check(baked: &'static Baked, name: &str) {
+/// Each tuned shape's entry (the kernel's own without shapes) is baked as a plan.
+fn check(baked: &'static Baked, spec: &KernelSpec) {
     let table = committed();
-    let entry = &table.kernels[name];
+    let shapes = spec.tuned_shapes();
     assert_eq!(
         baked.plans.len(),
-        1,
-        "{name}: the committed table is baked ({})",
+        shapes.len(),
+        "{}: the committed table is baked ({})",
+        spec.name,
         baked.note
     );
-    let plan = &baked.plans[0];
+    for ((name, shape), plan) in shapes.iter().zip(baked.plans) {
+        assert_eq!(plan.shape, shape.values(), "{name}");
+        check_plan(baked, plan, &table.kernels[name], name);
+    }
+    check_selection(baked, spec.name);
+}
+
+fn check_plan(baked: &Baked, plan: &Plan, entry: &table::KernelTable, name: &str) {
     assert_eq!(plan.ranges.len(), entry.ranges.len(), "{name}");
     for (range, record) in plan.ranges.iter().zip(&entry.ranges) {
         assert_eq!(
@@ -51,6 +60,9 @@ fn check(baked: &'static Baked, name: &str) {
         assert_eq!((plan.select)(range.first), range.choice);
         assert_eq!((plan.select)(range.last), range.choice);
     }
+}
+
+fn check_selection(baked: &'static Baked, name: &str) {
     let h200 = GpuIdentity {
         name: "NVIDIA H200".into(),
         compute_capability: (9, 0),
@@ -72,10 +84,13 @@ fn check(baked: &'static Baked, name: &str) {
 
 #[test]
 fn the_committed_h200_table_is_what_dispatch_bakes() {
-    check(RmsNorm::baked(), RmsNorm::SPEC.name);
-    check(TopkIndexer::baked(), TopkIndexer::SPEC.name);
-    check(TopkKeepAll::baked(), TopkKeepAll::SPEC.name);
-    check(Gemm::baked(), Gemm::SPEC.name);
+    check(RmsNorm::baked(), &RmsNorm::SPEC);
+    check(TopkIndexer::baked(), &TopkIndexer::SPEC);
+    check(TopkKeepAll::baked(), &TopkKeepAll::SPEC);
+    check(Gemm::baked(), &Gemm::SPEC);
+    // The GEMM's fallback is cuBLAS, and says so.
+    assert_eq!(Gemm::baked().fallback, "cuBLAS");
+    assert_eq!(Gemm::baked().shape_args, ["n", "k"]);
 }
 
 #[test]

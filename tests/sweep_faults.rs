@@ -242,7 +242,7 @@ fn plan(
     SweepPlan {
         spec,
         shape: Vec::new(),
-        entry: "scripted".to_string(),
+        entry: spec.name.to_string(),
         exe: std::env::current_exe().expect("the test binary"),
         work_dir: work.to_path_buf(),
         variants: variants.to_vec(),

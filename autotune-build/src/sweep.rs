@@ -105,17 +105,18 @@ impl SweepPlan {
     }
 }
 
-/// `gemm@n=4096,k=4096` as a file name: `gemm_n4096_k4096`.
+/// `gemm@n=4096,k=4096` as a file name, `gemm_n_4096_k_4096` (as its plot is named).
 pub fn file_name(entry: &str) -> String {
-    let mut out = String::new();
-    for c in entry.chars() {
-        match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' => out.push(c),
-            '@' | ',' => out.push('_'),
-            _ => {}
-        }
-    }
-    out
+    entry
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Everything the sweep learned.

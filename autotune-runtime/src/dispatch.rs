@@ -289,7 +289,7 @@ impl<P: Params> Loaded<P> {
         let asked = crate::Shape::new(names, shape);
         let (plan, exact) = self.plan_of(shape);
         if plan.origin.is_none() {
-            return format!("{asked}: the defaults (no table for this GPU)");
+            return format!("{asked}: the defaults (no tuned plan for this GPU was baked)");
         }
         if exact {
             return format!("{asked}: its own plan (tuned at this shape)");
