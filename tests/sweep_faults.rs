@@ -4,8 +4,10 @@
 //! hangs is rejected with its reason while the sweep goes on, the gate catches the
 //! subtle ones (one output in a million off by 0.1%, a write one element past the
 //! end, a write into the input, a result right only on its first launch, a result
-//! cached from an earlier launch, a result right only at the small size), and a
-//! sweep killed half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
+//! cached from an earlier launch, a result right only at the small size), a
+//! launch that cannot be captured in a CUDA graph is out when the sweep times
+//! graphs (as the judge does) and kept when it does not, and a sweep killed
+//! half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
 //!
 //! This test binary is also the sweep's worker: the sweep starts it again with
 //! `AUTOTUNE_WORKER` set (hence `harness = false`).
@@ -111,6 +113,7 @@ const SPEC: KernelSpec = KernelSpec {
         &[8],
         &[9],
         &[10],
+        &[11],
     ],
     default: &[0],
     constraint: None,
@@ -134,6 +137,10 @@ impl Kernel for Planted {
         variant: &Variant<PlantedParams>,
     ) -> Result<(), LaunchError> {
         let n = case.host_x.len() as u64;
+        if variant.params().mode == 11 {
+            // A host synchronisation inside the launch: not capturable.
+            stream.synchronize().map_err(LaunchError::from_error)?;
+        }
         let shared = if variant.params().mode == 2 {
             1 << 20
         } else {
@@ -187,6 +194,7 @@ fn main() {
         std::process::exit(0);
     }
     planted_variants_are_rejected_with_their_reasons(&variants, &work);
+    a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(&variants, &work);
     a_killed_sweep_resumes_from_its_journal(&variants, &work);
     println!("sweep_faults: all passed");
 }
@@ -257,6 +265,7 @@ fn plan(
             max_repeats: 5000,
             target_ms,
             hopeless: 4.0,
+            graph: false,
         },
         min_margin: 0.01,
         refine_rounds: 1,
@@ -335,6 +344,12 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
         SPEC.sizes.len(),
         "the sweep went on at every size"
     );
+    assert_eq!(
+        stage(11),
+        None,
+        "eagerly, a launch that synchronises is right: {:?}",
+        result.rejected[11]
+    );
     assert!(
         result.decisions.iter().all(|d| d.winner == 0),
         "only the correct variant can win"
@@ -344,6 +359,35 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
         "a wrong variant is never timed"
     );
     println!("planted variants: ok");
+}
+
+/// Issue 15: a candidate that works only with CUDA graphs off. Timed eagerly (above)
+/// mode 11 is right and kept; timed as graph replays, as graph-using code runs it,
+/// its launch cannot be captured and it is out, with the reason.
+fn a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(
+    variants: &[JobVariant],
+    work: &Path,
+) {
+    let chosen: Vec<JobVariant> = [0, 11].iter().map(|&m| variants[m].clone()).collect();
+    let mut plan = plan(&SPEC, &chosen, work, "graph");
+    plan.timing.graph = true;
+    let mut log = Vec::new();
+    let result =
+        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    println!("{log}");
+    assert_eq!(
+        result.rejected[0], None,
+        "mode 0 is captured and timed: {log}"
+    );
+    let rejected = result.rejected[1].as_ref();
+    assert!(
+        rejected
+            .is_some_and(|r| r.stage == Stage::Launch
+                && r.reason.contains("cannot be captured in a CUDA graph")),
+        "mode 11 under graph timing: {rejected:?}"
+    );
+    println!("a launch that cannot be captured is out when graphs are timed: ok");
 }
 
 fn a_killed_sweep_resumes_from_its_journal(variants: &[JobVariant], work: &Path) {

@@ -8,7 +8,7 @@ use autotune_table::strategy::{Budget, Strategy};
 use crate::timing::TimingConfig;
 
 /// Every variable read here, for `cargo::rerun-if-env-changed`.
-pub const ENV: [&str; 12] = [
+pub const ENV: [&str; 13] = [
     "AUTOTUNE_STRATEGY",
     "AUTOTUNE_BUDGET",
     "AUTOTUNE_DEVICES",
@@ -21,6 +21,7 @@ pub const ENV: [&str; 12] = [
     "AUTOTUNE_SEED",
     "AUTOTUNE_CHECK_SEEDS",
     "AUTOTUNE_TARGET_MS",
+    "AUTOTUNE_GRAPH",
 ];
 
 /// The most input draws a build checks each variant on.
@@ -112,6 +113,19 @@ impl Settings {
         }
         if let Some(text) = var("AUTOTUNE_TARGET_MS") {
             self.timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
+        }
+        if let Some(text) = var("AUTOTUNE_GRAPH") {
+            self.timing.graph = match text.as_str() {
+                "1" => true,
+                "0" => false,
+                _ => {
+                    return Err(SettingsError::new(
+                        "AUTOTUNE_GRAPH",
+                        &text,
+                        "1 (time each launch as a CUDA graph replay) or 0",
+                    ));
+                }
+            };
         }
         if let Some(text) = var("AUTOTUNE_DEVICES") {
             self.devices = Devices::parse(&text)?;

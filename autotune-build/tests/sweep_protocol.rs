@@ -138,6 +138,13 @@ fn worker() -> ! {
                                 .into(),
                     })
                 }
+                // Graph timing (the judge's): v=1's launch synchronises with the
+                // host, so the worker cannot capture it.
+                "v=1" if job.timing.graph => emit_line(&Event::Rejected {
+                    task: task_index,
+                    stage: Stage::Launch,
+                    reason: "cannot be captured in a CUDA graph: operation not permitted when stream is capturing".into(),
+                }),
                 "v=6" if task.key == 400 => emit_line(&Event::Unfit {
                     task: task_index,
                     reason: "n = 400 is not a multiple of 64".into(),
@@ -227,6 +234,7 @@ fn main() {
     a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
     keys_above_the_top_are_measured_before_the_pick_keeps_them(&work.join("above"));
     a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(&work.join("vendor"));
+    graph_timing_reaches_the_worker_and_puts_out_what_cannot_be_captured(&work.join("graph"));
     println!("sweep_protocol: all passed");
 }
 
@@ -355,6 +363,26 @@ fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
     assert_eq!(ranges, vec![(0, u64::MAX, vendor)], "{log}");
     assert!(result.rejected.iter().all(Option::is_none), "{log}");
     println!("a vendor owns what no variant wins, a plan per shape: ok");
+}
+
+/// Issue 15: timed eagerly, v=1 wins the large keys; timed as graph replays (what
+/// the judge asks for), its launch cannot be captured: it is out, and the
+/// incumbent keeps every key.
+fn graph_timing_reaches_the_worker_and_puts_out_what_cannot_be_captured(work: &Path) {
+    let (eager, log) = run_logged(&plan(&work.join("eager"), &variants(2)));
+    assert_eq!(winner_at(&eager, 6400), Some(1), "{log}");
+    let mut graph = plan(&work.join("graph"), &variants(2));
+    graph.timing.graph = true;
+    let (result, log) = run_logged(&graph);
+    let rejected = result.rejected[1].as_ref();
+    assert!(
+        rejected
+            .is_some_and(|r| r.stage == Stage::Launch
+                && r.reason.contains("cannot be captured in a CUDA graph")),
+        "{rejected:?}: {log}"
+    );
+    assert!(result.decisions.iter().all(|d| d.winner == 0), "{log}");
+    println!("graph timing puts out what cannot be captured: ok");
 }
 
 fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {

@@ -53,7 +53,7 @@ pub fn render(
     let kernels: Vec<(&String, &KernelTable)> = table
         .kernels
         .iter()
-        .filter(|(name, _)| only.is_none_or(|o| o == name.as_str()))
+        .filter(|(name, _)| only.is_none_or(|o| crate::table::is_entry_of(name, o)))
         .collect();
     out.push_str(
         "\nBest rates any valid variant of these kernels reached (a floor on what the GPU \
@@ -223,7 +223,13 @@ mod tests {
             .find(|l| l.starts_with("- arithmetic"))
             .unwrap_or_default();
         assert!(arithmetic.contains("TFLOP/s (gemm"), "{arithmetic}");
-        for kernel in ["gemm", "rms_norm", "topk_indexer", "topk_keep_all"] {
+        for kernel in [
+            "gemm@n=4096,k=4096",
+            "gemm@n=8192,k=8192",
+            "rms_norm",
+            "topk_indexer",
+            "topk_keep_all",
+        ] {
             assert!(text.contains(&format!("## `{kernel}`")), "{kernel}");
         }
         assert!(text.contains("Keys: measured up to m=8192"), "{text}");

@@ -288,7 +288,10 @@ mod tests {
         let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
         let table = crate::table::read(&root.join("kernels/tuning/nvidia-h200.json")).unwrap();
         for (name, kernel) in &table.kernels {
-            let file = format!("kernels/tuning/plots/nvidia-h200-{name}.svg");
+            let file = format!(
+                "kernels/tuning/plots/{}",
+                crate::artifacts::plot_file_name(&table.gpu.name, name)
+            );
             let committed = std::fs::read_to_string(root.join(&file)).unwrap();
             assert!(
                 render(name, kernel, &table) == committed,

@@ -19,7 +19,7 @@ pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
         gpu.l2_bytes >> 20
     );
     for (name, kernel) in &table.kernels {
-        if only.is_some_and(|o| o != name) {
+        if only.is_some_and(|o| !crate::table::is_entry_of(name, o)) {
             continue;
         }
         out.push_str(&kernel_report(name, kernel));

@@ -369,6 +369,14 @@ pub const MAX_RANGES: usize = 4096;
 /// The fallback kernel's name in ranges.
 pub const FALLBACK: &str = "fallback";
 
+/// Whether the table entry `entry` belongs to `kernel`: its own, or one of its
+/// shapes' (`gemm@n=4096,k=4096` belongs to `gemm`).
+pub fn is_entry_of(entry: &str, kernel: &str) -> bool {
+    entry
+        .strip_prefix(kernel)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('@'))
+}
+
 /// The prefix of a vendor fallback's variant name (`vendor:cuBLAS`).
 pub const VENDOR: &str = "vendor";
 
@@ -724,6 +732,14 @@ impl TablesLock {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn shape_entries_belong_to_their_kernel() {
+        assert!(is_entry_of("gemm", "gemm"));
+        assert!(is_entry_of("gemm@n=4096,k=4096", "gemm"));
+        assert!(!is_entry_of("gemm_2", "gemm"));
+        assert!(!is_entry_of("gem", "gemm"));
+    }
 
     /// The shipped H200 table.
     pub(crate) fn committed() -> TuningTable {

@@ -15,6 +15,7 @@ pub const TIMING: TimingConfig = TimingConfig {
     max_repeats: 400,
     target_ms: 100.0,
     hopeless: f64::INFINITY,
+    graph: false,
 };
 
 /// Median milliseconds of `launch`: CUDA events around each launch, L2 flushed

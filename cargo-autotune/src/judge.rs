@@ -8,6 +8,11 @@
 //! where it beats the old source's best by more than the margin and the noise. The
 //! verdict is printed (or `--json`), appended to `judge-journal.jsonl` beside the
 //! tables, and is the exit code: 0 keep (somewhere), 1 revert, 2 no verdict.
+//!
+//! Each launch is timed as a replay of the CUDA graph it was captured into
+//! (`AUTOTUNE_GRAPH=1`), as graph-using code runs it: a candidate that works only
+//! with graphs off is out. A kernel with shapes gets a verdict per shape (`--json`
+//! prints them as an array then).
 
 use std::io::Write;
 use std::path::Path;
@@ -25,12 +30,16 @@ const SCRATCH: &str = "target/autotune-judge";
 pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
     if let Some(path) = &args.table {
         let table = table::read(path).map_err(|e| format!("{}: {}", path.display(), e.reason))?;
-        let entry = table
-            .kernels
-            .get(&args.kernel)
-            .ok_or_else(|| format!("{} has no kernel `{}`", path.display(), args.kernel))?;
-        let judgement = verdict::judge(&args.kernel, entry)?;
-        return Ok(answer(args, &judgement, entry));
+        let judged = of_kernel(table.kernels, &args.kernel);
+        if judged.is_empty() {
+            return Err(format!(
+                "{} has no kernel `{}`",
+                path.display(),
+                args.kernel
+            ));
+        }
+        let judgements = judge_all(&judged)?;
+        return Ok(answer(args, &judgements, &judged));
     }
     let root = args
         .manifest_path
@@ -56,9 +65,12 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
         .env("AUTOTUNE_FORCE", &args.kernel)
         .env(TABLES_DIR_ENV, SCRATCH);
     // A second input draw after the timing catches a candidate that caches its
-    // result between launches; the caller's own setting wins.
-    if std::env::var_os("AUTOTUNE_CHECK_SEEDS").is_none() {
-        command.env("AUTOTUNE_CHECK_SEEDS", "2");
+    // result between launches, and graph timing one that needs graphs off; the
+    // caller's own settings win.
+    for (name, value) in [("AUTOTUNE_CHECK_SEEDS", "2"), ("AUTOTUNE_GRAPH", "1")] {
+        if std::env::var_os(name).is_none() {
+            command.env(name, value);
+        }
     }
     if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
@@ -69,37 +81,77 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
     if !status.success() {
         return Err(format!("the build failed ({status})"));
     }
-    let after = entries(&scratch, &args.kernel);
-    let Some(entry) = after.iter().find(|a| !before.contains(a)) else {
+    let judged: Vec<(String, KernelTable)> = entries(&scratch, &args.kernel)
+        .into_iter()
+        .filter(|entry| !before.contains(entry))
+        .collect();
+    if judged.is_empty() {
         return Err(format!(
             "the build did not tune `{}` (no GPU or no nvcc here? its warning above says \
              why): no verdict",
             args.kernel
         ));
-    };
-    let judgement = verdict::judge(&args.kernel, entry)?;
-    journal(&committed.join(JOURNAL_FILE), &judgement, entry)?;
-    Ok(answer(args, &judgement, entry))
+    }
+    let judgements = judge_all(&judged)?;
+    for (judgement, (_, entry)) in judgements.iter().zip(&judged) {
+        journal(&committed.join(JOURNAL_FILE), judgement, entry)?;
+    }
+    Ok(answer(args, &judgements, &judged))
 }
 
-/// Prints the verdict and turns it into the exit code.
-fn answer(args: &JudgeArgs, judgement: &Judgement, entry: &KernelTable) -> ExitCode {
+/// A verdict per table entry (per shape of a kernel with shapes).
+fn judge_all(judged: &[(String, KernelTable)]) -> Result<Vec<Judgement>, String> {
+    judged
+        .iter()
+        .map(|(name, entry)| verdict::judge(name, entry))
+        .collect()
+}
+
+/// Prints the verdicts and turns them into the exit code: keep if any shape keeps.
+fn answer(
+    args: &JudgeArgs,
+    judgements: &[Judgement],
+    judged: &[(String, KernelTable)],
+) -> ExitCode {
     if args.json {
-        match serde_json::to_string_pretty(judgement) {
+        let text = match judgements {
+            [one] => serde_json::to_string_pretty(one),
+            all => serde_json::to_string_pretty(all),
+        };
+        match text {
             Ok(text) => println!("{text}"),
             Err(e) => eprintln!("cannot write the verdict as JSON: {e}"),
         }
     } else {
-        print!("{}", judgement.render(&entry.key));
+        for (judgement, (_, entry)) in judgements.iter().zip(judged) {
+            print!("{}", judgement.render(&entry.key));
+        }
     }
-    ExitCode::from(if judgement.keep { 0 } else { 1 })
+    ExitCode::from(if judgements.iter().any(|j| j.keep) {
+        0
+    } else {
+        1
+    })
+}
+
+/// The entries of `kernel` among `kernels`: its own, or one per shape
+/// (`kernel@n=4096,...`), by name.
+fn of_kernel(
+    kernels: std::collections::BTreeMap<String, KernelTable>,
+    kernel: &str,
+) -> Vec<(String, KernelTable)> {
+    kernels
+        .into_iter()
+        .filter(|(name, _)| table::is_entry_of(name, kernel))
+        .collect()
 }
 
 /// Every entry for `kernel` in the tables of `dir`.
-fn entries(dir: &Path, kernel: &str) -> Vec<KernelTable> {
+fn entries(dir: &Path, kernel: &str) -> Vec<(String, KernelTable)> {
     table::read_all(dir)
         .into_iter()
-        .filter_map(|(_, t)| t.ok()?.kernels.remove(kernel))
+        .filter_map(|(_, t)| t.ok())
+        .flat_map(|t| of_kernel(t.kernels, kernel))
         .collect()
 }
 

@@ -65,6 +65,8 @@ pub fn merge(tables: &[(&str, TuningTable)]) -> Result<TuningTable, String> {
 mod tests {
     use super::*;
 
+    const GEMM: &str = "gemm@n=4096,k=4096";
+
     fn committed() -> TuningTable {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -76,16 +78,16 @@ mod tests {
     #[test]
     fn the_newest_entry_of_each_kernel_wins() {
         let mut older = committed();
-        older.kernels.retain(|k, _| k == "gemm" || k == "rms_norm");
-        older.kernels.get_mut("gemm").unwrap().tuned_on = "2026-01-01".into();
+        older.kernels.retain(|k, _| k == GEMM || k == "rms_norm");
+        older.kernels.get_mut(GEMM).unwrap().tuned_on = "2026-01-01".into();
         let mut newer = committed();
         newer
             .kernels
-            .retain(|k, _| k == "gemm" || k == "topk_indexer");
-        newer.kernels.get_mut("gemm").unwrap().seed = 42;
+            .retain(|k, _| k == GEMM || k == "topk_indexer");
+        newer.kernels.get_mut(GEMM).unwrap().seed = 42;
         let merged = merge(&[("old", older), ("new", newer)]).unwrap();
         assert_eq!(merged.kernels.len(), 3);
-        assert_eq!(merged.kernels["gemm"].seed, 42);
+        assert_eq!(merged.kernels[GEMM].seed, 42);
     }
 
     #[test]

@@ -32,7 +32,19 @@ fn report_and_compare_read_the_committed_table() {
     let out = cargo_autotune(root(), &["report", "--kernel", "gemm"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report = text(&out.stdout);
-    assert!(report.contains("gemm: key `m`, 112 variants"), "{report}");
+    // Every shape's entry of the kernel asked for, cuBLAS among its variants.
+    for shape in [
+        "n=4096,k=4096",
+        "n=14336,k=4096",
+        "n=4096,k=14336",
+        "n=8192,k=8192",
+    ] {
+        assert!(
+            report.contains(&format!("gemm@{shape}: key `m`, 113 variants")),
+            "{shape}: {report}"
+        );
+    }
+    assert!(report.contains("vendor fallback: cuBLAS"), "{report}");
     assert!(!report.contains("rms_norm:"), "only the kernel asked for");
 
     let table = "kernels/tuning/nvidia-h200.json";
@@ -70,7 +82,13 @@ fn plot_writes_the_committed_plots() {
     let _ = std::fs::remove_dir_all(&out_dir);
     let out = cargo_autotune(root(), &["plot", "--out", out_dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    for kernel in ["gemm", "rms_norm", "topk_indexer", "topk_keep_all"] {
+    for kernel in [
+        "gemm_n_4096_k_4096",
+        "gemm_n_8192_k_8192",
+        "rms_norm",
+        "topk_indexer",
+        "topk_keep_all",
+    ] {
         let name = format!("nvidia-h200-{kernel}.svg");
         let written = std::fs::read_to_string(out_dir.join(&name)).unwrap();
         let committed =

@@ -17,6 +17,10 @@
 //           inputs stay the same (a cached result). never[1] counts its launches.
 //   MODE 10: right at small sizes only: 1% off above 4M elements (a candidate
 //           tested on short contexts alone would pass).
+//   MODE 11: the kernel is right; its wrapper synchronises with the host before
+//           each launch (as one that reads a device flag back to pick its path):
+//           fine eagerly, impossible inside a CUDA graph (a candidate that needs
+//           graphs off).
 #ifndef MODE
 #define MODE 0
 #endif
