@@ -23,8 +23,10 @@ use crate::parallel;
 pub const GUARD_BYTES: usize = 256 << 10;
 
 /// The byte every guard holds; a kernel's write there (a float, an index, NaN
-/// poison or zero) changes it.
-pub const CANARY: u8 = 0xA5;
+/// poison or zero) changes it. Read as data it is extreme, so that a kernel reading
+/// past the end of a guarded *input* gets a visibly wrong output: `0xFEFE` is NaN
+/// as f16 and -1.7e38 as bf16, `0xFEFEFEFE` is -1.7e38 as f32.
+pub const CANARY: u8 = 0xFE;
 
 /// A device buffer of `len` elements with [`GUARD_BYTES`] of [`CANARY`] before and
 /// after it. Dereferences to the buffer itself (a `CudaSlice<T>` aliasing the middle
@@ -207,6 +209,22 @@ impl Inspection {
                 .push(format!("changed its input `{name}`: {changes}"));
         }
         Ok(())
+    }
+
+    /// An input allocated as a [`Guarded`] buffer: it must still hold `host`, and
+    /// nothing may have been written around it. Its guards read as extreme values
+    /// ([`CANARY`]), so a kernel that reads past its end shows in its output.
+    pub fn guarded_input<T: DeviceRepr + PartialEq + Sync>(
+        &mut self,
+        name: &str,
+        device: &Guarded<T>,
+        host: &[T],
+    ) -> Result<(), CaseError> {
+        if let Some(damage) = device.guard_damage(&self.stream)? {
+            self.findings
+                .push(format!("wrote outside its input `{name}`: {damage}"));
+        }
+        self.input(name, device, host)
     }
 
     /// Anything else the case found wrong with its memory (a workspace left dirty).
