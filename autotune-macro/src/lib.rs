@@ -68,6 +68,38 @@ mod tunables;
 /// more than the margin and the noise, not merely its default, so the old source
 /// keeps every range where the new one does not clearly win.
 ///
+/// **`shapes`**: `shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096)]` tunes the
+/// kernel over the key *and* a set of values of other integer arguments (a GEMM's
+/// `(n, k)` beside its key `m`; a LayerNorm's hidden size beside its rows). Every
+/// shape names the same arguments in the same order; values take `k`/`m` suffixes and
+/// must fit their argument's type; at most 64 shapes. Each shape is swept on its own
+/// and gets its own plan (its own table entry, `gemm@n=4096,k=4096`); the case is made
+/// with `Case::with_shape(stream, key, &shape)` (`shape.get("n")`). At run time a
+/// call at a tuned shape uses that shape's plan; any other shape uses the plan of the
+/// nearest tuned one by the sum over dimensions of |log2(a / b)| (ties to the first
+/// declared). The dispatch struct gains `shape_rule(n, k)` (which plan, and why) and
+/// `ranges_at(n, k)`; `describe` and `variant` take the shape arguments after the key.
+/// Dispatch is still one comparison per tuned shape and a `match` on the key: no
+/// allocation, no lock, no host synchronisation.
+///
+/// ```ignore
+/// #[autotune(source = "kernels/gemm.cu", key = m, sizes = [1, 64, 1k, 8k],
+///            shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096)],
+///            vendor = CublasGemm, case = GemmCase, bm = [64, 128], bn = [64, 128])]
+/// pub fn gemm(stream: &CudaStream, variant: &Variant<GemmParams>, a: &CudaSlice<bf16>,
+///             b: &CudaSlice<bf16>, c: &mut CudaSlice<bf16>, m: usize, n: usize, k: usize)
+///             -> Result<(), KernelError> { /* ... */ }
+/// ```
+///
+/// **`vendor`**: `vendor = CublasGemm` makes a library's kernel the fallback instead
+/// of another wrapper of ours: a type implementing `autotune_runtime::Vendor` (its
+/// `NAME`, its `library()` version, a `load(ctx)` that makes the handle and workspace
+/// once) with an inherent `launch` taking the wrapper's arguments without the variant.
+/// The sweep times it at every key exactly as dispatch calls it, it is the incumbent
+/// every variant of ours must beat by the margin and the noise, and it owns every
+/// range none does. The library's name and version are in the table's fingerprint (a
+/// new cuBLAS retunes) and in the report. `vendor` and `fallback` are exclusive.
+///
 /// **`case`** is a type implementing `autotune_runtime::Case` (generics allowed:
 /// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are
 /// what the sweep launches the wrapper with.
