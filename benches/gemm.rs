@@ -21,7 +21,10 @@ use autotune_table::table::{self, Role, TuningTable};
 use common::time_ms;
 use serde_json::json;
 
-const TABLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/tuning/nvidia-h200.json");
+const TABLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/kernels/tuning/nvidia-h200.json"
+);
 const COMMAND: &str = "cargo bench --bench gemm -- --out bench/results/h200-gemm.json";
 /// (N, K) of each row: the shapes the GEMM is tuned at (Llama-3-8B's q/o, gate/up and
 /// down projections, Llama-3-70B's q/o), then one that is not (its plan is the
@@ -44,7 +47,11 @@ fn main() -> ExitCode {
 /// committed table: the variants a crate bakes are only those a plan names (here,
 /// where cuBLAS owns every range, only the default), so the sweep's own timings say
 /// what the best of our space does.
-fn sweep_best(table: Option<&TuningTable>, (n, k): (usize, usize), m: usize) -> Option<(f64, String)> {
+fn sweep_best(
+    table: Option<&TuningTable>,
+    (n, k): (usize, usize),
+    m: usize,
+) -> Option<(f64, String)> {
     let entry = table?.kernels.get(&format!("gemm@n={n},k={k}"))?;
     entry
         .variants
@@ -138,7 +145,16 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     println!("bf16 GEMM on {gpu} ({})", kernel.selection());
     println!(
         "{:>6} {:>6} {:>6} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
-        "M", "N", "K", "dispatched", "dispatch", "cuBLAS", "ours best", "disp/cuB", "best/cuB", "sweep/cuB"
+        "M",
+        "N",
+        "K",
+        "dispatched",
+        "dispatch",
+        "cuBLAS",
+        "ours best",
+        "disp/cuB",
+        "best/cuB",
+        "sweep/cuB"
     );
     let mut worst = f64::INFINITY;
     for row in &rows {

@@ -145,6 +145,31 @@ fn worker() -> ! {
                     stage: Stage::Launch,
                     reason: "cannot be captured in a CUDA graph: operation not permitted when stream is capturing".into(),
                 }),
+                // Right (and fastest) at the small keys, wrong at the largest: a
+                // candidate tested on short contexts alone would pass.
+                "v=7" if task.key >= 6400 => emit_line(&Event::Rejected {
+                    task: task_index,
+                    stage: Stage::WrongResult,
+                    reason: "relative error 1.0e-2 > tolerance 1e-2 at n=6400".into(),
+                }),
+                "v=7" => {
+                    let measurement = Measurement {
+                        key: task.key,
+                        median_us: 2.0,
+                        p25_us: 1.99,
+                        p75_us: 2.01,
+                        min_us: 1.98,
+                        repeats: 50,
+                        error: 1e-3,
+                        bytes: 0,
+                        flops: 0,
+                        device: job.device as u32,
+                    };
+                    emit_line(&Event::Measured {
+                        task: task_index,
+                        measurement,
+                    });
+                }
                 "v=6" if task.key == 400 => emit_line(&Event::Unfit {
                     task: task_index,
                     reason: "n = 400 is not a multiple of 64".into(),
@@ -235,6 +260,7 @@ fn main() {
     keys_above_the_top_are_measured_before_the_pick_keeps_them(&work.join("above"));
     a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(&work.join("vendor"));
     graph_timing_reaches_the_worker_and_puts_out_what_cannot_be_captured(&work.join("graph"));
+    right_only_at_small_keys_is_out_everywhere(&work.join("small"));
     println!("sweep_protocol: all passed");
 }
 
@@ -383,6 +409,30 @@ fn graph_timing_reaches_the_worker_and_puts_out_what_cannot_be_captured(work: &P
     );
     assert!(result.decisions.iter().all(|d| d.winner == 0), "{log}");
     println!("graph timing puts out what cannot be captured: ok");
+}
+
+/// Issue 15: a variant 5x faster at the small keys and wrong at the largest is out
+/// at every key: what it timed where it was right does not count, and the
+/// incumbent keeps the small keys.
+fn right_only_at_small_keys_is_out_everywhere(work: &Path) {
+    let variants: Vec<JobVariant> = variants(8)
+        .into_iter()
+        .enumerate()
+        .filter(|(v, _)| [0, 7].contains(v))
+        .map(|(_, variant)| variant)
+        .collect();
+    let (result, log) = run_logged(&plan(work, &variants));
+    let rejected = result.rejected[1].as_ref();
+    assert!(
+        rejected.is_some_and(|r| r.stage == Stage::WrongResult && r.reason.contains("n=6400")),
+        "{rejected:?}: {log}"
+    );
+    assert!(
+        result.decisions.iter().all(|d| d.winner == 0),
+        "the small keys' 2 us must not count: {:?}",
+        result.decisions
+    );
+    println!("right only at small keys is out everywhere: ok");
 }
 
 fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {

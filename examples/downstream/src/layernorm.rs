@@ -174,11 +174,18 @@ impl Case for LayerNormCase {
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
         let out = stream.clone_dtoh(&*self.out)?;
-        if self.expected.as_ref().is_none_or(|(seed, _)| *seed != self.seed) {
+        if self
+            .expected
+            .as_ref()
+            .is_none_or(|(seed, _)| *seed != self.seed)
+        {
             let values = reference(&self.host_x, &self.host_gamma, &self.host_beta, self.cols);
             self.expected = Some((self.seed, values));
         }
-        let expected = self.expected.as_ref().map_or(&[][..], |(_, v)| v.as_slice());
+        let expected = self
+            .expected
+            .as_ref()
+            .map_or(&[][..], |(_, v)| v.as_slice());
         Ok(compare(&out, expected))
     }
 
