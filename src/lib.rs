@@ -4,6 +4,7 @@
 //! with `--features autotune` and otherwise bakes `kernels/tuning/*.json`.
 
 pub mod gemm;
+pub mod gemm_hopper;
 pub mod rmsnorm;
 pub mod samples;
 pub mod topk;

@@ -1,0 +1,166 @@
+//! The Hopper GEMM (`kernels/gemm_hopper.cu`, issue 11), before it joins the GEMM's
+//! tuned space: every point compiles for sm_90a without spills, in a second or two
+//! each (printed), and its SASS is the Hopper path (HGMMA from shared memory, TMA
+//! loads: `UTMALDG`), not HMMA; on a Hopper GPU every point matches cuBLAS on a
+//! square, a decode row, a ragged shape (no dimension a multiple of any tile) and
+//! Llama-3-8B's gate/up projection. Skips (and says so) without nvcc, cuobjdump or
+//! such a GPU; with AUTOTUNE_REQUIRE_NVCC=1 (CI) the nvcc parts may not skip.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+
+#[path = "fixtures/hopper.rs"]
+mod hopper;
+#[path = "fixtures/skip.rs"]
+mod skip;
+
+use std::path::PathBuf;
+
+use autotune_build::nvcc::Compiled;
+use autotune_kernels::gemm;
+use autotune_kernels::gemm_hopper::{self, HopperParams};
+use autotune_kernels::samples;
+use autotune_runtime::cudarc::cublas::CudaBlas;
+use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::cudarc::nvrtc::Ptx;
+use autotune_runtime::half::bf16;
+
+fn required() -> bool {
+    std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some()
+}
+
+/// Every point compiled, or `None` (said) where there is no nvcc.
+fn compiled() -> Option<Vec<(HopperParams, Compiled)>> {
+    match hopper::compile_all(std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))) {
+        Ok(compiled) => Some(compiled),
+        Err(why) => {
+            assert!(!required(), "AUTOTUNE_REQUIRE_NVCC is set but {why}");
+            skip::skipped(&why);
+            None
+        }
+    }
+}
+
+/// `cuobjdump` (with `nvdisasm` beside it for `-sass`) on PATH or in the toolkit.
+fn cuobjdump() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/local/cuda/bin")])
+        .find(|dir| dir.join("cuobjdump").is_file() && dir.join("nvdisasm").is_file())
+        .map(|dir| dir.join("cuobjdump"))
+}
+
+#[test]
+fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
+    let Some(compiled) = compiled() else { return };
+    let cuobjdump = cuobjdump();
+    if cuobjdump.is_none() {
+        assert!(
+            !required(),
+            "AUTOTUNE_REQUIRE_NVCC is set but cuobjdump and nvdisasm are not on PATH"
+        );
+        skip::skipped("no cuobjdump with nvdisasm on PATH: the SASS is not read");
+    }
+    for (point, c) in &compiled {
+        let resources = c.resources.expect("ptxas -v says what it used");
+        assert!(!resources.spills(), "{}: {resources:?}", point.name());
+        println!(
+            "{:<32} {:>3} registers, nvcc {:.2} s",
+            point.name(),
+            resources.registers,
+            c.seconds
+        );
+        let Some(cuobjdump) = &cuobjdump else {
+            continue;
+        };
+        let out = std::process::Command::new(cuobjdump)
+            .arg("-sass")
+            .arg(&c.binary)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sass = String::from_utf8_lossy(&out.stdout);
+        let wgmma = format!("HGMMA.64x{}x16.F32.BF16", point.bn);
+        assert!(
+            sass.contains(&wgmma),
+            "{}: no {wgmma} in the SASS",
+            point.name()
+        );
+        assert!(
+            sass.contains("UTMALDG"),
+            "{}: no TMA load in the SASS",
+            point.name()
+        );
+        assert!(!sass.contains("HMMA"), "{}: an HMMA path", point.name());
+        assert!(
+            !sass.contains("LDL") && !sass.contains("STL"),
+            "{}: local memory",
+            point.name()
+        );
+    }
+}
+
+#[test]
+fn every_point_matches_cublas_on_a_hopper_gpu() {
+    let ctx = match autotune_runtime::gpu::open(0) {
+        Ok(ctx) => ctx,
+        Err(why) => {
+            skip::skipped(&format!("no GPU ({why})"));
+            return;
+        }
+    };
+    let major = ctx
+        .attribute(
+            autotune_runtime::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        )
+        .unwrap();
+    if major != 9 {
+        skip::skipped(&format!("compute capability {major}.x is not Hopper"));
+        return;
+    }
+    let Some(compiled) = compiled() else { return };
+    run_against_cublas(&ctx, &compiled);
+}
+
+fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperParams, Compiled)]) {
+    let stream = ctx.default_stream();
+    let blas = CudaBlas::new(stream.clone()).unwrap();
+    let shapes = [
+        (4096, 4096, 4096),
+        (1, 4096, 4096),
+        (1000, 1096, 1048),
+        (777, 14336, 4096),
+    ];
+    for (m, n, k) in shapes {
+        let (a, b) = samples::gemm(m, n, k, (m + n + k) as u64);
+        let (da, db) = (
+            stream.clone_htod(&a).unwrap(),
+            stream.clone_htod(&b).unwrap(),
+        );
+        let mut reference = stream.alloc_zeros::<bf16>(m * n).unwrap();
+        gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k)).unwrap();
+        let expected: Vec<f64> = stream
+            .clone_dtoh(&reference)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_f64())
+            .collect();
+        for (point, c) in compiled {
+            let image = std::fs::read(&c.binary).unwrap();
+            let module = ctx.load_module(Ptx::from_binary(image)).unwrap();
+            let function = module.load_function(gemm_hopper::ENTRY).unwrap();
+            let mut out = stream.alloc_zeros::<bf16>(m * n).unwrap();
+            autotune_runtime::poison(&stream, &mut out).unwrap();
+            gemm_hopper::launch(&stream, &function, point, &da, &db, &mut out, m, n, k).unwrap();
+            let verdict = autotune_runtime::compare(&stream.clone_dtoh(&out).unwrap(), &expected);
+            assert!(
+                verdict.passed(),
+                "{} at {m}x{n}x{k}: {verdict:?}",
+                point.name()
+            );
+        }
+        println!("{m}x{n}x{k}: every point matches cuBLAS");
+    }
+}
