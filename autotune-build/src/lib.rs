@@ -256,27 +256,7 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         );
     }
     let tables = table::one_per_model(table::read_all(&build.tables_dir));
-    // Kernels a table holds that this crate does not: renamed or removed wrappers.
-    for (path, table) in &tables {
-        let Ok(table) = table else { continue };
-        let unknown: Vec<&str> = table
-            .kernels
-            .keys()
-            .map(String::as_str)
-            .filter(|name| {
-                !tunables
-                    .specs()
-                    .any(|spec| spec.tuned_shapes().iter().any(|(entry, _)| entry == name))
-            })
-            .collect();
-        if !unknown.is_empty() {
-            report.push(format!(
-                "{} holds kernels this crate does not have: {}",
-                bake::relative(path, &build.root),
-                unknown.join(", ")
-            ));
-        }
-    }
+    report.extend(unknown_entries(&tables, &tunables, &build.root));
     // AUTOTUNE_ARCH, else every default architecture this nvcc has; the local GPU's
     // too when tuning, and (in bake) each baked table's.
     let mut archs = if build.settings.archs.is_empty() {
@@ -287,22 +267,7 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     if let Some(Ok((gpu, _))) = &gpu {
         archs.push(gpu.arch());
     }
-    let mut baked = Vec::new();
-    let mut kernels = Vec::new();
-    for (spec, inputs) in &inputs {
-        let result = bake::bake(&bake::BakeInput {
-            spec,
-            root: &build.root,
-            tables: &tables,
-            inputs,
-            nvcc: nvcc.as_ref(),
-            archs: &archs,
-            out_dir: &build.out_dir,
-            cache_dir: &build.cache_dir,
-        })?;
-        baked.push(result.line);
-        kernels.push(result.summary);
-    }
+    let (baked, kernels) = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
     if let Err(reason) = &nvcc {
         report.push(format!(
             "{reason}: no kernel binaries baked, load() will fail"
@@ -335,6 +300,64 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     // One warning, one line: cargo shows each `cargo::warning` line separately.
     println!("cargo::warning=autotune: {}", one_line(&report.join("; ")));
     Ok(())
+}
+
+/// A line for each table that holds entries no kernel of this crate has (renamed or
+/// removed wrappers, or shapes no longer declared).
+fn unknown_entries(
+    tables: &[(PathBuf, Result<TuningTable, table::Unreadable>)],
+    tunables: &Tunables,
+    root: &Path,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (path, table) in tables {
+        let Ok(table) = table else { continue };
+        let unknown: Vec<&str> = table
+            .kernels
+            .keys()
+            .map(String::as_str)
+            .filter(|name| {
+                !tunables
+                    .specs()
+                    .any(|spec| spec.tuned_shapes().iter().any(|(entry, _)| entry == name))
+            })
+            .collect();
+        if !unknown.is_empty() {
+            lines.push(format!(
+                "{} holds kernels this crate does not have: {}",
+                bake::relative(path, root),
+                unknown.join(", ")
+            ));
+        }
+    }
+    lines
+}
+
+/// Bakes every kernel: the warning's line for each, and the summary's record.
+fn bake_all(
+    build: &Build,
+    inputs: &[(&'static KernelSpec, KernelInputs)],
+    tables: &[(PathBuf, Result<TuningTable, table::Unreadable>)],
+    nvcc: Result<&Nvcc, &NvccError>,
+    archs: &[String],
+) -> Result<(Vec<String>, Vec<autotune_table::summary::KernelSummary>), BuildError> {
+    let mut baked = Vec::new();
+    let mut kernels = Vec::new();
+    for (spec, inputs) in inputs {
+        let result = bake::bake(&bake::BakeInput {
+            spec,
+            root: &build.root,
+            tables,
+            inputs,
+            nvcc,
+            archs,
+            out_dir: &build.out_dir,
+            cache_dir: &build.cache_dir,
+        })?;
+        baked.push(result.line);
+        kernels.push(result.summary);
+    }
+    Ok((baked, kernels))
 }
 
 /// `text` as one line of printable characters: what may follow `cargo::warning=`

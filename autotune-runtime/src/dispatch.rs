@@ -200,6 +200,19 @@ impl Baked {
     }
 }
 
+/// Among one GPU's plans (one per tuned shape, never none), the plan of `shape`, else
+/// of the nearest tuned shape ([`crate::shape::nearest`]); and whether it was tuned
+/// at `shape` itself.
+fn plan_for_shape(plans: &[&'static Plan], shape: &[u64]) -> (&'static Plan, bool) {
+    if let [only] = plans {
+        return (only, only.shape == shape);
+    }
+    match crate::shape::nearest(plans.iter().map(|p| p.shape), shape) {
+        Some((index, exact)) => (plans[index], exact),
+        None => (plans[0], false),
+    }
+}
+
 /// A kernel's baked variants loaded on one device, with the plan for that device.
 #[derive(Debug)]
 pub struct Loaded<P> {
@@ -273,13 +286,7 @@ impl<P: Params> Loaded<P> {
 
     /// The plan `shape` dispatches with, and whether it was tuned at that shape.
     pub fn plan_of(&self, shape: &[u64]) -> (&'static Plan, bool) {
-        if let [only] = self.plans[..] {
-            return (only, only.shape == shape);
-        }
-        match crate::shape::nearest(self.plans.iter().map(|p| p.shape), shape) {
-            Some((index, exact)) => (self.plans[index], exact),
-            None => (self.plans[0], false),
-        }
+        plan_for_shape(&self.plans, shape)
     }
 
     /// Which plan `shape` uses and why, in words: `n=4096,k=4096 (tuned)`, or
@@ -401,5 +408,113 @@ impl Baked {
             out.push_str(&format!("  not compiled: {reason}\n"));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant_0(_key: u64) -> Choice {
+        Choice::Variant(0)
+    }
+
+    fn small_ours_else_fallback(key: u64) -> Choice {
+        match key {
+            0..=63 => Choice::Variant(1),
+            _ => Choice::Fallback,
+        }
+    }
+
+    const H200: TableOrigin = TableOrigin {
+        path: "tuning/nvidia-h200.json",
+        gpu: "NVIDIA H200",
+        compute_capability: (9, 0),
+        sm_count: 132,
+    };
+
+    static PLANS: [Plan; 2] = [
+        Plan {
+            origin: Some(H200),
+            shape: &[4096, 4096],
+            ranges: &[],
+            select: small_ours_else_fallback,
+            above: "",
+        },
+        Plan {
+            origin: Some(H200),
+            shape: &[14336, 4096],
+            ranges: &[],
+            select: variant_0,
+            above: "",
+        },
+    ];
+
+    static BAKED: Baked = Baked {
+        kernel: "gemm",
+        images: &[],
+        plans: &PLANS,
+        shape_args: &["n", "k"],
+        fallback: "cuBLAS",
+        defaults: Plan {
+            origin: None,
+            shape: &[],
+            ranges: &[],
+            select: variant_0,
+            above: "",
+        },
+        note: "test",
+        not_compiled: None,
+    };
+
+    fn h200() -> GpuIdentity {
+        GpuIdentity {
+            name: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            sm_count: 132,
+        }
+    }
+
+    #[test]
+    fn each_tuned_shape_has_its_plan_and_another_shape_the_nearest() {
+        let (plans, selection) = BAKED.plans_for(&h200());
+        assert_eq!(plans.len(), 2);
+        assert!(matches!(selection, Selection::Tuned { .. }));
+        let (plan, exact) = plan_for_shape(&plans, &[4096, 4096]);
+        assert!(exact);
+        assert_eq!((plan.select)(1), Choice::Variant(1));
+        assert_eq!((plan.select)(4096), Choice::Fallback);
+        let (plan, exact) = plan_for_shape(&plans, &[14336, 4096]);
+        assert!(exact);
+        assert_eq!((plan.select)(1), Choice::Variant(0));
+        // (12288, 4096) is 0.22 from (14336, 4096) and 1.58 from (4096, 4096).
+        let (plan, exact) = plan_for_shape(&plans, &[12288, 4096]);
+        assert!(!exact);
+        assert_eq!(plan.shape, [14336, 4096]);
+        // (5000, 4096) is nearer the first.
+        assert_eq!(plan_for_shape(&plans, &[5000, 4096]).0.shape, [4096, 4096]);
+    }
+
+    #[test]
+    fn another_gpu_gets_the_defaults_for_every_shape() {
+        let b200 = GpuIdentity {
+            name: "NVIDIA B200".into(),
+            compute_capability: (10, 0),
+            sm_count: 148,
+        };
+        let (plans, selection) = BAKED.plans_for(&b200);
+        assert!(matches!(selection, Selection::Defaults { .. }));
+        let (plan, exact) = plan_for_shape(&plans, &[4096, 4096]);
+        assert!(plan.origin.is_none() && !exact);
+        assert_eq!((plan.select)(1), Choice::Variant(0));
+    }
+
+    #[test]
+    fn describe_names_the_vendor_and_each_shape() {
+        let text = BAKED.describe("m");
+        assert!(text.contains("at n=4096,k=4096"), "{text}");
+        assert!(text.contains("at n=14336,k=4096"), "{text}");
+        // One header for the GPU, not one per shape.
+        assert_eq!(text.matches("on NVIDIA H200").count(), 1, "{text}");
     }
 }
