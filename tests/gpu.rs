@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::samples;
-use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use autotune_runtime::cudarc::driver::{CudaContext, CudaGraph, CudaStream};
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
 
@@ -25,6 +25,21 @@ pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
             None
         }
     }
+}
+
+/// Captures what `launches` queues on `stream` into a CUDA graph (global capture
+/// mode: nothing may synchronise meanwhile) and returns it, not yet launched.
+#[allow(clippy::unwrap_used, clippy::expect_used)] // a test helper: a failure is the test's
+pub(crate) fn capture(stream: &Arc<CudaStream>, launches: impl FnOnce()) -> CudaGraph {
+    stream.synchronize().unwrap();
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .unwrap();
+    launches();
+    stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .unwrap()
+        .expect("a graph with the launches")
 }
 
 fn inputs(n_rows: usize, seed: u64) -> (Vec<bf16>, Vec<bf16>) {
@@ -106,18 +121,12 @@ fn dispatch_works_inside_cuda_graph_capture() {
         autotune_runtime::poison(&stream, &mut out).unwrap();
         cases.push((n_rows, x, w, dx, dw, out));
     }
-    stream.synchronize().unwrap();
-    stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
-        .unwrap();
-    for (n_rows, _, _, dx, dw, out) in &mut cases {
-        norm.launch(&stream, dx, dw, out, *n_rows, TUNED_HIDDEN, TUNED_EPS)
-            .unwrap();
-    }
-    let graph = stream
-        .end_capture(CUgraphInstantiate_flags(0))
-        .unwrap()
-        .expect("a graph with the launches");
+    let graph = capture(&stream, || {
+        for (n_rows, _, _, dx, dw, out) in &mut cases {
+            norm.launch(&stream, dx, dw, out, *n_rows, TUNED_HIDDEN, TUNED_EPS)
+                .unwrap();
+        }
+    });
     // Nothing ran during capture: the outputs are still poisoned.
     let (n_rows, ..) = &cases[0];
     let before = stream.clone_dtoh(&cases[0].5).unwrap();
@@ -144,7 +153,6 @@ mod topk {
     use super::gpu;
     use autotune_kernels::samples::{self, TopkInputs};
     use autotune_kernels::topk::{self, DIM, TOP_K, TopkIndexer, TopkKeepAll};
-    use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, DriverError};
     use autotune_runtime::half::bf16;
     use std::sync::Arc;
@@ -239,17 +247,11 @@ mod topk {
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
         let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
         autotune_runtime::poison(&stream, &mut out).unwrap();
-        stream.synchronize().unwrap();
-        stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
-            .unwrap();
-        indexer
-            .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
-            .unwrap();
-        let graph = stream
-            .end_capture(CUgraphInstantiate_flags(0))
-            .unwrap()
-            .expect("a graph");
+        let graph = super::capture(&stream, || {
+            indexer
+                .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
+                .unwrap();
+        });
         graph.launch().unwrap();
         graph.launch().unwrap();
         stream.synchronize().unwrap();
@@ -272,7 +274,6 @@ mod gemm {
     use autotune_kernels::gemm::{self, Gemm};
     use autotune_kernels::samples;
     use autotune_runtime::cudarc::cublas::CudaBlas;
-    use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream};
     use autotune_runtime::half::bf16;
     use autotune_runtime::{Kernel, Selection};
@@ -396,19 +397,13 @@ mod gemm {
             let expected = by_cublas(&stream, &da, &db, (m, n, k));
             calls.push((m, da, db, c, workspace, expected));
         }
-        stream.synchronize().unwrap();
-        stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
-            .unwrap();
-        for (m, da, db, c, workspace, _) in &mut calls {
-            kernel
-                .launch(&stream, da, db, c, workspace, *m, n, k)
-                .unwrap();
-        }
-        let graph = stream
-            .end_capture(CUgraphInstantiate_flags(0))
-            .unwrap()
-            .expect("a graph");
+        let graph = super::capture(&stream, || {
+            for (m, da, db, c, workspace, _) in &mut calls {
+                kernel
+                    .launch(&stream, da, db, c, workspace, *m, n, k)
+                    .unwrap();
+            }
+        });
         graph.launch().unwrap();
         graph.launch().unwrap();
         stream.synchronize().unwrap();
