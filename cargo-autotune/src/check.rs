@@ -10,14 +10,15 @@ use autotune_table::summary::{BuildSummary, CHECK_ENV, KernelSummary, SUMMARY_PA
 use autotune_table::table::GpuRecord;
 
 use crate::args::CheckArgs;
+use crate::error::CliError;
 
-pub fn run(args: &CheckArgs) -> Result<ExitCode, String> {
+pub fn run(args: &CheckArgs) -> Result<ExitCode, CliError> {
     let summaries = build_summaries(args)?;
     if summaries.is_empty() {
-        return Err(
+        return Err(CliError::Refused(
             "the build wrote no autotune summary: is this a crate with #[autotune] wrappers?"
                 .into(),
-        );
+        ));
     }
     let mut all_ok = true;
     for summary in &summaries {
@@ -86,7 +87,7 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, St
 }
 
 /// The summaries of every build script of the build that wrote one.
-fn build_summaries(args: &CheckArgs) -> Result<Vec<BuildSummary>, String> {
+fn build_summaries(args: &CheckArgs) -> Result<Vec<BuildSummary>, CliError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command.args(["build", "--message-format=json"]);
@@ -97,15 +98,20 @@ fn build_summaries(args: &CheckArgs) -> Result<Vec<BuildSummary>, String> {
         .env(CHECK_ENV, "1")
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+        .map_err(CliError::Cargo)?;
     if !output.status.success() {
-        return Err("cargo build failed".into());
+        return Err(CliError::BuildFailed(output.status.to_string()));
     }
     let mut summaries = Vec::new();
     for out_dir in out_dirs(&String::from_utf8_lossy(&output.stdout)) {
         let path = out_dir.join(SUMMARY_PATH);
         if path.is_file() {
-            summaries.push(BuildSummary::read(&path)?);
+            summaries.push(
+                BuildSummary::read(&path).map_err(|reason| CliError::Unreadable {
+                    path: path.display().to_string(),
+                    reason,
+                })?,
+            );
         }
     }
     Ok(summaries)

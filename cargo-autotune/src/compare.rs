@@ -11,20 +11,24 @@ use std::process::ExitCode;
 use autotune_table::table::{self, KernelTable};
 
 use crate::args::CompareArgs;
+use crate::error::CliError;
 
-pub fn run(args: &CompareArgs) -> Result<ExitCode, String> {
+pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     let (reference, other) = (
         args.reference.display().to_string(),
         args.other.display().to_string(),
     );
     let name = &args.kernel;
-    let load = |path: &str| -> Result<KernelTable, String> {
-        let table = table::read(Path::new(path)).map_err(|e| format!("{path}: {}", e.reason))?;
+    let load = |path: &str| -> Result<KernelTable, CliError> {
+        let table = table::read(Path::new(path)).map_err(CliError::unreadable(path))?;
         table
             .kernels
             .get(name)
             .cloned()
-            .ok_or_else(|| format!("no kernel `{name}` in {path}"))
+            .ok_or_else(|| CliError::NoKernel {
+                kernel: name.clone(),
+                path: path.to_string(),
+            })
     };
     let comparison = compare(&load(&reference)?, &load(&other)?)?;
     print!("{}", render(name, &reference, &other, &comparison));
@@ -49,12 +53,12 @@ pub struct Comparison {
     pub other_sweep: (f64, u32, usize),
 }
 
-pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Comparison, String> {
+pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Comparison, CliError> {
     if reference.key != other.key {
-        return Err(format!(
+        return Err(CliError::Refused(format!(
             "the tables tune different keys (`{}`, `{}`)",
             reference.key, other.key
-        ));
+        )));
     }
     // The reference's medians by (variant, key).
     let timed: BTreeMap<(&str, u64), f64> = reference

@@ -8,12 +8,13 @@ use autotune_table::context::render;
 use autotune_table::{table, verdict};
 
 use crate::args::ContextArgs;
+use crate::error::CliError;
 
-pub fn run(args: &ContextArgs) -> Result<ExitCode, String> {
+pub fn run(args: &ContextArgs) -> Result<ExitCode, CliError> {
     let dir = crate::tables_dir(&args.tables)?;
     let tables = table::read_all(&dir);
     if tables.is_empty() {
-        return Err(format!("no tables in {}", dir.display()));
+        return Err(CliError::NoTables(dir));
     }
     let journal = verdict::read_journal(&dir.join(verdict::JOURNAL_FILE));
     let mut text = String::new();
@@ -29,17 +30,15 @@ pub fn run(args: &ContextArgs) -> Result<ExitCode, String> {
                 text.push('\n');
             }
             Err(unreadable) => {
-                return Err(format!(
-                    "{}: unreadable: {}",
-                    path.display(),
-                    unreadable.reason
-                ));
+                return Err(CliError::Unreadable {
+                    path: path.display().to_string(),
+                    reason: format!("unreadable: {}", unreadable.reason),
+                });
             }
         }
     }
     match &args.out {
-        Some(out) => std::fs::write(out, &text)
-            .map_err(|e| format!("cannot write {}: {e}", out.display()))?,
+        Some(out) => std::fs::write(out, &text).map_err(CliError::io("write", out))?,
         None => print!("{text}"),
     }
     Ok(ExitCode::SUCCESS)

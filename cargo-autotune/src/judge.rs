@@ -23,20 +23,20 @@ use autotune_table::table::{self, KernelTable};
 use autotune_table::verdict::{self, JOURNAL_FILE, JournalEntry, Judgement};
 
 use crate::args::JudgeArgs;
+use crate::error::CliError;
 
 /// The scratch tables folder, relative to the crate root.
 const SCRATCH: &str = "target/autotune-judge";
 
-pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
+pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
     if let Some(path) = &args.table {
-        let table = table::read(path).map_err(|e| format!("{}: {}", path.display(), e.reason))?;
+        let table = table::read(path).map_err(CliError::unreadable(path.display()))?;
         let judged = of_kernel(table.kernels, &args.kernel);
         if judged.is_empty() {
-            return Err(format!(
-                "{} has no kernel `{}`",
-                path.display(),
-                args.kernel
-            ));
+            return Err(CliError::NoKernel {
+                kernel: args.kernel.clone(),
+                path: path.display().to_string(),
+            });
         }
         let judgements = judge_all(&judged)?;
         return Ok(answer(args, &judgements, &judged));
@@ -49,13 +49,11 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
     let committed = crate::tables_dir_in(root, &args.tables)?;
     let scratch = root.join(SCRATCH);
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)
-        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+    std::fs::create_dir_all(&scratch).map_err(CliError::io("create", &scratch))?;
     let before = entries(&committed, &args.kernel);
     for (path, _) in table::read_all(&committed) {
         if let Some(name) = path.file_name() {
-            std::fs::copy(&path, scratch.join(name))
-                .map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+            std::fs::copy(&path, scratch.join(name)).map_err(CliError::io("copy", &path))?;
         }
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -75,22 +73,20 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
     if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
     }
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let status = command.status().map_err(CliError::Cargo)?;
     if !status.success() {
-        return Err(format!("the build failed ({status})"));
+        return Err(CliError::BuildFailed(status.to_string()));
     }
     let judged: Vec<(String, KernelTable)> = entries(&scratch, &args.kernel)
         .into_iter()
         .filter(|entry| !before.contains(entry))
         .collect();
     if judged.is_empty() {
-        return Err(format!(
+        return Err(CliError::NoVerdict(format!(
             "the build did not tune `{}` (no GPU or no nvcc here? its warning above says \
              why): no verdict",
             args.kernel
-        ));
+        )));
     }
     let judgements = judge_all(&judged)?;
     for (judgement, (_, entry)) in judgements.iter().zip(&judged) {
@@ -100,10 +96,10 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, String> {
 }
 
 /// A verdict per table entry (per shape of a kernel with shapes).
-fn judge_all(judged: &[(String, KernelTable)]) -> Result<Vec<Judgement>, String> {
+fn judge_all(judged: &[(String, KernelTable)]) -> Result<Vec<Judgement>, CliError> {
     judged
         .iter()
-        .map(|(name, entry)| verdict::judge(name, entry))
+        .map(|(name, entry)| verdict::judge(name, entry).map_err(CliError::Refused))
         .collect()
 }
 
@@ -156,13 +152,12 @@ fn entries(dir: &Path, kernel: &str) -> Vec<(String, KernelTable)> {
 }
 
 /// Appends one JSON line: when, what sources (the fingerprint's), the verdict.
-fn journal(path: &Path, judgement: &Judgement, entry: &KernelTable) -> Result<(), String> {
-    let line = serde_json::to_string(&JournalEntry::new(judgement.clone(), entry))
-        .map_err(|e| format!("cannot write the verdict: {e}"))?;
+fn journal(path: &Path, judgement: &Judgement, entry: &KernelTable) -> Result<(), CliError> {
+    let line = serde_json::to_string(&JournalEntry::new(judgement.clone(), entry))?;
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    writeln!(file, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(CliError::io("open", path))?;
+    writeln!(file, "{line}").map_err(CliError::io("write", path))
 }

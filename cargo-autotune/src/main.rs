@@ -20,6 +20,7 @@ mod bars;
 mod check;
 mod compare;
 mod context;
+mod error;
 mod judge;
 mod merge;
 mod plot;
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use args::{Cli, Command, TablesArg};
+use error::CliError;
 
 fn main() -> ExitCode {
     let cli = match Cli::parse_from_cargo(std::env::args().skip(1).collect()) {
@@ -61,12 +63,12 @@ fn main() -> ExitCode {
 }
 
 /// `--tables DIR`, else `kernels/tuning` or `tuning` under the current folder.
-fn tables_dir(args: &TablesArg) -> Result<PathBuf, String> {
+fn tables_dir(args: &TablesArg) -> Result<PathBuf, CliError> {
     tables_dir_in(Path::new(""), args)
 }
 
 /// `--tables DIR`, else `kernels/tuning` or `tuning` under the crate folder `root`.
-fn tables_dir_in(root: &Path, args: &TablesArg) -> Result<PathBuf, String> {
+fn tables_dir_in(root: &Path, args: &TablesArg) -> Result<PathBuf, CliError> {
     if let Some(dir) = &args.tables {
         return Ok(dir.clone());
     }
@@ -74,7 +76,5 @@ fn tables_dir_in(root: &Path, args: &TablesArg) -> Result<PathBuf, String> {
         .iter()
         .map(|dir| root.join(dir))
         .find(|p| p.is_dir())
-        .ok_or_else(|| {
-            "no tables folder here (kernels/tuning or tuning); pass --tables DIR".to_string()
-        })
+        .ok_or(CliError::NoTablesFolder)
 }

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use autotune_table::table::{self, TuningTable};
 
 use crate::args::MergeArgs;
+use crate::error::CliError;
 
-pub fn run(args: &MergeArgs) -> Result<ExitCode, String> {
+pub fn run(args: &MergeArgs) -> Result<ExitCode, CliError> {
     let names: Vec<String> = args
         .inputs
         .iter()
@@ -15,11 +16,11 @@ pub fn run(args: &MergeArgs) -> Result<ExitCode, String> {
         .collect();
     let mut tables = Vec::new();
     for (input, name) in args.inputs.iter().zip(&names) {
-        let table = table::read(input).map_err(|e| format!("{name}: {}", e.reason))?;
+        let table = table::read(input).map_err(CliError::unreadable(name))?;
         tables.push((name.as_str(), table));
     }
     let merged = merge(&tables)?;
-    table::write_atomic(&args.out, &merged).map_err(|e| e.to_string())?;
+    table::write_atomic(&args.out, &merged)?;
     println!(
         "{}: {} kernels from {} tables",
         args.out.display(),
@@ -30,9 +31,9 @@ pub fn run(args: &MergeArgs) -> Result<ExitCode, String> {
 }
 
 /// Refuses tables of different GPU models: one file per model.
-pub fn merge(tables: &[(&str, TuningTable)]) -> Result<TuningTable, String> {
+pub fn merge(tables: &[(&str, TuningTable)]) -> Result<TuningTable, CliError> {
     let Some((first_name, first)) = tables.first() else {
-        return Err("nothing to merge".into());
+        return Err(CliError::Refused("nothing to merge".into()));
     };
     let mut merged = first.clone();
     for (name, table) in &tables[1..] {
@@ -40,12 +41,12 @@ pub fn merge(tables: &[(&str, TuningTable)]) -> Result<TuningTable, String> {
         if (&a.name, a.compute_capability, a.sm_count)
             != (&b.name, b.compute_capability, b.sm_count)
         {
-            return Err(format!(
+            return Err(CliError::Refused(format!(
                 "{name} is for {} ({}), {first_name} for {}: tables are per GPU model",
                 b.name,
                 b.arch(),
                 a.name
-            ));
+            )));
         }
         for (kernel, entry) in &table.kernels {
             let newer = merged
@@ -97,6 +98,9 @@ mod tests {
         b200.gpu.name = "NVIDIA B200".into();
         b200.gpu.compute_capability = [10, 0];
         let error = merge(&[("h200", h200), ("b200", b200)]).unwrap_err();
-        assert!(error.contains("per GPU model"), "{error}");
+        assert!(
+            matches!(&error, CliError::Refused(why) if why.contains("per GPU model")),
+            "{error}"
+        );
     }
 }

@@ -10,13 +10,14 @@ use autotune_table::plot::render;
 use autotune_table::table;
 
 use crate::args::PlotArgs;
+use crate::error::CliError;
 
-pub fn run(args: &PlotArgs) -> Result<ExitCode, String> {
+pub fn run(args: &PlotArgs) -> Result<ExitCode, CliError> {
     let dir = crate::tables_dir(&args.tables)?;
     let out = args.out.clone().unwrap_or_else(|| dir.join("plots"));
-    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(&out).map_err(CliError::io("create", &out))?;
     for (path, table) in table::read_all(&dir) {
-        let table = table.map_err(|e| format!("{}: {}", path.display(), e.reason))?;
+        let table = table.map_err(CliError::unreadable(path.display()))?;
         for (name, kernel) in &table.kernels {
             let file = out.join(plot_file_name(&table.gpu.name, name));
             write(&file, &render(name, kernel, &table))?;
@@ -26,6 +27,6 @@ pub fn run(args: &PlotArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn write(path: &Path, text: &str) -> Result<(), CliError> {
+    std::fs::write(path, text).map_err(CliError::io("write", path))
 }

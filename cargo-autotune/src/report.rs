@@ -7,13 +7,14 @@ use autotune_table::report::render;
 use autotune_table::table;
 
 use crate::args::ReportArgs;
+use crate::error::CliError;
 
-pub fn run(args: &ReportArgs) -> Result<ExitCode, String> {
+pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     let dir = crate::tables_dir(&args.tables)?;
     let kernel = args.kernel.as_deref();
     let tables = table::read_all(&dir);
     if tables.is_empty() {
-        return Err(format!("no tables in {}", dir.display()));
+        return Err(CliError::NoTables(dir));
     }
     for (path, table) in tables {
         match table {

@@ -8,16 +8,17 @@ use autotune_table::strategy::{Budget, Strategy};
 use autotune_table::table::{self, KernelTable, Role};
 
 use crate::args::SimulateArgs;
+use crate::error::CliError;
 
-pub fn run(args: &SimulateArgs) -> Result<ExitCode, String> {
+pub fn run(args: &SimulateArgs) -> Result<ExitCode, CliError> {
     let path = args.table.display();
     let name = &args.kernel;
     let runs = args.runs;
-    let table = table::read(&args.table).map_err(|e| format!("{path}: {}", e.reason))?;
-    let kernel = table
-        .kernels
-        .get(name)
-        .ok_or_else(|| format!("no kernel `{name}` in {path}"))?;
+    let table = table::read(&args.table).map_err(CliError::unreadable(&path))?;
+    let kernel = table.kernels.get(name).ok_or_else(|| CliError::NoKernel {
+        kernel: name.clone(),
+        path: path.to_string(),
+    })?;
     let strategy_name = args.strategy.as_str();
     let points = args.budget;
     let budget = points.map(Budget::Points);
@@ -25,7 +26,8 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, String> {
         kernel,
         |seed| Strategy::parse(strategy_name, budget, seed),
         runs,
-    )?;
+    )
+    .map_err(CliError::Refused)?;
     println!(
         "{name} on {}: {strategy_name}, budget {} of {} points, {runs} runs per key",
         table.gpu.name,

@@ -14,8 +14,9 @@ use autotune_table::table::{self, KernelTable};
 
 use crate::args::TuneArgs;
 use crate::bars::Bars;
+use crate::error::CliError;
 
-pub fn run(args: &TuneArgs) -> Result<ExitCode, String> {
+pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command.args(["build", "--release", "--features", "autotune"]);
@@ -38,12 +39,11 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, String> {
     let progress_path = progress_file()?;
     command.env(PROGRESS_ENV, &progress_path);
     let before = tuned_entries(args);
-    let mut progress = File::open(&progress_path)
-        .map_err(|e| format!("cannot read {}: {e}", progress_path.display()))?;
+    let mut progress = File::open(&progress_path).map_err(CliError::io("read", &progress_path))?;
     let mut child = command
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+        .map_err(CliError::Cargo)?;
     // Cargo's own lines (and the build script's warning) go above the bars.
     let (lines, cargo_lines) = std::sync::mpsc::channel::<String>();
     let stderr = child.stderr.take();
@@ -65,7 +65,7 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, String> {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => return Err(format!("waiting for cargo: {e}")),
+            Err(e) => return Err(CliError::Waiting(e)),
         }
     };
     let _ = reader.join();
@@ -92,9 +92,9 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, String> {
 }
 
 /// An empty file for this run's progress lines, under the system's temp folder.
-fn progress_file() -> Result<PathBuf, String> {
+fn progress_file() -> Result<PathBuf, CliError> {
     let path = std::env::temp_dir().join(format!("cargo-autotune-{}.progress", std::process::id()));
-    File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    File::create(&path).map_err(CliError::io("create", &path))?;
     Ok(path)
 }
 
