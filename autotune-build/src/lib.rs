@@ -138,6 +138,14 @@ impl Builder {
         self
     }
 
+    /// Time each launch as a replay of the CUDA graph it was captured into, and put
+    /// out a variant whose launch cannot be captured (`AUTOTUNE_GRAPH=1`, default off;
+    /// `cargo autotune judge` turns it on).
+    pub fn graph(mut self, graph: bool) -> Self {
+        self.settings.timing.graph = graph;
+        self
+    }
+
     /// Which points the sweep times (`AUTOTUNE_STRATEGY`, `AUTOTUNE_BUDGET`).
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.settings.strategy = strategy;

@@ -97,6 +97,19 @@ impl Default for Settings {
     }
 }
 
+/// `1` / `true` or `0` / `false` (a variable that turns something on).
+fn switch(text: &str, variable: &'static str) -> Result<bool, SettingsError> {
+    match text.trim() {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(SettingsError::new(
+            variable,
+            text,
+            "takes 1, 0, true or false",
+        )),
+    }
+}
+
 impl Settings {
     /// The defaults, overridden by the environment.
     pub fn from_env() -> Result<Self, SettingsError> {
@@ -115,17 +128,7 @@ impl Settings {
             self.timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
         }
         if let Some(text) = var("AUTOTUNE_GRAPH") {
-            self.timing.graph = match text.as_str() {
-                "1" => true,
-                "0" => false,
-                _ => {
-                    return Err(SettingsError::new(
-                        "AUTOTUNE_GRAPH",
-                        &text,
-                        "1 (time each launch as a CUDA graph replay) or 0",
-                    ));
-                }
-            };
+            self.timing.graph = switch(&text, "AUTOTUNE_GRAPH")?;
         }
         if let Some(text) = var("AUTOTUNE_DEVICES") {
             self.devices = Devices::parse(&text)?;
@@ -137,17 +140,7 @@ impl Settings {
             self.force = list(&text);
         }
         if let Some(text) = var("AUTOTUNE_ALLOW_SPILLS") {
-            self.allow_spills = match text.trim() {
-                "1" | "true" => true,
-                "0" | "false" => false,
-                _ => {
-                    return Err(SettingsError::new(
-                        "AUTOTUNE_ALLOW_SPILLS",
-                        &text,
-                        "takes 1, 0, true or false",
-                    ));
-                }
-            };
+            self.allow_spills = switch(&text, "AUTOTUNE_ALLOW_SPILLS")?;
         }
         if let Some(text) = var("AUTOTUNE_MIN_MARGIN") {
             self.min_margin = parse(&text, "AUTOTUNE_MIN_MARGIN")?;
@@ -285,6 +278,17 @@ mod tests {
         assert!(Devices::parse("0,0").is_err());
         assert!(Devices::parse("0,x").is_err());
         assert!(Devices::parse(",").is_err());
+    }
+
+    #[test]
+    fn switches_are_one_or_zero() {
+        assert_eq!(switch("1", "AUTOTUNE_GRAPH"), Ok(true));
+        assert_eq!(switch("0", "AUTOTUNE_GRAPH"), Ok(false));
+        assert_eq!(switch(" true", "AUTOTUNE_ALLOW_SPILLS"), Ok(true));
+        assert_eq!(
+            switch("yes", "AUTOTUNE_GRAPH").unwrap_err().variable,
+            "AUTOTUNE_GRAPH"
+        );
     }
 
     #[test]
