@@ -62,11 +62,7 @@ impl<'a> Shape<'a> {
     /// `gemm@n=4096,k=4096`: the table entry of `kernel` at this shape (the kernel's
     /// name alone without a shape).
     pub fn entry_name(&self, kernel: &str) -> String {
-        if self.is_empty() {
-            kernel.to_string()
-        } else {
-            format!("{kernel}@{self}")
-        }
+        autotune_spec::names::shape_entry(kernel, &self.to_string())
     }
 }
 
@@ -95,16 +91,17 @@ pub fn distance(a: &[u64], b: &[u64]) -> f64 {
 
 /// The index in `tuned` of `shape` itself, else of the nearest shape by
 /// [`distance`] (the first of equals); `None` when `tuned` is empty. The second
-/// value says whether it was an exact match. No allocation: dispatch calls it.
+/// value says whether it was an exact match. No allocation: dispatch calls it, and a
+/// tuned shape (the usual call) costs comparisons only, no logarithm.
 pub fn nearest<'s, I>(tuned: I, shape: &[u64]) -> Option<(usize, bool)>
 where
-    I: IntoIterator<Item = &'s [u64]>,
+    I: IntoIterator<Item = &'s [u64]> + Clone,
 {
+    if let Some(index) = tuned.clone().into_iter().position(|t| t == shape) {
+        return Some((index, true));
+    }
     let mut best: Option<(usize, f64)> = None;
     for (index, candidate) in tuned.into_iter().enumerate() {
-        if candidate == shape {
-            return Some((index, true));
-        }
         let d = distance(candidate, shape);
         if best.is_none_or(|(_, b)| d < b) {
             best = Some((index, d));
