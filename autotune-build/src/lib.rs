@@ -317,18 +317,18 @@ fn unknown_entries(
     tunables: &Tunables,
     root: &Path,
 ) -> Vec<String> {
+    let known: BTreeSet<String> = tunables
+        .specs()
+        .flat_map(|spec| spec.tuned_shapes().into_iter().map(|(entry, _)| entry))
+        .collect();
     let mut lines = Vec::new();
     for (path, table) in tables {
         let Ok(table) = table else { continue };
         let unknown: Vec<&str> = table
             .kernels
             .keys()
+            .filter(|name| !known.contains(*name))
             .map(String::as_str)
-            .filter(|name| {
-                !tunables
-                    .specs()
-                    .any(|spec| spec.tuned_shapes().iter().any(|(entry, _)| entry == name))
-            })
             .collect();
         if !unknown.is_empty() {
             lines.push(format!(
@@ -557,7 +557,7 @@ impl Build {
             let log_path = self.tables_dir.join("logs").join(format!(
                 "{}-{}.log",
                 gpu_slug(&gpu.name),
-                sweep::file_name(entry)
+                autotune_spec::names::file_fragment(entry)
             ));
             let mut log: Vec<u8> = Vec::new();
             let _ = writeln!(

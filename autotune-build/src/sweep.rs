@@ -97,26 +97,13 @@ impl SweepPlan {
             sizes: self.spec.sizes.to_vec(),
             min_margin: self.min_margin,
             several_devices: self.devices.len() > 1,
-            journal: self
-                .work_dir
-                .join(format!("{}.journal", file_name(&self.entry))),
+            journal: self.work_dir.join(format!(
+                "{}.journal",
+                autotune_spec::names::file_fragment(&self.entry)
+            )),
             journal_header: self.journal_header.clone(),
         }
     }
-}
-
-/// `gemm@n=4096,k=4096` as a file name, `gemm_n_4096_k_4096` (as its plot is named).
-pub fn file_name(entry: &str) -> String {
-    entry
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// Everything the sweep learned.

@@ -71,6 +71,38 @@ pub fn point_slug(params: &[impl AsRef<str>], values: &[u32]) -> String {
         .join("_")
 }
 
+/// `gemm@n=4096,k=4096`: the table entry of `kernel` at a shape written
+/// `n=4096,k=4096` (the kernel's name alone without a shape).
+pub fn shape_entry(kernel: &str, shape: &str) -> String {
+    if shape.is_empty() {
+        kernel.to_string()
+    } else {
+        format!("{kernel}@{shape}")
+    }
+}
+
+/// Whether the table entry `entry` belongs to `kernel`: its own, or one of its
+/// shapes' ([`shape_entry`]).
+pub fn is_entry_of(entry: &str, kernel: &str) -> bool {
+    entry
+        .strip_prefix(kernel)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('@'))
+}
+
+/// `gemm@n=4096,k=4096` -> `gemm_n_4096_k_4096`: a kernel's or an entry's name as a
+/// file-name fragment (logs, plots, journals), one file however the name is spelt.
+pub fn file_fragment(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// `NVIDIA H200` -> `nvidia-h200`: the file stem of a GPU model's tuning table.
 pub fn gpu_slug(gpu_name: &str) -> String {
     let mut slug = String::new();
@@ -87,6 +119,16 @@ pub fn gpu_slug(gpu_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shape_entries_and_file_fragments() {
+        assert_eq!(shape_entry("gemm", "n=4096,k=4096"), "gemm@n=4096,k=4096");
+        assert_eq!(shape_entry("gemm", ""), "gemm");
+        assert!(is_entry_of("gemm@n=4096,k=4096", "gemm") && is_entry_of("gemm", "gemm"));
+        assert!(!is_entry_of("gemm_2", "gemm"));
+        assert_eq!(file_fragment("gemm@n=4096,k=4096"), "gemm_n_4096_k_4096");
+        assert_eq!(file_fragment("../etc/x"), "___etc_x");
+    }
 
     #[test]
     fn names() {

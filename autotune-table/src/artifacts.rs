@@ -24,16 +24,7 @@ pub fn plot_path(dir: &Path, gpu: &str, kernel: &str) -> PathBuf {
 
 /// `nvidia-h200-rms_norm.svg`: the plot's file name, made safe.
 pub fn plot_file_name(gpu: &str, kernel: &str) -> String {
-    let safe: String = kernel
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe = autotune_spec::names::file_fragment(kernel);
     format!("{}-{safe}.svg", gpu_slug(gpu))
 }
 

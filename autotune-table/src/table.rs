@@ -369,13 +369,7 @@ pub const MAX_RANGES: usize = 4096;
 /// The fallback kernel's name in ranges.
 pub const FALLBACK: &str = "fallback";
 
-/// Whether the table entry `entry` belongs to `kernel`: its own, or one of its
-/// shapes' (`gemm@n=4096,k=4096` belongs to `gemm`).
-pub fn is_entry_of(entry: &str, kernel: &str) -> bool {
-    entry
-        .strip_prefix(kernel)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('@'))
-}
+pub use autotune_spec::names::is_entry_of;
 
 /// The prefix of a vendor fallback's variant name (`vendor:cuBLAS`).
 pub const VENDOR: &str = "vendor";
