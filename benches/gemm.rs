@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use autotune_build::timing::L2Flush;
 use autotune_kernels::gemm::{self, Gemm};
-use autotune_kernels::samples;
+use autotune_kernels::{references, samples};
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
@@ -74,16 +74,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             let (a, b) = samples::gemm(m, n, k, 1);
             let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
             let mut c = stream.alloc_zeros::<bf16>(m * n)?;
-            let mut reference = stream.alloc_zeros::<bf16>(m * n)?;
+            let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
             let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
             autotune_runtime::poison(&stream, &mut c)?;
             kernel.launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)?;
-            gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k))?;
-            let expected: Vec<f64> = stream
-                .clone_dtoh(&reference)?
-                .iter()
-                .map(|v| v.to_f64())
-                .collect();
+            let expected = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k))?;
             let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
             if !verdict.passed() {
                 return Err(
@@ -98,7 +93,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                     .map_err(|e| e.to_string())
             })?;
             let cublas = time_ms(&stream, &mut flush, &mut || {
-                gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k))
+                gemm::cublas_gemm(&blas, &da, &db, &mut cublas_out, (m, n, k))
                     .map_err(|e| e.to_string())
             })?;
             let mut ours_best: Option<(f64, &str)> = None;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use autotune_build::timing::L2Flush;
 use autotune_kernels::gemm;
 use autotune_kernels::gemm_hopper;
-use autotune_kernels::samples;
+use autotune_kernels::{references, samples};
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::cudarc::nvrtc::Ptx;
@@ -68,15 +68,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let (a, b) = samples::gemm(m, n, k, 1);
         let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
         let mut c = stream.alloc_zeros::<bf16>(m * n)?;
-        let mut reference = stream.alloc_zeros::<bf16>(m * n)?;
-        gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k))?;
-        let expected: Vec<f64> = stream
-            .clone_dtoh(&reference)?
-            .iter()
-            .map(|v| v.to_f64())
-            .collect();
+        let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
+        let expected = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k))?;
         let cublas = time_ms(&stream, &mut flush, &mut || {
-            gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k)).map_err(|e| e.to_string())
+            gemm::cublas_gemm(&blas, &da, &db, &mut cublas_out, (m, n, k))
+                .map_err(|e| e.to_string())
         })?;
         let mut points = Vec::new();
         for (point, function) in &functions {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
-use autotune_kernels::samples;
 use autotune_kernels::topk::{self, TOP_K, TopkIndexer, TopkKeepAll};
+use autotune_kernels::{references, samples};
 use autotune_runtime::Kernel;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
@@ -179,10 +179,8 @@ fn gemm(ctx: &Arc<CudaContext>) -> Checked {
             let (expected, against) = if m * n * k <= 1 << 28 {
                 (gemm::reference(&a, &b, m, n, k), "CPU")
             } else {
-                let mut reference = stream.alloc_zeros::<bf16>(m * n)?;
-                gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k))?;
-                let values = stream.clone_dtoh(&reference)?;
-                (values.iter().map(|v| v.to_f64()).collect(), "cuBLAS")
+                let values = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k))?;
+                (values, "cuBLAS")
             };
             let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
             println!(

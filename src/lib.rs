@@ -5,6 +5,7 @@
 
 pub mod gemm;
 pub mod gemm_hopper;
+pub mod references;
 pub mod rmsnorm;
 pub mod samples;
 pub mod topk;

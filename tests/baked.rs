@@ -5,6 +5,8 @@
 
 #[path = "fixtures/skip.rs"]
 mod skip;
+#[path = "fixtures/toolkit.rs"]
+mod toolkit;
 
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::dispatch::{Baked, Choice, Plan, Selection};
@@ -125,11 +127,7 @@ fn baked_variants_are_compiled_points_of_their_space() {
 
 /// `cuobjdump`, beside nvcc (`PATH`, or the toolkit's `bin`), if any.
 fn cuobjdump() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([std::path::PathBuf::from("/usr/local/cuda/bin")])
-        .map(|dir| dir.join("cuobjdump"))
-        .find(|candidate| candidate.is_file())
+    toolkit::tools_dir(&["cuobjdump"]).map(|dir| dir.join("cuobjdump"))
 }
 
 /// A build on a machine without a GPU bakes machine code for every default

@@ -272,7 +272,7 @@ mod gemm {
 
     use super::gpu;
     use autotune_kernels::gemm::{self, Gemm};
-    use autotune_kernels::samples;
+    use autotune_kernels::{references, samples};
     use autotune_runtime::cudarc::cublas::CudaBlas;
     use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream};
     use autotune_runtime::half::bf16;
@@ -284,17 +284,10 @@ mod gemm {
         stream: &Arc<CudaStream>,
         a: &CudaSlice<bf16>,
         b: &CudaSlice<bf16>,
-        (m, n, k): (usize, usize, usize),
+        dims: (usize, usize, usize),
     ) -> Vec<f64> {
         let blas = CudaBlas::new(stream.clone()).unwrap();
-        let mut c = stream.alloc_zeros::<bf16>(m * n).unwrap();
-        gemm::cublas_gemm(&blas, a, b, &mut c, (m, n, k)).unwrap();
-        stream
-            .clone_dtoh(&c)
-            .unwrap()
-            .iter()
-            .map(|v| v.to_f64())
-            .collect()
+        references::gemm_by_cublas(stream, &blas, a, b, dims).unwrap()
     }
 
     #[test]

@@ -11,12 +11,14 @@
 mod hopper;
 #[path = "fixtures/skip.rs"]
 mod skip;
+#[path = "fixtures/toolkit.rs"]
+mod toolkit;
 
 use std::path::PathBuf;
 
 use autotune_build::nvcc::Compiled;
-use autotune_kernels::gemm;
 use autotune_kernels::gemm_hopper::{self, HopperParams};
+use autotune_kernels::references;
 use autotune_kernels::samples;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
@@ -41,11 +43,7 @@ fn compiled() -> Option<Vec<(HopperParams, Compiled)>> {
 
 /// `cuobjdump` (with `nvdisasm` beside it for `-sass`) on PATH or in the toolkit.
 fn cuobjdump() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/local/cuda/bin")])
-        .find(|dir| dir.join("cuobjdump").is_file() && dir.join("nvdisasm").is_file())
-        .map(|dir| dir.join("cuobjdump"))
+    toolkit::tools_dir(&["cuobjdump", "nvdisasm"]).map(|dir| dir.join("cuobjdump"))
 }
 
 #[test]
@@ -139,14 +137,7 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
             stream.clone_htod(&a).unwrap(),
             stream.clone_htod(&b).unwrap(),
         );
-        let mut reference = stream.alloc_zeros::<bf16>(m * n).unwrap();
-        gemm::cublas_gemm(&blas, &da, &db, &mut reference, (m, n, k)).unwrap();
-        let expected: Vec<f64> = stream
-            .clone_dtoh(&reference)
-            .unwrap()
-            .iter()
-            .map(|v| v.to_f64())
-            .collect();
+        let expected = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k)).unwrap();
         for (point, c) in compiled {
             let image = std::fs::read(&c.binary).unwrap();
             let module = ctx.load_module(Ptx::from_binary(image)).unwrap();

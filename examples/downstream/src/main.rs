@@ -7,7 +7,8 @@ use autotune_runtime::Kernel;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
-use downstream_swiglu::layernorm::{self, LayerNorm};
+use downstream_swiglu::checked;
+use downstream_swiglu::layernorm::LayerNorm;
 use downstream_swiglu::swiglu::{self, SiluMul};
 
 fn main() -> ExitCode {
@@ -78,23 +79,7 @@ fn layer_norm(
             let rows = usize::try_from(range.first.max(1) + 3)
                 .unwrap_or(1 << 16)
                 .min(1 << 16);
-            let mut x = vec![bf16::ZERO; rows * cols];
-            let (mut gamma, mut beta) = (vec![bf16::ZERO; cols], vec![bf16::ZERO; cols]);
-            fill_uniform(&mut x, 3, -2.0, 3.0);
-            fill_uniform(&mut gamma, 4, 0.5, 1.5);
-            fill_uniform(&mut beta, 5, -0.5, 0.5);
-            let (dx, dg, db) = (
-                stream.clone_htod(&x)?,
-                stream.clone_htod(&gamma)?,
-                stream.clone_htod(&beta)?,
-            );
-            let mut out = stream.alloc_zeros::<bf16>(rows * cols)?;
-            autotune_runtime::poison(&stream, &mut out)?;
-            kernel.launch(&stream, &dx, &dg, &db, &mut out, rows, cols)?;
-            let verdict = autotune_runtime::compare(
-                &stream.clone_dtoh(&out)?,
-                &layernorm::reference(&x, &gamma, &beta, cols),
-            );
+            let verdict = checked::layer_norm(&kernel, &stream, rows, cols, 3)?;
             println!(
                 "    rows = {rows:>6}: {:<20} rel. error {:.1e} {}",
                 kernel.describe(rows, cols),

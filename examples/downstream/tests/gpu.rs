@@ -6,9 +6,8 @@
 use std::io::Write;
 
 use autotune_runtime::Selection;
-use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
-use downstream_swiglu::layernorm::{self, LayerNorm};
+use downstream_swiglu::checked;
+use downstream_swiglu::layernorm::LayerNorm;
 
 #[test]
 fn each_hidden_size_has_its_plan_and_every_range_is_right() {
@@ -49,25 +48,7 @@ fn each_hidden_size_has_its_plan_and_every_range_is_right() {
             let rows = usize::try_from(range.first.max(1) + 5)
                 .unwrap_or(1 << 16)
                 .min(1 << 16);
-            let mut x = vec![bf16::ZERO; rows * cols];
-            let (mut gamma, mut beta) = (vec![bf16::ZERO; cols], vec![bf16::ZERO; cols]);
-            fill_uniform(&mut x, 7, -2.0, 3.0);
-            fill_uniform(&mut gamma, 8, 0.5, 1.5);
-            fill_uniform(&mut beta, 9, -0.5, 0.5);
-            let (dx, dg, db) = (
-                stream.clone_htod(&x).unwrap(),
-                stream.clone_htod(&gamma).unwrap(),
-                stream.clone_htod(&beta).unwrap(),
-            );
-            let mut out = stream.alloc_zeros::<bf16>(rows * cols).unwrap();
-            autotune_runtime::poison(&stream, &mut out).unwrap();
-            kernel
-                .launch(&stream, &dx, &dg, &db, &mut out, rows, cols)
-                .unwrap();
-            let verdict = autotune_runtime::compare(
-                &stream.clone_dtoh(&out).unwrap(),
-                &layernorm::reference(&x, &gamma, &beta, cols),
-            );
+            let verdict = checked::layer_norm(&kernel, &stream, rows, cols, 7).unwrap();
             assert!(
                 verdict.passed(),
                 "{rows} x {cols} via {} ({}): {verdict:?}",
