@@ -1,9 +1,12 @@
-// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out. Two kernels, chosen by
+// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out. Three kernels, chosen by
 // the wrapper from ALGO:
 //   gemm_bf16 (ALGO 0): the tensor cores (mma.sync m16n8k16 with ldmatrix, cp.async
 //     multi-stage shared-memory pipeline);
 //   gemv_bf16 (ALGO 1): decode shapes on the CUDA cores, streaming B once with
-//     16-byte loads (a product with a few rows of A is a pass over B).
+//     16-byte loads (a product with a few rows of A is a pass over B);
+//   gemm_bf16_wgmma (ALGO 2): Hopper only (sm_90a): TMA, wgmma, a warp-specialised
+//     persistent pipeline; in gemm_hopper.cu, which says how it works.
+// Every image has all three entries; only ALGO's has a body.
 //
 // A block computes a BM x BN tile of C over its share of K (split-K: SPLIT blocks
 // share a tile, each adding its partial sum into an f32 workspace; the last of them
@@ -339,3 +342,11 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
     }
 #endif
 }
+
+#if ALGO == 2
+#include "gemm_hopper.cu"
+#else
+#include <cuda.h>
+extern "C" __global__ void gemm_bf16_wgmma(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                           __nv_bfloat16*, int, int, int) {}
+#endif

@@ -1,10 +1,27 @@
 // bf16 GEMM for Hopper (sm_90a): C[M x N] = A[M x K] * B[K x N], all row-major, f32
-// accumulate. Tiles come into shared memory by the tensor memory accelerator (TMA,
+// accumulate; the GEMM's ALGO 2 (kernels/gemm.cu includes this file), its points
+// BM (64 or 128: one or two consumer warpgroups), BN (128 or 256), STAGES, SPLIT. Tiles come into shared memory by the tensor memory accelerator (TMA,
 // `cp.async.bulk.tensor`, 128-byte swizzle) and are multiplied by `wgmma.mma_async`
 // from shared memory; a producer warpgroup (one thread issuing the copies) feeds
-// CONSUMERS consumer warpgroups through a ring of STAGES buffers guarded by
-// mbarriers (full: the copy landed; empty: every consumer is done with it). Each
-// consumer owns 64 rows of the BM = 64 * CONSUMERS row tile and all BN columns.
+// CONSUMERS = BM / 64 consumer warpgroups through a ring of STAGES buffers guarded
+// by mbarriers (full: the copy landed; empty: every consumer is done with it). Each
+// consumer owns 64 rows of the BM-row tile and all BN columns, and
+// keeps one k-step of wgmmas in flight while it waits for the next stage.
+//
+// Persistent: the grid is at most one block per multiprocessor, and each block walks
+// the work units u = blockIdx.x, blockIdx.x + gridDim.x, ...; a unit is an output
+// tile and one of SPLIT slices of K (split-K), the slice varying fastest. Tiles are
+// visited in bands of GROUP_M tile rows, column by column within a band, so that the
+// blocks in flight share A's rows and B's columns in L2. The producer runs ahead
+// across units, so the next unit's loads overlap this one's epilogue.
+//
+// Split-K (SPLIT > 1, one consumer warpgroup): the SPLIT units of a tile run in one
+// thread-block cluster of SPLIT blocks (rank = slice). Each block leaves its partial
+// tile (f32) in its own shared memory; once every block of the cluster has (an
+// mbarrier per block, arrived at from every peer), block r sums rows r, r + SPLIT,
+// ... of all SPLIT partials through distributed shared memory and writes them as
+// bf16; a second mbarrier says when every peer has read a block's partial. No
+// workspace, no global atomics, no second kernel.
 //
 // A is K-major (its rows are K-contiguous): boxes of 64 (K) x BM (M), one 128-byte
 // row per M row. B is N-major (row-major K x N): boxes of 64 (N) x 64 (K), BN / 64
@@ -12,32 +29,55 @@
 // are zero-filled by the TMA, so M, N and K tails need no code; the epilogue checks
 // bounds. K and N must be multiples of 8 (TMA strides are multiples of 16 bytes).
 //
-// Grid: (ceil(N / BN), ceil(M / BM)); 128 * (CONSUMERS + 1) threads; dynamic shared
-// memory: STAGES * (BM * 64 + 64 * BN) * 2 bytes + 1024 for alignment.
+// Launch: 128 * (CONSUMERS + 1) threads; grid min(units, resident blocks) for
+// SPLIT = 1, units for SPLIT > 1 (clusters are not persistent), units = ceil(M / BM)
+// * ceil(N / BN) * SPLIT; dynamic shared memory STAGES * (BM * 64 + 64 * BN) * 2
+// bytes for the ring, BM * (BN + 8) * 4 for the partial tile when SPLIT > 1, and
+// 1024 to align the ring to the swizzle atom.
 #include <cuda_bf16.h>
 #include <cuda.h>
 #include <cstdint>
 
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Built for another architecture (a fatbin's portable parts): the entry exists, so
+// that every image of the GEMM has all three, and traps. The wrapper never launches
+// ALGO 2 off compute capability 9.0, where the driver runs the image's sm_90a code.
+extern "C" __global__ void gemm_bf16_wgmma(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                           __nv_bfloat16*, int, int, int) {
+    __trap();
+}
+#else
+
+#ifndef BM
+#define BM 128
+#endif
 #ifndef BN
 #define BN 128
 #endif
 #ifndef STAGES
 #define STAGES 4
 #endif
-#ifndef CONSUMERS
-#define CONSUMERS 2
+#ifndef SPLIT
+#define SPLIT 1
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
 #endif
 
-#define BK 64
-#define BM (64 * CONSUMERS)
+#define KSTEP 64  // K per stage: one 128-byte swizzle row of bf16
+#define CONSUMERS (BM / 64)
 #define THREADS (128 * (CONSUMERS + 1))
-#define A_STAGE_BYTES (BM * BK * 2)
-#define B_BOX_BYTES (64 * BK * 2)
-#define B_STAGE_BYTES (BK * BN * 2)
+#define A_STAGE_BYTES (BM * KSTEP * 2)
+#define B_BOX_BYTES (64 * KSTEP * 2)
+#define B_STAGE_BYTES (KSTEP * BN * 2)
 #define STAGE_BYTES (A_STAGE_BYTES + B_STAGE_BYTES)
+#define CONSUMER_THREADS (128 * CONSUMERS)
 
 static_assert(BN == 128 || BN == 256, "BN is 128 or 256");
-static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+static_assert(BM == 64 || BM == 128, "BM is 64 or 128: one or two consumer warpgroups");
+static_assert(SPLIT >= 1 && SPLIT <= 8 && GROUP_M >= 1, "SPLIT in 1..8 (a portable cluster), GROUP_M >= 1");
+static_assert(SPLIT == 1 || CONSUMERS == 1, "split-K tiles have one consumer warpgroup");
+#define PARTIAL_STRIDE (BN + 8)  // floats per row of the partial tile: conflict-free float2 stores
 
 // D (64 x 128, f32, in registers) += A (64 x 16, K-major) * B (16 x 128, N-major: the
 // transposed operand, imm-trans-b = 1), both read from shared memory through their
@@ -135,6 +175,52 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
 }
 
+// Arrives on the mbarrier at `bar` (a shared address of this block) in the block of
+// the cluster with rank `rank`, releasing this thread's writes at cluster scope.
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t rank) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(smem_address(bar)),
+        "r"(rank)
+        : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* bar, uint32_t parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "wait_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n"
+        "}\n" ::"r"(smem_address(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+// Four floats at `address` (a shared address of this block) in the block of rank `rank`.
+__device__ __forceinline__ float4 load_peer(uint32_t address, uint32_t rank) {
+    float4 v;
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %4, %5;\n"
+        "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [remote];\n"
+        "}\n"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "r"(address), "r"(rank)
+        : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
 // One TMA box of `map` at (inner, outer) into `dst`, completing on `bar`.
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int inner, int outer, uint64_t* bar) {
     asm volatile(
@@ -144,8 +230,72 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
         : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    gemm_bf16_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Lane q of a quad holds v[i] = the pair of 8-column block i for its row; afterwards
+// it holds the four pairs of block q, from lanes 0..3 in order (two exchanges).
+__device__ __forceinline__ void quad_transpose(uint32_t (&v)[4], int q) {
+    const bool odd = q & 1;
+    uint32_t a = odd ? v[0] : v[1], b = odd ? v[2] : v[3];
+    a = __shfl_xor_sync(0xffffffff, a, 1);
+    b = __shfl_xor_sync(0xffffffff, b, 1);
+    if (odd) {
+        v[0] = a, v[2] = b;
+    } else {
+        v[1] = a, v[3] = b;
+    }
+    const bool high = q & 2;
+    a = high ? v[0] : v[2], b = high ? v[1] : v[3];
+    a = __shfl_xor_sync(0xffffffff, a, 2);
+    b = __shfl_xor_sync(0xffffffff, b, 2);
+    if (high) {
+        v[0] = a, v[1] = b;
+    } else {
+        v[2] = a, v[3] = b;
+    }
+}
+
+// Waits at named barrier 1, which only the consumer warpgroups use.
+__device__ __forceinline__ void consumers_sync() {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMER_THREADS) : "memory");
+}
+
+// The tile of work unit `unit`: its row and column of tiles and its slice of K.
+struct Unit {
+    int tile;  // row-major index of the output tile (the split-K counter's)
+    int m0, n0;
+    int kt_begin, kt_end;  // k-tiles of this slice
+};
+
+__device__ __forceinline__ Unit unit_at(int unit, int tiles_m, int tiles_n, int k_tiles) {
+    const int slice = unit % SPLIT;
+    const int t = unit / SPLIT;
+    // Bands of GROUP_M tile rows; within a band, down each column, then the next.
+    const int per_band = GROUP_M * tiles_n;
+    const int band = t / per_band;
+    const int first_row = band * GROUP_M;
+    const int rows = min(GROUP_M, tiles_m - first_row);
+    const int in_band = t % per_band;
+    const int tile_m = first_row + in_band % rows;
+    const int tile_n = in_band / rows;
+    const int per_slice = (k_tiles + SPLIT - 1) / SPLIT;
+    Unit u;
+    u.tile = tile_m * tiles_n + tile_n;
+    u.m0 = tile_m * BM;
+    u.n0 = tile_n * BN;
+    u.kt_begin = min(slice * per_slice, k_tiles);
+    u.kt_end = min(u.kt_begin + per_slice, k_tiles);
+    return u;
+}
+
+extern "C" __global__ void
+#if SPLIT > 1
+    __cluster_dims__(SPLIT, 1, 1)
+#endif
+    __launch_bounds__(THREADS, 1) gemm_bf16_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                     __nv_bfloat16* __restrict__ c, int m, int n, int k) {
     extern __shared__ __align__(1024) unsigned char raw[];
     // Tiles 1024-byte aligned (the swizzle atom), the barriers after them.
@@ -153,86 +303,182 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
     __shared__ __align__(8) uint64_t full[STAGES];
     __shared__ __align__(8) uint64_t empty[STAGES];
+#if SPLIT > 1
+    // Every peer's partial tile is in place / every peer has read this block's.
+    __shared__ __align__(8) uint64_t partials_ready;
+    __shared__ __align__(8) uint64_t partials_read;
+    float* partial = reinterpret_cast<float*>(tiles + STAGES * STAGE_BYTES);
+#endif
 
     const int warpgroup = threadIdx.x / 128;
-    const int m0 = blockIdx.y * BM;
-    const int n0 = blockIdx.x * BN;
-    const int k_tiles = (k + BK - 1) / BK;
+    const int tiles_m = (m + BM - 1) / BM;
+    const int tiles_n = (n + BN - 1) / BN;
+    const int k_tiles = (k + KSTEP - 1) / KSTEP;
+    const int units = tiles_m * tiles_n * SPLIT;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(&full[s], 1);
             mbarrier_init(&empty[s], CONSUMERS);
         }
+#if SPLIT > 1
+        mbarrier_init(&partials_ready, SPLIT);
+        mbarrier_init(&partials_read, SPLIT);
+#endif
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+#if SPLIT > 1
+    // Peers arrive on this block's barriers: all of them are initialised first.
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
     __syncthreads();
+#endif
 
     if (warpgroup == 0) {
         // The producer: fewer registers, one thread issuing every copy.
+#if CONSUMERS == 2
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+#endif
         if (threadIdx.x == 0) {
-            for (int t = 0; t < k_tiles; ++t) {
-                const int s = t % STAGES;
-                if (t >= STAGES) mbarrier_wait(&empty[s], ((t / STAGES) - 1) & 1);
-                unsigned char* stage = tiles + s * STAGE_BYTES;
-                mbarrier_expect_bytes(&full[s], STAGE_BYTES);
-                tma_load(stage, &map_a, t * BK, m0, &full[s]);
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+            int it = 0;  // k-steps issued so far, over every unit of this block
+            for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+                const Unit u = unit_at(unit, tiles_m, tiles_n, k_tiles);
+                for (int t = u.kt_begin; t < u.kt_end; ++t, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) mbarrier_wait(&empty[s], ((it / STAGES) - 1) & 1);
+                    unsigned char* stage = tiles + s * STAGE_BYTES;
+                    mbarrier_expect_bytes(&full[s], STAGE_BYTES);
+                    tma_load(stage, &map_a, t * KSTEP, u.m0, &full[s]);
 #pragma unroll
-                for (int j = 0; j < BN / 64; ++j) {
-                    tma_load(stage + A_STAGE_BYTES + j * B_BOX_BYTES, &map_b, n0 + j * 64, t * BK, &full[s]);
+                    for (int j = 0; j < BN / 64; ++j) {
+                        tma_load(stage + A_STAGE_BYTES + j * B_BOX_BYTES, &map_b, u.n0 + j * 64, t * KSTEP, &full[s]);
+                    }
                 }
             }
         }
     } else {
+#if CONSUMERS == 2
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const int consumer = warpgroup - 1;
-        float d[BN / 2];
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-        for (int t = 0; t < k_tiles; ++t) {
-            const int s = t % STAGES;
-            mbarrier_wait(&full[s], (t / STAGES) & 1);
-            const uint32_t a_base = smem_address(tiles + s * STAGE_BYTES) + consumer * 64 * BK * 2;
-            const uint32_t b_base = smem_address(tiles + s * STAGE_BYTES + A_STAGE_BYTES);
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
-                // A: K-major, 128-byte rows, 8-row groups 1024 bytes apart; a k16 step
-                // is 32 bytes along the row. B: N-major, 64-wide boxes 8192 bytes apart
-                // (the leading offset), 8-row K groups 1024 bytes apart; a k16 step is
-                // 16 rows of 128 bytes.
-                const uint64_t desc_a = descriptor(a_base + kk * 32, 16, 1024);
-                const uint64_t desc_b = descriptor(b_base + kk * 16 * 128, B_BOX_BYTES, 1024);
-#if BN == 256
-                wgmma_m64n256k16(d, desc_a, desc_b);
-#else
-                wgmma_m64n128k16(d, desc_a, desc_b);
 #endif
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            // This consumer is done with the stage: one arrival per warpgroup.
-            if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[s]);
-        }
-        // Epilogue: each warp holds 16 rows; per 8-column block a thread has rows
-        // lane / 4 and lane / 4 + 8, columns 2 * (lane % 4) and the next.
+        const int consumer = warpgroup - 1;
         const int lane = threadIdx.x % 32;
         const int warp = (threadIdx.x % 128) / 32;
-        const int row = m0 + consumer * 64 + warp * 16 + lane / 4;
+        int it = 0;
+        int round = 0;  // units done by this block: the phase of its split-K barriers
+        for (int unit = blockIdx.x; unit < units; unit += gridDim.x, ++round) {
+            const Unit u = unit_at(unit, tiles_m, tiles_n, k_tiles);
+            float d[BN / 2];
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int col = n0 + j * 8 + 2 * (lane % 4);
-            if (col < n) {
-                if (row < m) {
-                    *reinterpret_cast<__nv_bfloat162*>(c + static_cast<size_t>(row) * n + col) =
-                        __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
+            for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+            int previous = -1;  // the stage whose wgmmas may still be reading it
+            for (int t = u.kt_begin; t < u.kt_end; ++t, ++it) {
+                const int s = it % STAGES;
+                mbarrier_wait(&full[s], (it / STAGES) & 1);
+                const uint32_t a_base = smem_address(tiles + s * STAGE_BYTES) + consumer * 64 * KSTEP * 2;
+                const uint32_t b_base = smem_address(tiles + s * STAGE_BYTES + A_STAGE_BYTES);
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < KSTEP / 16; ++kk) {
+                    // A: K-major, 128-byte rows, 8-row groups 1024 bytes apart; a k16
+                    // step is 32 bytes along the row. B: N-major, 64-wide boxes 8192
+                    // bytes apart (the leading offset), 8-row K groups 1024 bytes apart;
+                    // a k16 step is 16 rows of 128 bytes.
+                    const uint64_t desc_a = descriptor(a_base + kk * 32, 16, 1024);
+                    const uint64_t desc_b = descriptor(b_base + kk * 16 * 128, B_BOX_BYTES, 1024);
+#if BN == 256
+                    wgmma_m64n256k16(d, desc_a, desc_b);
+#else
+                    wgmma_m64n128k16(d, desc_a, desc_b);
+#endif
                 }
-                if (row + 8 < m) {
-                    *reinterpret_cast<__nv_bfloat162*>(c + static_cast<size_t>(row + 8) * n + col) =
-                        __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                // The previous k-step's wgmmas are done: its stage goes back to the
+                // producer (one arrival per consumer warpgroup) while this one runs.
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+                previous = s;
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+
+            // Epilogue: each warp holds 16 rows; per 8-column block a thread has rows
+            // lane / 4 and lane / 4 + 8, columns 2 * (lane % 4) and the next.
+#if SPLIT == 1
+            // Four 8-column blocks at a time, transposed within each quad of lanes so
+            // that a lane stores 8 consecutive columns (16 bytes) of its two rows.
+            const int row = u.m0 + consumer * 64 + warp * 16 + lane / 4;
+            const int q = lane % 4;
+#pragma unroll
+            for (int j0 = 0; j0 < BN / 8; j0 += 4) {
+                uint32_t top[4], bottom[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    top[i] = pack_bf16(d[4 * (j0 + i)], d[4 * (j0 + i) + 1]);
+                    bottom[i] = pack_bf16(d[4 * (j0 + i) + 2], d[4 * (j0 + i) + 3]);
+                }
+                quad_transpose(top, q);
+                quad_transpose(bottom, q);
+                const int col = u.n0 + (j0 + q) * 8;
+                if (col < n) {
+                    if (row < m) {
+                        *reinterpret_cast<uint4*>(c + static_cast<size_t>(row) * n + col) =
+                            make_uint4(top[0], top[1], top[2], top[3]);
+                    }
+                    if (row + 8 < m) {
+                        *reinterpret_cast<uint4*>(c + static_cast<size_t>(row + 8) * n + col) =
+                            make_uint4(bottom[0], bottom[1], bottom[2], bottom[3]);
+                    }
                 }
             }
+#else
+            // Split-K: this block's partial tile into its shared memory, then to
+            // every peer (and itself) that it is there.
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const int col = j * 8 + 2 * (lane % 4);
+                const int r = warp * 16 + lane / 4;
+                *reinterpret_cast<float2*>(partial + r * PARTIAL_STRIDE + col) = make_float2(d[4 * j], d[4 * j + 1]);
+                *reinterpret_cast<float2*>(partial + (r + 8) * PARTIAL_STRIDE + col) =
+                    make_float2(d[4 * j + 2], d[4 * j + 3]);
+            }
+            asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+            consumers_sync();
+            const uint32_t rank = cluster_rank();
+            if (threadIdx.x == 128) {
+                for (uint32_t peer = 0; peer < SPLIT; ++peer) mbarrier_arrive_cluster(&partials_ready, peer);
+            }
+            mbarrier_wait_cluster(&partials_ready, round & 1);
+            // Rows rank, rank + SPLIT, ... of the tile: the sum of every peer's.
+            const int rows = min(BM, m - u.m0);
+            const int cols = min(BN, n - u.n0);
+            const int quads = BN / 4;
+            const uint32_t base = smem_address(partial);
+            for (int i = threadIdx.x - 128; i < ((rows + SPLIT - 1 - (int)rank) / SPLIT) * quads; i += 128) {
+                const int r = (int)rank + (i / quads) * SPLIT;
+                const int col = 4 * (i % quads);
+                if (col >= cols) continue;
+                float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+                for (uint32_t peer = 0; peer < SPLIT; ++peer) {
+                    const float4 v = load_peer(base + (r * PARTIAL_STRIDE + col) * 4, peer);
+                    sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+                }
+                __nv_bfloat162* out = reinterpret_cast<__nv_bfloat162*>(c + static_cast<size_t>(u.m0 + r) * n + u.n0 + col);
+                out[0] = __floats2bfloat162_rn(sum.x, sum.y);
+                out[1] = __floats2bfloat162_rn(sum.z, sum.w);
+            }
+            // Every peer has read this block's partial before it is rewritten (next
+            // unit) or the block exits.
+            consumers_sync();
+            if (threadIdx.x == 128) {
+                for (uint32_t peer = 0; peer < SPLIT; ++peer) mbarrier_arrive_cluster(&partials_read, peer);
+            }
+            mbarrier_wait_cluster(&partials_read, round & 1);
+#endif
         }
     }
 }
+
+#endif  // sm_90a

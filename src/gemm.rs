@@ -2,8 +2,14 @@
 //! decode (M = 1) to prefill (M = 8k), with a plan per `(N, K)` of real models'
 //! projections: Llama-3-8B's q/o (4096 x 4096), gate/up (14336 x 4096) and down
 //! (4096 x 14336), and Llama-3-70B's q/o (8192 x 8192). `algo = 0` is the
-//! tensor-core kernel (tile shape, pipeline depth, warps, split-K), `algo = 1` the
-//! CUDA-core kernel for a few rows of A. cuBLAS is the fallback: it owns every range
+//! `mma.sync` tensor-core kernel (tile shape, pipeline depth, warps, split-K),
+//! `algo = 1` the CUDA-core kernel for a few rows of A, `algo = 2` the Hopper kernel
+//! (TMA, `wgmma`, warp-specialised and persistent, split-K over thread-block
+//! clusters: [`hopper`]; compute capability 9.0 only, where the build compiles the
+//! sweep and bakes the plan's images for sm_90a). For `algo = 2`, `warps` counts the
+//! MMA warps (4 per consumer warpgroup of 64 rows, so `bm = 16 * warps`) and `bk`
+//! is unused (a stage is 64 deep in K), which makes the Hopper point with the
+//! default's tile a neighbour of the default for the local search. cuBLAS is the fallback: it owns every range
 //! where no variant of ours beats it by the margin, so dispatch never loses to what
 //! a user would call instead. Another `(N, K)` uses the plan of the nearest tuned
 //! one (`Gemm::shape_rule` says which).
@@ -17,6 +23,11 @@ use autotune_runtime::cudarc::cublas::{
 use autotune_runtime::cudarc::driver::sys::CUfunction_attribute;
 use autotune_runtime::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use autotune_runtime::prelude::*;
+
+// A child module, so that the build script (which includes this file alone) has it.
+#[path = "gemm_hopper.rs"]
+pub mod hopper;
+use hopper as gemm_hopper;
 
 /// The `f32`s of workspace a call of shape `m x n` needs with any variant: the
 /// split-K accumulator and one counter per output tile (tiles are at least 1 x 64).
@@ -37,25 +48,29 @@ pub const ALTERNATE_SHAPE: (usize, usize) = (1096, 1048);
 /// multiples of 8.
 #[autotune(
     source = "kernels/gemm.cu",
-    entry = ["gemm_bf16", "gemv_bf16"],
+    entry = ["gemm_bf16", "gemv_bf16", "gemm_bf16_wgmma"],
     key = m,
     sizes = [1, 16, 64, 256, 1k, 4k, 8k],
     shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096), (n = 4096, k = 14336), (n = 8192, k = 8192)],
     vendor = CublasGemm,
     case = GemmCase,
-    algo = [0, 1],
+    algo = [0, 1, 2],
     bm = [1, 4, 16, 64, 128],
     bn = [64, 128, 256],
     bk = 32,
-    stages = [3, 4],
+    stages = [3, 4, 5, 6],
     warps = [4, 8],
-    split = [1, 4, 16],
-    where = "(algo == 0 && bm >= 16
+    split = [1, 2, 4, 16],
+    where = "(algo == 0 && bm >= 16 && stages <= 4 && split != 2
               && ((bm < 64 && bn % (16 * warps) == 0 && (bm / 16) * (bn / warps / 8) <= 32)
                   || (bm >= 64 && bn % (8 * warps) == 0 && (bm / 32) * (bn * 2 / warps / 8) <= 32))
               && stages * (bm * (bk + 8) + bk * (bn + 8)) * 2 <= 200000
               && (split == 1 || bm <= 64))
-             || (algo == 1 && bm <= 16 && bn >= 128 && bk == 32 && stages == 3)",
+             || (algo == 1 && bm <= 16 && bn >= 128 && bk == 32 && stages == 3 && split != 2)
+             || (algo == 2 && (bm == 64 || bm == 128) && warps * 16 == bm && bn >= 128
+                 && ((split == 1 && stages * (bm * 64 + 64 * bn) * 2 + 1024 <= 232448)
+                     || (bm == 64 && split <= 4
+                         && stages * (bm * 64 + 64 * bn) * 2 + bm * (bn + 8) * 4 + 1024 <= 232448)))",
     default = (algo = 0, bm = 128, bn = 128, bk = 32, stages = 3, warps = 8, split = 1),
 )]
 #[allow(clippy::too_many_arguments)]
@@ -85,6 +100,18 @@ pub fn gemm(
         },
     )?;
     let p = variant.params();
+    if p.algo == 2 {
+        let function = variant.functions().get(2).ok_or_else(|| {
+            KernelError::Arguments("no entry gemm_bf16_wgmma for algo 2".to_string())
+        })?;
+        let point = gemm_hopper::HopperParams {
+            bm: p.bm,
+            bn: p.bn,
+            stages: p.stages,
+            split: p.split,
+        };
+        return gemm_hopper::launch(stream, function, &point, a, b, c, m, n, k);
+    }
     let (bm, bn) = (p.bm as usize, p.bn as usize);
     let tiles = m.div_ceil(bm) * n.div_ceil(bn);
     KernelError::check(p.split == 1 || workspace.len() >= m * n + tiles, || {

@@ -1,20 +1,16 @@
-//! The Hopper GEMM (`kernels/gemm_hopper.cu`): TMA loads with 128-byte swizzle,
-//! `wgmma.mma_async` from shared memory, a producer warpgroup feeding one or two
-//! consumer warpgroups through an mbarrier ring; sm_90a only. This module launches a
-//! compiled point of it: the two tensor maps built on the host (no allocation, no
-//! synchronisation, so a launch can be captured in a CUDA graph), the dynamic shared
-//! memory raised, the grid.
-//!
-//! It is not yet part of the GEMM's tuned space: it joins it once it has run on an
-//! H200 (issue 11). Until then `tests/hopper_gemm.rs` compiles every point for sm_90a,
-//! checks ptxas (no spills) and the SASS (HGMMA, UTMALDG), and on a Hopper GPU checks
-//! each point against cuBLAS on square, decode and ragged shapes.
+//! The GEMM's `algo = 2` (`kernels/gemm_hopper.cu`, compiled through
+//! `kernels/gemm.cu`): TMA loads with 128-byte swizzle, `wgmma.mma_async` from
+//! shared memory, a producer warpgroup feeding one or two consumer warpgroups
+//! through an mbarrier ring, persistent over output tiles, split-K across the blocks
+//! of a thread-block cluster; sm_90a only. This module launches a compiled point of
+//! it: the two tensor maps built on the host (no allocation, no synchronisation, so
+//! a launch can be captured in a CUDA graph), the dynamic shared memory raised, the
+//! grid sized to the blocks that fit at once.
 
 use std::ffi::c_void;
 
-use autotune_runtime::KernelError;
 use autotune_runtime::cudarc::driver::sys::{
-    self, CUfunction_attribute, CUresult, CUtensorMap, CUtensorMapDataType,
+    self, CUdevice_attribute, CUfunction_attribute, CUresult, CUtensorMap, CUtensorMapDataType,
     CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
 use autotune_runtime::cudarc::driver::{
@@ -22,72 +18,91 @@ use autotune_runtime::cudarc::driver::{
     PushKernelArg,
 };
 use autotune_runtime::half::bf16;
+use autotune_runtime::{Kernel, KernelError};
 
-/// The CUDA source, relative to the crate root.
-pub const SOURCE: &str = "kernels/gemm_hopper.cu";
-/// Its entry point.
+use super::Gemm;
+
+/// The CUDA source the GEMM compiles (it includes the Hopper kernel's own file).
+pub const SOURCE: &str = "kernels/gemm.cu";
+/// The Hopper kernel's entry point in it.
 pub const ENTRY: &str = "gemm_bf16_wgmma";
 /// The architecture it needs (wgmma and setmaxnreg are sm_90a instructions).
 pub const ARCH: &str = "sm_90a";
+/// The compute capability whose machine code that is.
+const COMPUTE_CAPABILITY: (i32, i32) = (9, 0);
 
-/// A point of the kernel's space: the tile width, the pipeline depth, the consumer
-/// warpgroups (the tile is `64 * consumers` rows).
+/// The parameters of an `algo = 2` point of the GEMM: the row tile (64 or 128: one
+/// or two consumer warpgroups), the column tile, the pipeline depth, the blocks of a
+/// cluster that split K.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HopperParams {
+    pub bm: u32,
     pub bn: u32,
     pub stages: u32,
-    pub consumers: u32,
+    pub split: u32,
 }
 
-/// The most dynamic shared memory a block may have on Hopper.
-const MAX_SHARED_BYTES: u32 = 227 * 1024;
-
 impl HopperParams {
-    /// Every point whose ring fits in shared memory.
-    pub fn all() -> Vec<Self> {
-        let mut points = Vec::new();
-        for bn in [128, 256] {
-            for stages in [3, 4, 5] {
-                for consumers in [1, 2] {
-                    let point = Self {
-                        bn,
-                        stages,
-                        consumers,
-                    };
-                    if point.shared_bytes() <= MAX_SHARED_BYTES {
-                        points.push(point);
-                    }
-                }
-            }
-        }
-        points
-    }
-
-    /// Rows of the output tile.
-    pub fn bm(&self) -> u32 {
-        64 * self.consumers
+    /// The `algo = 2` points of the GEMM's space, in its order, each with all of the
+    /// GEMM's parameter values (`-D` defines for compiling it alone).
+    pub fn all() -> Vec<(Self, Vec<String>)> {
+        let spec = &<Gemm as Kernel>::SPEC;
+        let index = |name: &str| spec.params.iter().position(|p| *p == name);
+        let (Some(algo), Some(bm), Some(bn), Some(stages), Some(split)) = (
+            index("algo"),
+            index("bm"),
+            index("bn"),
+            index("stages"),
+            index("split"),
+        ) else {
+            return Vec::new();
+        };
+        spec.points
+            .iter()
+            .filter(|point| point[algo] == 2)
+            .map(|point| {
+                let defines = spec
+                    .params
+                    .iter()
+                    .zip(point.iter())
+                    .map(|(name, value)| format!("-D{}={value}", name.to_uppercase()))
+                    .collect();
+                let params = Self {
+                    bm: point[bm],
+                    bn: point[bn],
+                    stages: point[stages],
+                    split: point[split],
+                };
+                (params, defines)
+            })
+            .collect()
     }
 
     /// Dynamic shared memory: the ring (an A tile of `bm x 64` and a B tile of
-    /// `64 x bn`, bf16, per stage) and 1024 bytes to align it to the swizzle atom.
+    /// `64 x bn`, bf16, per stage) and the f32 partial tile of split-K (rows padded
+    /// by 8 floats). The 1024 bytes that align the ring to the swizzle atom are the
+    /// kernel's static shared memory (`extern __shared__ __align__(1024)` puts the
+    /// dynamic part after a 1024-byte static one), so the two together stay within
+    /// the 227 KiB a block may have; the space's constraint counts them.
     pub fn shared_bytes(&self) -> u32 {
-        self.stages * (self.bm() * 64 + 64 * self.bn) * 2 + 1024
+        let partial = if self.split > 1 {
+            self.bm * (self.bn + 8) * 4
+        } else {
+            0
+        };
+        self.stages * (self.bm * 64 + 64 * self.bn) * 2 + partial
     }
 
-    /// `-DBN=256 -DSTAGES=4 -DCONSUMERS=2`.
-    pub fn defines(&self) -> Vec<String> {
-        vec![
-            format!("-DBN={}", self.bn),
-            format!("-DSTAGES={}", self.stages),
-            format!("-DCONSUMERS={}", self.consumers),
-        ]
+    /// Threads per block: a producer warpgroup and `bm / 64` consumers.
+    pub fn threads(&self) -> u32 {
+        128 * (self.bm / 64 + 1)
     }
 
-    /// `bn=256,stages=4,consumers=2`.
+    /// `bm=128,bn=256,stages=4,split=1`.
     pub fn name(&self) -> String {
         format!(
-            "bn={},stages={},consumers={}",
-            self.bn, self.stages, self.consumers
+            "bm={},bn={},stages={},split={}",
+            self.bm, self.bn, self.stages, self.split
         )
     }
 }
@@ -134,8 +149,10 @@ fn tensor_map(address: u64, rows: u64, cols: u64, box_rows: u32) -> Result<Tenso
     Ok(TensorMap(unsafe { map.assume_init() }))
 }
 
-/// `c[m x n] = a[m x k] · b[k x n]` (row-major bf16) with `function`, a point of
-/// [`SOURCE`] compiled with `params`' defines for [`ARCH`].
+/// `c[m x n] = a[m x k] · b[k x n]` (row-major bf16) with `function`, the
+/// [`ENTRY`] of a point of [`SOURCE`] compiled with `params` for [`ARCH`]. Refuses
+/// (before launching) on a GPU of another compute capability, where the image's
+/// entry would be the trapping stub of the portable architectures.
 #[allow(clippy::too_many_arguments)]
 pub fn launch(
     stream: &CudaStream,
@@ -155,6 +172,17 @@ pub fn launch(
         a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
         || format!("a, b or c is smaller than {m}x{k}, {k}x{n}, {m}x{n}"),
     )?;
+    let ctx = stream.context();
+    let capability = (
+        ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+        ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+    );
+    KernelError::check(capability == COMPUTE_CAPABILITY, || {
+        format!(
+            "the Hopper GEMM (algo 2) needs compute capability 9.0 (sm_90a), not {}.{}",
+            capability.0, capability.1
+        )
+    })?;
     let dims = (i32::try_from(m), i32::try_from(n), i32::try_from(k));
     let (Ok(mi), Ok(ni), Ok(ki)) = dims else {
         return Err(KernelError::Arguments(format!(
@@ -164,25 +192,41 @@ pub fn launch(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    // The maps hold a's and b's addresses: their guards (cudarc's ordering against
-    // other streams) live until the launch is queued, as a launch argument's would.
-    let (a_ptr, read_a) = a.device_ptr(stream);
-    let (b_ptr, read_b) = b.device_ptr(stream);
-    let map_a = tensor_map(a_ptr, m as u64, k as u64, params.bm())?;
-    let map_b = tensor_map(b_ptr, k as u64, n as u64, 64)?;
+    let shared = params.shared_bytes();
     function.set_attribute(
         CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        params.shared_bytes() as i32,
+        shared as i32,
     )?;
-    let grid = (
-        n.div_ceil(params.bn as usize) as u32,
-        m.div_ceil(params.bm() as usize) as u32,
-        1,
-    );
+    let units =
+        m.div_ceil(params.bm as usize) * n.div_ceil(params.bn as usize) * params.split as usize;
+    // Persistent: as many blocks as fit at once, each walking the units; split-K
+    // clusters are launched one per tile instead (a cluster needs its blocks in one
+    // GPC, so fewer fit than the multiprocessors would say).
+    let grid = if params.split > 1 {
+        units
+    } else {
+        let multiprocessors =
+            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let per_multiprocessor = function.occupancy_max_active_blocks_per_multiprocessor(
+            params.threads(),
+            shared as usize,
+            None,
+        )?;
+        units.min(multiprocessors.max(1) as usize * per_multiprocessor.max(1) as usize)
+    };
+    let Ok(grid) = u32::try_from(grid) else {
+        return Err(KernelError::Arguments(format!(
+            "{m}x{n}x{k} needs more blocks than a launch has"
+        )));
+    };
+    let (a_ptr, read_a) = a.device_ptr(stream);
+    let (b_ptr, read_b) = b.device_ptr(stream);
+    let map_a = tensor_map(a_ptr, m as u64, k as u64, params.bm)?;
+    let map_b = tensor_map(b_ptr, k as u64, n as u64, 64)?;
     let config = LaunchConfig {
-        grid_dim: grid,
-        block_dim: (128 * (params.consumers + 1), 1, 1),
-        shared_mem_bytes: params.shared_bytes(),
+        grid_dim: (grid, 1, 1),
+        block_dim: (params.threads(), 1, 1),
+        shared_mem_bytes: shared,
     };
     let mut launch = stream.launch_builder(function);
     launch
@@ -194,7 +238,9 @@ pub fn launch(
         .arg(&ki);
     // SAFETY: `(CUtensorMap, CUtensorMap, bf16*, int, int, int)` as the kernel
     // declares; the maps cover a and b, whose sizes are checked above, and c holds
-    // m x n.
+    // m x n. The maps hold a's and b's addresses: their guards (cudarc's ordering
+    // against other streams) live until the launch is queued, as a launch
+    // argument's would.
     unsafe { launch.launch(config) }?;
     drop((read_a, read_b));
     Ok(())

@@ -4,7 +4,6 @@
 //! with `--features autotune` and otherwise bakes `kernels/tuning/*.json`.
 
 pub mod gemm;
-pub mod gemm_hopper;
 pub mod references;
 pub mod rmsnorm;
 pub mod samples;
@@ -13,3 +12,6 @@ pub mod topk;
 pub use gemm::{Gemm, GemmParams, gemm};
 pub use rmsnorm::{RmsNorm, RmsNormParams, rms_norm};
 pub use topk::{TopkIndexer, TopkKeepAll, topk_indexer, topk_keep_all};
+
+/// The GEMM's Hopper kernel (`algo = 2`), a module of [`gemm`].
+pub use gemm::hopper as gemm_hopper;

@@ -76,7 +76,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
                 continue;
             }
         };
-        let arch = table.gpu.arch();
+        let arch = table.gpu.arch_specific();
         let shapes: Vec<_> = spec
             .tuned_shapes()
             .into_iter()

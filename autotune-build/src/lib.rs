@@ -273,7 +273,7 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         build.settings.archs.clone()
     };
     if let Some(Ok((gpu, _))) = &gpu {
-        archs.push(gpu.arch());
+        archs.push(gpu.arch_specific());
     }
     let (baked, kernels) = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
     if let Err(reason) = &nvcc {

@@ -158,13 +158,14 @@ impl Tuner<'_> {
             fallback_plan.iter().map(|(_, _, v)| v.clone()).collect();
         fallback_points.sort();
         fallback_points.dedup();
-        // The device's architecture, unless AUTOTUNE_ARCH names one (e.g. sm_90a).
+        // The device's own architecture (sm_90a on an H100 or H200), unless
+        // AUTOTUNE_ARCH names one.
         let arch = self
             .settings
             .archs
             .first()
             .cloned()
-            .unwrap_or_else(|| self.gpu.arch());
+            .unwrap_or_else(|| self.gpu.arch_specific());
         let jobs = compile_jobs(
             spec,
             self.root,

@@ -103,6 +103,17 @@ impl GpuRecord {
             self.compute_capability[0], self.compute_capability[1]
         )
     }
+
+    /// `sm_90a` on compute capability 9.0 (Hopper on), [`arch`](Self::arch)
+    /// before: what a build baking this table adds beside the portable
+    /// architectures (`GpuIdentity::arch_specific` says why).
+    pub fn arch_specific(&self) -> String {
+        if self.compute_capability[0] >= 9 {
+            format!("{}a", self.arch())
+        } else {
+            self.arch()
+        }
+    }
 }
 
 /// What a kernel's measurements depend on besides the GPU: if any of it changes,
