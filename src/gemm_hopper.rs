@@ -245,3 +245,67 @@ pub fn launch(
     drop((read_a, read_b));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The most shared memory a Hopper block may have, static and dynamic together.
+    const BLOCK_SHARED_LIMIT: u32 = 227 * 1024;
+    /// The kernel's static shared memory: the 1024 bytes before the aligned ring
+    /// (`ptxas -v` reports them for every point).
+    const STATIC_SHARED: u32 = 1024;
+
+    #[test]
+    fn the_hopper_points_are_the_gemm_spaces_algo_2() {
+        let points = HopperParams::all();
+        assert_eq!(points.len(), 25);
+        for (point, defines) in &points {
+            assert!([64, 128].contains(&point.bm) && [128, 256].contains(&point.bn));
+            assert!(point.split == 1 || point.bm == 64, "{}", point.name());
+            assert!(defines.contains(&"-DALGO=2".to_string()), "{defines:?}");
+            assert!(
+                defines.contains(&format!("-DBM={}", point.bm)),
+                "{defines:?}"
+            );
+            assert!(
+                defines.contains(&format!("-DSPLIT={}", point.split)),
+                "{defines:?}"
+            );
+        }
+    }
+
+    /// The bug seen on the H200 (session 6): `bm=64,bn=256,stages=4,split=2` asked
+    /// for 232448 dynamic bytes, 1024 of them alignment slack, and the launch failed
+    /// with CUDA_ERROR_INVALID_VALUE once the static 1024 were added.
+    #[test]
+    fn every_point_fits_a_block_with_its_static_shared_memory() {
+        for (point, _) in HopperParams::all() {
+            let total = point.shared_bytes() + STATIC_SHARED;
+            assert!(
+                total <= BLOCK_SHARED_LIMIT,
+                "{}: {total} bytes of shared memory",
+                point.name()
+            );
+        }
+        let largest = HopperParams {
+            bm: 64,
+            bn: 256,
+            stages: 4,
+            split: 2,
+        };
+        assert_eq!(largest.shared_bytes() + STATIC_SHARED, BLOCK_SHARED_LIMIT);
+    }
+
+    #[test]
+    fn threads_are_a_producer_and_a_consumer_per_64_rows() {
+        let point = |bm| HopperParams {
+            bm,
+            bn: 128,
+            stages: 4,
+            split: 1,
+        };
+        assert_eq!(point(64).threads(), 256);
+        assert_eq!(point(128).threads(), 384);
+    }
+}
