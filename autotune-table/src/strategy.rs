@@ -229,28 +229,34 @@ impl Strategy {
 }
 
 /// Points that differ from `points[of]` in one parameter, by one step of that
-/// parameter's values.
+/// parameter's values at this point: the nearest value below and the nearest above
+/// among the points of the space (those the constraint keeps). A value the
+/// constraint excludes here is stepped over: where `algo = 1` has no point with this
+/// tile, `algo = 0 -> 2` is one step (a search from the default could otherwise not
+/// reach a kernel two values away).
 pub fn neighbours(points: &[Vec<u32>], of: usize) -> Vec<usize> {
-    let dims = points.first().map_or(0, Vec::len);
-    let values: Vec<Vec<u32>> = (0..dims)
-        .map(|d| {
-            let mut v: Vec<u32> = points.iter().map(|p| p[d]).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        })
-        .collect();
     let here = &points[of];
-    let step = |d: usize, a: u32, b: u32| {
-        let (ia, ib) = (values[d].binary_search(&a), values[d].binary_search(&b));
-        matches!((ia, ib), (Ok(x), Ok(y)) if x.abs_diff(y) == 1)
-    };
-    (0..points.len())
-        .filter(|&j| {
-            let differing: Vec<usize> = (0..dims).filter(|&d| points[j][d] != here[d]).collect();
-            differing.len() == 1 && step(differing[0], points[j][differing[0]], here[differing[0]])
-        })
-        .collect()
+    let mut nearest: Vec<(Option<usize>, Option<usize>)> = vec![(None, None); here.len()];
+    for (j, point) in points.iter().enumerate() {
+        let mut differing = (0..here.len()).filter(|&d| point[d] != here[d]);
+        let (Some(d), None) = (differing.next(), differing.next()) else {
+            continue;
+        };
+        let (below, above) = &mut nearest[d];
+        if point[d] < here[d] {
+            if below.is_none_or(|b| points[b][d] < point[d]) {
+                *below = Some(j);
+            }
+        } else if above.is_none_or(|a| points[a][d] > point[d]) {
+            *above = Some(j);
+        }
+    }
+    let mut found: Vec<usize> = nearest
+        .into_iter()
+        .flat_map(|(below, above)| below.into_iter().chain(above))
+        .collect();
+    found.sort_unstable();
+    found
 }
 
 #[cfg(test)]
@@ -284,6 +290,21 @@ mod tests {
             .collect();
         found.sort();
         assert_eq!(found, [vec![2, 3], vec![4, 2], vec![4, 4], vec![8, 3]]);
+    }
+
+    #[test]
+    fn a_value_the_constraint_excludes_here_is_stepped_over() {
+        // No (8, 3): from (4, 3) the next value of the first parameter is 16. Seen on
+        // the GEMM, whose `algo = 1` has no point with the default's tile, so that the
+        // search never stepped from `algo = 0` to the Hopper kernel's `algo = 2`.
+        let points: Vec<Vec<u32>> = grid().into_iter().filter(|p| *p != [8, 3]).collect();
+        let of = points.iter().position(|p| *p == [4, 3]).unwrap();
+        let mut found: Vec<Vec<u32>> = neighbours(&points, of)
+            .into_iter()
+            .map(|i| points[i].clone())
+            .collect();
+        found.sort();
+        assert_eq!(found, [vec![2, 3], vec![4, 2], vec![4, 4], vec![16, 3]]);
     }
 
     #[test]
