@@ -40,7 +40,7 @@ fn report_and_compare_read_the_committed_table() {
         "n=8192,k=8192",
     ] {
         assert!(
-            report.contains(&format!("gemm@{shape}: key `m`, 113 variants")),
+            report.contains(&format!("gemm@{shape}: key `m`, 138 variants")),
             "{shape}: {report}"
         );
     }
