@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds bench/h200/probe/hopper_probe.cu once per point into target/probe/ (nvcc and
 # cuBLAS from the environment: CUDA_HOME, or the PyPI wheels' folders).
-#   bench/h200/probe/build.sh "BN=256 STAGES=4 CONSUMERS=2 SPLIT=1" ...
+#   bench/h200/probe/build.sh "BN=256 STAGES=4 BM=128 SPLIT=1" ...
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=target/probe && mkdir -p "$out"
