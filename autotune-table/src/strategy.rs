@@ -280,16 +280,23 @@ mod tests {
         10.0 + a * a + b * b
     }
 
-    #[test]
-    fn neighbours_are_one_step_in_one_parameter() {
-        let points = grid();
-        let of = points.iter().position(|p| *p == [4, 3]).unwrap();
-        let mut found: Vec<Vec<u32>> = neighbours(&points, of)
+    /// The neighbours of `of` among `points`, as points, sorted.
+    fn neighbours_of(points: &[Vec<u32>], of: [u32; 2]) -> Vec<Vec<u32>> {
+        let at = points.iter().position(|p| *p == of).unwrap();
+        let mut found: Vec<Vec<u32>> = neighbours(points, at)
             .into_iter()
             .map(|i| points[i].clone())
             .collect();
         found.sort();
-        assert_eq!(found, [vec![2, 3], vec![4, 2], vec![4, 4], vec![8, 3]]);
+        found
+    }
+
+    #[test]
+    fn neighbours_are_one_step_in_one_parameter() {
+        assert_eq!(
+            neighbours_of(&grid(), [4, 3]),
+            [vec![2, 3], vec![4, 2], vec![4, 4], vec![8, 3]]
+        );
     }
 
     #[test]
@@ -298,13 +305,10 @@ mod tests {
         // the GEMM, whose `algo = 1` has no point with the default's tile, so that the
         // search never stepped from `algo = 0` to the Hopper kernel's `algo = 2`.
         let points: Vec<Vec<u32>> = grid().into_iter().filter(|p| *p != [8, 3]).collect();
-        let of = points.iter().position(|p| *p == [4, 3]).unwrap();
-        let mut found: Vec<Vec<u32>> = neighbours(&points, of)
-            .into_iter()
-            .map(|i| points[i].clone())
-            .collect();
-        found.sort();
-        assert_eq!(found, [vec![2, 3], vec![4, 2], vec![4, 4], vec![16, 3]]);
+        assert_eq!(
+            neighbours_of(&points, [4, 3]),
+            [vec![2, 3], vec![4, 2], vec![4, 4], vec![16, 3]]
+        );
     }
 
     #[test]

@@ -132,12 +132,14 @@ int main(int argc, char** argv) {
             }
         }
         const double rel = worst / std::max(scale, 1e-30);
-        auto time = [&](auto f) {
+        // The median of `reps` launches of launch(i) (after 3 warm-ups), each timed
+        // alone by events; flushed: a 256 MiB memset before each.
+        auto median_of = [&](auto launch, bool flushed) {
             std::vector<float> t;
             for (int i = 0; i < reps + 3; ++i) {
-                cudaMemsetAsync(flush, i, flush_bytes);
+                if (flushed) cudaMemsetAsync(flush, i, flush_bytes);
                 cudaEventRecord(e0);
-                f();
+                launch(i);
                 cudaEventRecord(e1);
                 cudaEventSynchronize(e1);
                 float ms;
@@ -147,20 +149,8 @@ int main(int argc, char** argv) {
             std::sort(t.begin(), t.end());
             return t[t.size() / 2];
         };
-        auto time_rotated = [&](auto f) {
-            std::vector<float> t;
-            for (int i = 0; i < reps + 3; ++i) {
-                cudaEventRecord(e0);
-                f(i % copies);
-                cudaEventRecord(e1);
-                cudaEventSynchronize(e1);
-                float ms;
-                cudaEventElapsedTime(&ms, e0, e1);
-                if (i >= 3) t.push_back(ms);
-            }
-            std::sort(t.begin(), t.end());
-            return t[t.size() / 2];
-        };
+        auto time = [&](auto f) { return median_of([&](int) { f(); }, true); };
+        auto time_rotated = [&](auto f) { return median_of([&](int i) { f(i % copies); }, false); };
         float ro = 1e9, rc = 1e9;
         for (int r = 0; r < 3; ++r) {
             ro = std::min(ro, time_rotated(ours_at));
