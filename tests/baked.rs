@@ -132,7 +132,9 @@ fn cuobjdump() -> Option<std::path::PathBuf> {
 
 /// A build on a machine without a GPU bakes machine code for every default
 /// architecture that this nvcc has (sm_80 ... sm_120 with CUDA 13), plus PTX, so
-/// that a GPU nobody tuned for loads the module and runs the defaults.
+/// that a GPU nobody tuned for loads the module and runs the defaults; and sm_90a,
+/// the committed H200 table's own arch-specific target, whose code is the Hopper
+/// GEMM's HGMMA path wherever a plan picks it (read with `nvdisasm`, if present).
 #[test]
 fn baked_images_carry_every_default_architecture() {
     let Some(cuobjdump) = cuobjdump() else {
@@ -143,6 +145,10 @@ fn baked_images_carry_every_default_architecture() {
         skip::skipped("no cuobjdump on PATH");
         return;
     };
+    let sass_readable = toolkit::tools_dir(&["cuobjdump", "nvdisasm"]).is_some();
+    if !sass_readable {
+        skip::skipped("no nvdisasm beside cuobjdump: the Hopper GEMM's SASS is not read");
+    }
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("baked-archs");
     std::fs::create_dir_all(&dir).unwrap();
     for (baked, name) in [
@@ -179,7 +185,11 @@ fn baked_images_carry_every_default_architecture() {
                 String::from_utf8_lossy(&out.stdout).into_owned()
             };
             let elves = listed("--list-elf");
-            for arch in ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"] {
+            // The portable architectures, and the H200 table's own with its
+            // arch-specific features (what the driver runs there).
+            for arch in [
+                "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120",
+            ] {
                 assert!(
                     elves.contains(&format!(".{arch}.")),
                     "{name} {}: no {arch} machine code in\n{elves}",
@@ -192,6 +202,15 @@ fn baked_images_carry_every_default_architecture() {
                 "{name} {}: PTX of the lowest arch:\n{ptx}",
                 image.name
             );
+            // A plan's Hopper GEMM runs wgmma from its sm_90a code, not mma.sync.
+            if image.name.starts_with("algo=2,") && sass_readable {
+                let sass = listed("-sass");
+                assert!(
+                    sass.contains("HGMMA.64x") && sass.contains("UTMALDG"),
+                    "{name} {}: no HGMMA or TMA load in the SASS",
+                    image.name
+                );
+            }
         }
     }
 }
