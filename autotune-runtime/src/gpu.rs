@@ -27,25 +27,13 @@ impl GpuIdentity {
 
     /// `sm_90`.
     pub fn arch(&self) -> String {
-        format!(
-            "sm_{}{}",
-            self.compute_capability.0, self.compute_capability.1
-        )
+        autotune_spec::names::arch(self.compute_capability)
     }
 
-    /// The architecture with this GPU's own features (`sm_90a` on compute
-    /// capability 9.0: `wgmma`, `setmaxnreg`), from Hopper on; [`arch`](Self::arch)
-    /// before it. Machine code for it runs on exactly this compute capability, so it
-    /// is what a sweep on this GPU compiles, and what a build baking this GPU's table
-    /// adds beside the portable architectures. The driver runs it in preference to
-    /// plain `sm_90` code from the same image (measured on an H200 with both orders
-    /// in the fatbin: `bench/h200/probe/fatbin_choice.cu`).
+    /// `sm_90a` on compute capability 9.0, [`arch`](Self::arch) before Hopper: what
+    /// a sweep on this GPU compiles ([`autotune_spec::names::arch_specific`]).
     pub fn arch_specific(&self) -> String {
-        if self.compute_capability.0 >= 9 {
-            format!("{}a", self.arch())
-        } else {
-            self.arch()
-        }
+        autotune_spec::names::arch_specific(self.compute_capability)
     }
 }
 
@@ -88,24 +76,4 @@ pub enum NoGpu {
     NoDevice { ordinal: usize, count: u32 },
     #[error("the CUDA driver failed: {0}")]
     Driver(DriverError),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn gpu(major: u32, minor: u32) -> GpuIdentity {
-        GpuIdentity {
-            name: "test".into(),
-            compute_capability: (major, minor),
-            sm_count: 1,
-        }
-    }
-
-    #[test]
-    fn arch_specific_targets_from_hopper_on() {
-        assert_eq!(gpu(8, 6).arch_specific(), "sm_86");
-        assert_eq!(gpu(9, 0).arch_specific(), "sm_90a");
-        assert_eq!(gpu(10, 0).arch_specific(), "sm_100a");
-    }
 }

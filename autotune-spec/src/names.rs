@@ -116,9 +116,37 @@ pub fn gpu_slug(gpu_name: &str) -> String {
     slug.trim_end_matches('-').to_string()
 }
 
+/// `sm_90` for compute capability 9.0: the architecture nvcc names.
+pub fn arch(compute_capability: (u32, u32)) -> String {
+    format!("sm_{}{}", compute_capability.0, compute_capability.1)
+}
+
+/// `sm_90a` for compute capability 9.0: the architecture with that GPU's own
+/// features (`wgmma`, `setmaxnreg` on Hopper), from Hopper on; [`arch`] before. Its
+/// machine code runs on exactly that compute capability, so it is what a sweep on
+/// such a GPU compiles and what a build baking its table adds beside the portable
+/// architectures (the driver runs it in preference to plain `sm_90` code in the same
+/// image: measured on an H200, `bench/h200/probe/fatbin_choice.cu`).
+pub fn arch_specific(compute_capability: (u32, u32)) -> String {
+    let arch = arch(compute_capability);
+    if compute_capability.0 >= 9 {
+        format!("{arch}a")
+    } else {
+        arch
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arch_specific_targets_from_hopper_on() {
+        assert_eq!(arch((9, 0)), "sm_90");
+        assert_eq!(arch_specific((8, 6)), "sm_86");
+        assert_eq!(arch_specific((9, 0)), "sm_90a");
+        assert_eq!(arch_specific((10, 0)), "sm_100a");
+    }
 
     #[test]
     fn shape_entries_and_file_fragments() {

@@ -98,21 +98,18 @@ impl GpuRecord {
     }
 
     pub fn arch(&self) -> String {
-        format!(
-            "sm_{}{}",
-            self.compute_capability[0], self.compute_capability[1]
-        )
+        autotune_spec::names::arch(self.capability())
     }
 
-    /// `sm_90a` on compute capability 9.0 (Hopper on), [`arch`](Self::arch)
-    /// before: what a build baking this table adds beside the portable
-    /// architectures (`GpuIdentity::arch_specific` says why).
+    /// `sm_90a` on compute capability 9.0, [`arch`](Self::arch) before Hopper:
+    /// what a build baking this table adds beside the portable architectures
+    /// ([`autotune_spec::names::arch_specific`]).
     pub fn arch_specific(&self) -> String {
-        if self.compute_capability[0] >= 9 {
-            format!("{}a", self.arch())
-        } else {
-            self.arch()
-        }
+        autotune_spec::names::arch_specific(self.capability())
+    }
+
+    fn capability(&self) -> (u32, u32) {
+        (self.compute_capability[0], self.compute_capability[1])
     }
 }
 
@@ -870,6 +867,21 @@ pub(crate) mod tests {
             !text.contains("memory_bytes"),
             "absent facts stay absent: {text}"
         );
+    }
+
+    /// What a build bakes for a table beside the portable architectures.
+    #[test]
+    fn a_table_bakes_its_gpus_arch_specific_target_from_hopper_on() {
+        let h200 = sample().gpu;
+        assert_eq!(
+            (h200.arch(), h200.arch_specific()),
+            ("sm_90".into(), "sm_90a".into())
+        );
+        let ampere = GpuRecord {
+            compute_capability: [8, 6],
+            ..h200
+        };
+        assert_eq!(ampere.arch_specific(), "sm_86");
     }
 
     #[test]
