@@ -61,19 +61,13 @@ impl HopperParams {
             .iter()
             .filter(|point| point[algo] == 2)
             .map(|point| {
-                let defines = spec
-                    .params
-                    .iter()
-                    .zip(point.iter())
-                    .map(|(name, value)| format!("-D{}={value}", name.to_uppercase()))
-                    .collect();
                 let params = Self {
                     bm: point[bm],
                     bn: point[bn],
                     stages: point[stages],
                     split: point[split],
                 };
-                (params, defines)
+                (params, spec.defines(point))
             })
             .collect()
     }
