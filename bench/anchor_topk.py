@@ -1,7 +1,8 @@
 """Anchor for the top-k indexer benchmark: torch on the same shapes and dtype
 (bf16 query and keys, f32 head weights): matmul, relu, weighted sum over heads,
-torch.topk; two formulations of the head sum, the faster one is the anchor;
-timed with triton.testing.do_bench (CUDA events, L2 flushed, median).
+torch.topk; two formulations of the head sum, the faster one is the anchor; and
+torch.topk alone on the scores already computed (the selection by itself); timed
+with triton.testing.do_bench (CUDA events, L2 flushed, median).
 
 Prints one JSON object on stdout; run by `cargo bench --bench topk`.
 """
@@ -40,12 +41,26 @@ def main():
             scores = wb @ torch.relu(q @ k.T)
             return torch.topk(scores, args.top).indices
 
+        # The selection alone: torch.topk on the scores already computed (f32).
+        scores = (torch.relu(q @ k.T).float() * w[:, None]).sum(0)
+
+        def select_only():
+            return torch.topk(scores, args.top).indices
+
         bench = lambda fn: triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
         times = {"weighted_sum": bench(weighted_sum), "second_matmul": bench(second_matmul)}
         best = min(times, key=times.get)
         # The anchor is torch's faster formulation at each size.
-        rows.append({"n_ctx": n_ctx, "torch_ms": times[best], "torch_formulation": best, "torch_all_ms": times})
-        del q, k, w
+        rows.append(
+            {
+                "n_ctx": n_ctx,
+                "torch_ms": times[best],
+                "torch_formulation": best,
+                "torch_all_ms": times,
+                "torch_topk_ms": bench(select_only),
+            }
+        )
+        del q, k, w, scores
         torch.cuda.empty_cache()
     json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "rows": rows}, sys.stdout)
 

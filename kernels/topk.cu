@@ -4,25 +4,35 @@
 // context of T keys (kDim each, bf16, shared by all heads):
 //     s_t = sum_h w_h * relu(q_h . k_t),   out = indices of the kTop largest s_t.
 //
-// Scoring (`topk_score`) runs the q.k products on the tensor cores (mma.sync
-// m16n8k16, bf16 in, f32 accumulate): a block owns CHUNK tokens, streams them
-// through STAGES shared-memory buffers with cp.async, and each of its WARPS warps
-// scores 16 tokens of a tile for all 64 heads. Scores are stored as order-
-// preserving 32-bit keys (larger score = larger key).
+// Scoring (`score_range`, used by every scoring kernel) runs the q.k products on the
+// tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate): the query's fragments
+// stay in registers for the whole range, and each of the WARPS warps scores 16
+// tokens at a time for all 64 heads, streaming its own tiles of keys through a ring
+// of STAGES shared-memory buffers (cp.async, L2 evict-first: keys are read once).
+// Scores become order-preserving 32-bit keys (larger score = larger key).
 //
 // Selection is a radix select on those keys, 12 + 10 + 10 bits:
 //   * keep-all (-DTOPK_KEEP_ALL): one block reads every key twice, for the first
 //     level's histogram and to emit what lies above the threshold bin, then
 //     resolves the threshold bin (`topk_select_all`);
-//   * incremental (default): each scoring block folds its chunk into the first
-//     level's histogram as it goes, so selection starts knowing the threshold bin:
-//     a grid-wide pass (`topk_filter`) emits what lies above it and keeps only the
-//     threshold bin's candidates, and the last of its blocks to finish resolves
-//     them. Two launches in all.
+//   * incremental, two launches: each scoring block (`topk_score`) folds its chunk
+//     into the first level's histogram as it goes, so selection starts knowing the
+//     threshold bin: a grid-wide pass (`topk_filter`) emits what lies above it and
+//     keeps only the threshold bin's candidates, and the last of its blocks to
+//     finish resolves them;
+//   * fused, one launch (`topk_fused`, launched cooperatively so that every block is
+//     resident): each block scores a contiguous share of the context into the
+//     histogram and its 64 super-bins, waits at one grid-wide barrier, finds the
+//     threshold bin from the super-bins (one warp, two round trips), filters its own
+//     share (kept in shared memory) as `topk_filter` does, folding its candidates
+//     into the second level's histogram; the last block to finish resolves the
+//     candidates from that histogram, reading them once from L2.
+//   Measured on the H200 (bench/h200/probe/topk_probe.cu, NOTES.md item 23).
 //
-// Scratch (u32): keys[T] | hist[4096] | counters[8] | cand_keys[T] | cand_idx[T].
-// hist and counters must be zero when a call starts (allocate the scratch zeroed);
-// the incremental kernels leave them zero again when they finish.
+// Scratch (u32): keys[T] | hist[4096] | counters[8] | hist2[1024] | super[64] |
+// cand_keys[T] | cand_idx[T]. hist, counters, hist2 and super (the first level's
+// histogram summed over 64 bins at a time) must be zero when a call starts (allocate
+// the scratch zeroed); the incremental and fused kernels leave them zero again.
 
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -38,12 +48,17 @@
 #ifndef STAGES
 #define STAGES 2
 #endif
+// 1: the one-launch kernel (topk_fused); 2: scoring then selection (topk_score with
+// topk_filter, or with topk_select_all for keep-all). Every image has every entry;
+// only LAUNCHES's have a body.
+#ifndef LAUNCHES
+#define LAUNCHES 2
+#endif
 
 constexpr int kHeads = 64;
 constexpr int kDim = 128;
 constexpr int kTop = 2048;
 constexpr int kThreads = WARPS * 32;
-constexpr int kTileN = 16 * WARPS;     // tokens per pipeline stage
 constexpr int kRowPad = kDim + 8;      // bf16 per shared row: 272 B, conflict-free ldmatrix
 constexpr int kBins0 = 4096;           // first level: the top 12 bits of a key
 constexpr int kBins = 1024;            // later levels: 10 bits each
@@ -51,13 +66,36 @@ constexpr int kSelectThreads = 1024;
 constexpr int kFilterThreads = 256;
 constexpr int kFilterPerBlock = 2048;  // keys per filter block
 constexpr unsigned kCap = 8192;        // candidates resolved from shared memory
-constexpr int kCounters = 8;           // out count, candidate count, bin, need, ticket
+constexpr int kCounters = 8;           // out count, candidate count, grid barrier, -, ticket
+constexpr int kSuper = 64;             // super-bins: 64 first-level bins each (key >> 26)
+constexpr unsigned kKeepCap = 4096;    // a fused block's share of keys kept in shared memory
+// Offsets in the scratch after keys[T] (see the layout above).
+constexpr int kCountersAt = kBins0;
+constexpr int kHist2At = kBins0 + kCounters;
+constexpr int kSuperAt = kBins0 + kCounters + kBins;
+constexpr int kCandAt = kBins0 + kCounters + kBins + kSuper;
 
-static_assert(CHUNK % kTileN == 0, "CHUNK must be a multiple of 16 * WARPS");
+static_assert(CHUNK % (16 * WARPS) == 0, "CHUNK must be a multiple of 16 * WARPS");
 static_assert(STAGES >= 1, "STAGES >= 1");
 
 // ---------------------------------------------------------------------------
-// Order-preserving float keys (the PTX helpers are in ptx.cuh).
+// Loads with an L2 policy, and order-preserving float keys (the other PTX helpers
+// are in ptx.cuh).
+
+// An L2 policy that evicts the lines it is given first: keys are read once, so they
+// take each other's place in L2 rather than evict what other work keeps there (or,
+// after a memset flush, dirty lines whose write-back would share the read bandwidth).
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
+// cp_async16 (ptx.cuh) with an L2 cache policy.
+__device__ __forceinline__ void cp_async16_hint(void* dst, const void* src, int bytes, unsigned long long policy) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(bytes), "l"(policy));
+}
 
 // Larger float -> larger unsigned.
 __device__ __forceinline__ unsigned order_key(float f) {
@@ -65,76 +103,110 @@ __device__ __forceinline__ unsigned order_key(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+#ifdef TOPK_TRACE
+// Probe builds only (bench/h200/probe/topk_probe.cu): each block's %globaltimer at
+// the fused kernel's phase boundaries (0-5; 6-9 in the last block's resolve), read
+// back by the probe.
+__device__ unsigned long long topk_trace[4096][16];
+#define TOPK_TRACE_POINT(i)                                                             \
+    do {                                                                               \
+        if (threadIdx.x == 0) {                                                        \
+            unsigned long long now;                                                    \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));                    \
+            topk_trace[blockIdx.x][i] = now;                                           \
+        }                                                                              \
+    } while (0)
+#else
+#define TOPK_TRACE_POINT(i) \
+    do {                    \
+    } while (0)
+#endif
+
 // ---------------------------------------------------------------------------
 // Scoring.
 
-extern "C" __global__ void __launch_bounds__(kThreads) topk_score(
-    const __nv_bfloat16* __restrict__ q,
-    const float* __restrict__ w,
-    const __nv_bfloat16* __restrict__ keys,
-    unsigned T,
-    unsigned* __restrict__ scratch) {
-    extern __shared__ __align__(16) unsigned char smem[];
+// Dynamic shared memory of a scoring block: the query, then each warp's ring of
+// STAGES tiles of 16 keys, then (for the kernels that keep one) the block's
+// first-level histogram.
+constexpr int kWarpTile = 16;  // tokens a warp scores at a time
+constexpr int kScoreShared = (kHeads + WARPS * STAGES * kWarpTile) * kRowPad * 2;
+
+// Scores tokens [start, end), handing each token's key to `sink(t, key)` (called by
+// one thread per token, after the block's first barrier: shared memory the caller
+// zeroed before it is ready). Every thread of the block calls it; smem holds
+// kScoreShared bytes. The query's A fragments are loaded once into registers (128 a
+// thread). Warp w then scores the 16-token tiles w, w + WARPS, ... of the range
+// through a ring of its own (cp.async, STAGES deep), synchronising only within the
+// warp, so that no warp waits for another between tiles.
+template <class Sink>
+__device__ __forceinline__ void score_range(unsigned char* smem, const __nv_bfloat16* __restrict__ q,
+                                            const float* __restrict__ w, const __nv_bfloat16* __restrict__ keys,
+                                            unsigned start, unsigned end, Sink&& sink) {
     __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem);
-    __nv_bfloat16* sK = sQ + kHeads * kRowPad;
-#ifndef TOPK_KEEP_ALL
-    unsigned* sHist = reinterpret_cast<unsigned*>(sK + STAGES * kTileN * kRowPad);
-    for (int i = threadIdx.x; i < kBins0; i += kThreads) sHist[i] = 0;
-#endif
-    unsigned* score_keys = scratch;
     const int tid = threadIdx.x;
     const int lane = tid % 32;
     const int warp = tid / 32;
-    const unsigned chunk_start = blockIdx.x * CHUNK;
-    const unsigned chunk_end = min(chunk_start + CHUNK, T);
-    const int tiles = (chunk_end - chunk_start + kTileN - 1) / kTileN;
+    __nv_bfloat16* sK = sQ + (kHeads + warp * STAGES * kWarpTile) * kRowPad;  // this warp's ring
+    const int tiles = (end - start + kWarpTile - 1) / kWarpTile;
+    // This warp's tiles: warp, warp + WARPS, ... (mine of them).
+    const int mine = tiles > warp ? (tiles - warp + WARPS - 1) / WARPS : 0;
 
-    for (int c = tid; c < kHeads * (kDim / 8); c += kThreads) {
-        const int row = c / (kDim / 8);
-        const int col = (c % (kDim / 8)) * 8;
-        cp_async16(sQ + row * kRowPad + col, q + row * kDim + col, 16);
-    }
-    auto load_tile = [&](int tile, int stage) {
-        __nv_bfloat16* dst = sK + stage * kTileN * kRowPad;
-        const unsigned base = chunk_start + tile * kTileN;
-        for (int c = tid; c < kTileN * (kDim / 8); c += kThreads) {
+    const unsigned long long policy = evict_first_policy();
+    auto load_tile = [&](int i, int stage) {
+        __nv_bfloat16* dst = sK + stage * kWarpTile * kRowPad;
+        const unsigned base = start + (warp + i * WARPS) * kWarpTile;
+#pragma unroll
+        for (int j = 0; j < kWarpTile * (kDim / 8) / 32; ++j) {
+            const int c = j * 32 + lane;
             const int row = c / (kDim / 8);
             const int col = (c % (kDim / 8)) * 8;
             const unsigned t = base + row;
-            const bool valid = t < chunk_end;
+            const bool valid = t < end;
             // Rows past the end are zero-filled (src-size 0) and never stored.
-            cp_async16(dst + row * kRowPad + col, keys + static_cast<size_t>(valid ? t : 0) * kDim + col, valid ? 16 : 0);
+            cp_async16_hint(dst + row * kRowPad + col, keys + static_cast<size_t>(valid ? t : start) * kDim + col,
+                            valid ? 16 : 0, policy);
         }
     };
-
+    // The first tiles' loads go out before the query is read.
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < mine) load_tile(s, s);
+        cp_async_commit();
+    }
+    for (int c = tid; c < kHeads * (kDim / 8); c += kThreads) {
+        const int row = c / (kDim / 8);
+        const int col = (c % (kDim / 8)) * 8;
+        *reinterpret_cast<uint4*>(sQ + row * kRowPad + col) = *reinterpret_cast<const uint4*>(q + row * kDim + col);
+    }
     float wr[4][2];
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt) {
         wr[mt][0] = w[mt * 16 + lane / 4];
         wr[mt][1] = w[mt * 16 + lane / 4 + 8];
     }
-
+    __syncthreads();
+    unsigned qa[4][kDim / 16][4];
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < tiles) load_tile(s, s);
-        cp_async_commit();
-    }
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < kDim / 16; ++ks)
+            ldmatrix_x4(qa[mt][ks], sQ + (mt * 16 + (lane % 16)) * kRowPad + ks * 16 + (lane / 16) * 8);
 
-    for (int tile = 0; tile < tiles; ++tile) {
+    for (int i = 0; i < mine; ++i) {
         if constexpr (STAGES == 1) {
-            __syncthreads();  // the only buffer is free again
-            load_tile(tile, 0);
+            __syncwarp();  // every lane is done with the only buffer
+            load_tile(i, 0);
             cp_async_commit();
             cp_async_wait<0>();
-            __syncthreads();
+            __syncwarp();  // every lane's copies visible to the warp
         } else {
             cp_async_wait<(STAGES >= 2 ? STAGES - 2 : 0)>();
-            __syncthreads();  // tile's data visible; tile-1's buffer is free
-            const int next = tile + STAGES - 1;
-            if (next < tiles) load_tile(next, next % STAGES);
+            __syncwarp();  // tile i's copies visible to the warp; tile i-1's buffer is free
+            const int next = i + STAGES - 1;
+            if (next < mine) load_tile(next, next % STAGES);
             cp_async_commit();
         }
-        const __nv_bfloat16* sKs = sK + (tile % STAGES) * kTileN * kRowPad;
+        const __nv_bfloat16* sKs = sK + (i % STAGES) * kWarpTile * kRowPad;
 
         float acc[4][2][4];
 #pragma unroll
@@ -142,18 +214,16 @@ extern "C" __global__ void __launch_bounds__(kThreads) topk_score(
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+                for (int r = 0; r < 4; ++r) acc[mt][nt][r] = 0.0f;
 
 #pragma unroll
         for (int ks = 0; ks < kDim / 16; ++ks) {
             unsigned b[4];
-            ldmatrix_x4(b, sKs + (warp * 16 + (lane / 16) * 8 + (lane % 8)) * kRowPad + ks * 16 + ((lane / 8) % 2) * 8);
+            ldmatrix_x4(b, sKs + ((lane / 16) * 8 + (lane % 8)) * kRowPad + ks * 16 + ((lane / 8) % 2) * 8);
 #pragma unroll
             for (int mt = 0; mt < 4; ++mt) {
-                unsigned a[4];
-                ldmatrix_x4(a, sQ + (mt * 16 + (lane % 16)) * kRowPad + ks * 16 + (lane / 16) * 8);
-                mma_bf16(acc[mt][0], a, b[0], b[1]);
-                mma_bf16(acc[mt][1], a, b[2], b[3]);
+                mma_bf16(acc[mt][0], qa[mt][ks], b[0], b[1]);
+                mma_bf16(acc[mt][1], qa[mt][ks], b[2], b[3]);
             }
         }
 
@@ -181,142 +251,262 @@ extern "C" __global__ void __launch_bounds__(kThreads) topk_score(
                 part[nt][c] = v;
             }
         if (lane < 4) {
+            const unsigned base = start + (warp + i * WARPS) * kWarpTile;
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
-                    const unsigned t = chunk_start + tile * kTileN + warp * 16 + nt * 8 + lane * 2 + c;
-                    if (t < chunk_end) {
-                        const unsigned key = order_key(part[nt][c]);
-                        score_keys[t] = key;
-#ifndef TOPK_KEEP_ALL
-                        atomicAdd(&sHist[key >> 20], 1u);
-#endif
-                    }
+                    const unsigned t = base + nt * 8 + lane * 2 + c;
+                    if (t < end) sink(t, order_key(part[nt][c]));
                 }
         }
     }
-#ifndef TOPK_KEEP_ALL
+}
+
+// Adds a block's shared histogram into the global one (bins that are not zero).
+__device__ void merge_histogram(const unsigned* local, unsigned* global, int bins) {
     __syncthreads();
-    unsigned* hist = scratch + T;
-    for (int i = tid; i < kBins0; i += kThreads) {
-        if (sHist[i] != 0) atomicAdd(&hist[i], sHist[i]);
+    for (int i = threadIdx.x; i < bins; i += blockDim.x) {
+        if (local[i] != 0) atomicAdd(&global[i], local[i]);
     }
+}
+
+// Two launches (or keep-all): a block scores CHUNK tokens.
+extern "C" __global__ void __launch_bounds__(kThreads) topk_score(
+    const __nv_bfloat16* __restrict__ q,
+    const float* __restrict__ w,
+    const __nv_bfloat16* __restrict__ keys,
+    unsigned T,
+    unsigned* __restrict__ scratch) {
+#if LAUNCHES == 2
+    extern __shared__ __align__(16) unsigned char smem[];
+    const unsigned chunk_start = blockIdx.x * CHUNK;
+    const unsigned chunk_end = min(chunk_start + CHUNK, T);
+#ifdef TOPK_KEEP_ALL
+    score_range(smem, q, w, keys, chunk_start, chunk_end, [&](unsigned t, unsigned key) { scratch[t] = key; });
+#else
+    unsigned* sHist = reinterpret_cast<unsigned*>(smem + kScoreShared);
+    for (int i = threadIdx.x; i < kBins0; i += kThreads) sHist[i] = 0;
+    score_range(smem, q, w, keys, chunk_start, chunk_end, [&](unsigned t, unsigned key) {
+        scratch[t] = key;
+        atomicAdd(&sHist[key >> 20], 1u);
+    });
+    merge_histogram(sHist, scratch + T, kBins0);
+#endif
 #endif
 }
 
 // ---------------------------------------------------------------------------
 // Selection.
 
-// The bin holding the need-th largest element: the largest b with
-// sum(hist[b..]) >= need. Writes b and sum(hist[b+1..]) to shared memory.
-// Every thread of the block calls it; nbins is a multiple of blockDim.x.
-template <int THREADS>
-__device__ void find_threshold(const unsigned* hist, int nbins, unsigned need, unsigned* s_bin, unsigned* s_above,
-                               unsigned* s_warp) {
-    const int tid = threadIdx.x;
-    const int lane = tid % 32;
-    const int warp = tid / 32;
-    const int per = nbins / THREADS;
-    unsigned local = 0;
-    for (int j = 0; j < per; ++j) local += hist[tid * per + j];
-    // Suffix sum over lanes >= lane, then over warps > warp.
-    unsigned suffix = local;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const unsigned v = __shfl_down_sync(0xffffffffu, suffix, o);
-        if (lane + o < 32) suffix += v;
-    }
-    if (lane == 0) s_warp[warp] = suffix;
-    __syncthreads();
-    for (int w = warp + 1; w < THREADS / 32; ++w) suffix += s_warp[w];
-    const unsigned after = suffix - local;  // everything in later threads' bins
-    if (after < need && need <= suffix) {
-        unsigned acc = after;
-        for (int j = per - 1; j >= 0; --j) {
-            const unsigned c = hist[tid * per + j];
-            if (acc + c >= need) {
-                *s_bin = tid * per + j;
-                *s_above = acc;
-                break;
-            }
-            acc += c;
-        }
-    }
-    __syncthreads();
-}
+constexpr unsigned kSmall = 256;  // survivors of a level ranked directly (see `resolve`)
 
 struct SelectShared {
     unsigned hist[kBins0];
     unsigned warp_sums[32];
+    unsigned small_keys[kSmall];
+    unsigned small_idx[kSmall];
     unsigned bin;
     unsigned above;
     unsigned out_count;
     unsigned cand_count;
     unsigned tie_count;
+    unsigned small_count;
+    unsigned bin_count;
 };
+
+// The bin holding the need-th largest element of a histogram of NBINS bins (global
+// memory when GLOBAL, copied into sh.hist first with coalesced loads; else already
+// in shared memory): the largest b with sum(hist[b..]) >= need. Writes b,
+// sum(hist[b+1..]) and hist[b] to sh.bin, sh.above and sh.bin_count. Every thread
+// of the block calls it: each holds NBINS / THREADS consecutive bins in registers,
+// the block scans the threads' sums, and the thread whose bins hold the answer
+// finds it among its own.
+template <int THREADS, int NBINS, bool GLOBAL>
+__device__ __forceinline__ void find_threshold(const unsigned* hist, unsigned need, SelectShared& sh) {
+    static_assert(NBINS % THREADS == 0, "a thread holds whole bins");
+    static_assert(NBINS <= kBins0, "sh.hist holds the bins");
+    constexpr int kPer = NBINS / THREADS;
+    const int tid = threadIdx.x;
+    const int lane = tid % 32;
+    const int warp = tid / 32;
+    if (GLOBAL) {
+        // Measured on the H200: loading each thread's consecutive bins straight from
+        // global memory (64 bytes apart across a warp) is slower than this copy.
+        for (int i = tid; i < NBINS; i += THREADS) sh.hist[i] = __ldcg(hist + i);
+        __syncthreads();
+        hist = sh.hist;
+    }
+    unsigned mine[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) mine[j] = hist[tid * kPer + j];
+    unsigned local = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) local += mine[j];
+    // Suffix sum over lanes >= lane, then over warps > warp.
+    unsigned suffix = local;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        // Added where lane + o < 32, by a mask made of bit 5 of lane + o (< 64), not
+        // a comparison: as predicates these lane tests are hoisted out of every
+        // inlined call and kept live through the kernel, and ptxas spills one.
+        const unsigned v = __shfl_down_sync(0xffffffffu, suffix, o);
+        suffix += v & ((static_cast<unsigned>(lane + o) >> 5) - 1u);
+    }
+    if (lane == 0) sh.warp_sums[warp] = suffix;
+    __syncthreads();
+#pragma unroll
+    for (int w = 1; w < THREADS / 32; ++w) suffix += w > warp ? sh.warp_sums[w] : 0u;
+    const unsigned after = suffix - local;  // everything in later threads' bins
+    if (after < need && need <= suffix) {
+        unsigned acc = after;
+        bool found = false;
+#pragma unroll
+        for (int j = kPer - 1; j >= 0; --j) {
+            if (!found && acc + mine[j] >= need) {
+                sh.bin = tid * kPer + j;
+                sh.above = acc;
+                sh.bin_count = mine[j];
+                found = true;
+            }
+            acc += mine[j];
+        }
+    }
+    __syncthreads();
+}
+
+// Writes the `need` largest of the m <= kSmall keys in sh.small_keys (ties broken by
+// position) to out[sh.out_count ...]: each key's rank is the number of keys before it
+// in that order, and a rank below `need` is its slot.
+template <int THREADS>
+__device__ __forceinline__ void rank_select(const SelectShared& sh, unsigned m, unsigned need, int* __restrict__ out) {
+    for (unsigned i = threadIdx.x; i < m; i += THREADS) {
+        const unsigned key = sh.small_keys[i];
+        unsigned rank = 0;
+        for (unsigned j = 0; j < m; ++j) {
+            const unsigned other = sh.small_keys[j];
+            rank += (other > key || (other == key && j < i)) ? 1u : 0u;
+        }
+        if (rank < need) out[sh.out_count + rank] = static_cast<int>(sh.small_idx[i]);
+    }
+}
+
+// For i = tid, tid + THREADS, ... < n: `use(i, load(i))`, the loads of eight such i
+// issued before any is used, so that they are in flight together (one round trip to
+// L2 for eight, where a plain loop whose store needs its load would take eight).
+template <int THREADS, class Load, class Use>
+__device__ __forceinline__ void batched(unsigned n, Load&& load, Use&& use) {
+    constexpr int kBatch = 8;
+    for (unsigned base = threadIdx.x; base < n; base += kBatch * THREADS) {
+        decltype(load(0u)) v[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const unsigned i = base + j * THREADS;
+            if (i < n) v[j] = load(i);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const unsigned i = base + j * THREADS;
+            if (i < n) use(i, v[j]);
+        }
+    }
+}
 
 // Levels 2 and 3 (10 bits each) and the ties, over the n candidates of the first
 // level's threshold bin (all of whose keys share `prefix` in their top 12 bits).
-// `need` indices remain to be written after out[0..out_base).
-template <int THREADS>
-__device__ void resolve(SelectShared& sh, unsigned* s_keys, unsigned* s_idx, const unsigned* g_keys,
-                        const unsigned* g_idx, unsigned n, unsigned prefix, unsigned need, unsigned out_base,
-                        int* __restrict__ out) {
+// `need` indices remain to be written after out[0..out_base). With `hist2` not
+// null, level 2's histogram is already complete there (the grid built it): it is
+// read instead of counted, and the candidates are read where they are (one pass
+// usually settles them). Without it, candidates up to CAP are first copied into
+// s_keys and s_idx (CAP each), since each level passes over them twice. Each level's
+// pass also gathers the survivors (the keys in its threshold bin); once they number
+// at most kSmall, they are ranked directly (`rank_select`) instead of another level.
+template <int THREADS, unsigned CAP>
+__device__ __forceinline__ void resolve(SelectShared& sh, unsigned* s_keys, unsigned* s_idx, const unsigned* g_keys,
+                                        const unsigned* g_idx, unsigned n, unsigned prefix, unsigned need,
+                                        unsigned out_base, const unsigned* hist2, int* __restrict__ out) {
     const int tid = threadIdx.x;
-    const bool in_shared = n <= kCap;
-    if (in_shared) {
-        for (unsigned i = tid; i < n; i += THREADS) {
-            s_keys[i] = g_keys[i];
-            s_idx[i] = g_idx[i];
-        }
+    const bool in_shared = hist2 == nullptr && n <= CAP;
+    if (hist2 != nullptr) {
+#pragma unroll
+        for (int i = tid; i < kBins; i += THREADS) sh.hist[i] = __ldcg(hist2 + i);
     }
-    const unsigned* keys = in_shared ? s_keys : g_keys;
-    const unsigned* idx = in_shared ? s_idx : g_idx;
+    if (in_shared) {
+        batched<THREADS>(
+            n, [&](unsigned i) { return make_uint2(__ldcg(g_keys + i), __ldcg(g_idx + i)); },
+            [&](unsigned i, uint2 v) {
+                s_keys[i] = v.x;
+                s_idx[i] = v.y;
+            });
+    }
+    // Candidate i's key and index (x, y), from shared memory or from L2.
+    auto candidate = [&](unsigned i) {
+        return in_shared ? make_uint2(s_keys[i], s_idx[i]) : make_uint2(__ldcg(g_keys + i), __ldcg(g_idx + i));
+    };
     if (tid == 0) sh.out_count = out_base;
     int prefix_bits = 12;
     for (int level = 0; level < 2; ++level) {
         const int shift = 32 - prefix_bits - 10;
-        for (int i = tid; i < kBins; i += THREADS) sh.hist[i] = 0;
-        __syncthreads();
-        for (unsigned i = tid; i < n; i += THREADS) {
-            const unsigned key = keys[i];
-            if ((key >> (32 - prefix_bits)) == prefix) atomicAdd(&sh.hist[(key >> shift) & (kBins - 1)], 1u);
+        if (tid == 0) sh.small_count = 0;
+        if (level == 0 && hist2 != nullptr) {
+            __syncthreads();
+            TOPK_TRACE_POINT(7);
+            find_threshold<THREADS, kBins, false>(sh.hist, need, sh);
+        } else {
+            for (int i = tid; i < kBins; i += THREADS) sh.hist[i] = 0;
+            __syncthreads();
+            batched<THREADS>(n, candidate, [&](unsigned, uint2 c) {
+                if ((c.x >> (32 - prefix_bits)) == prefix) atomicAdd(&sh.hist[(c.x >> shift) & (kBins - 1)], 1u);
+            });
+            __syncthreads();
+            find_threshold<THREADS, kBins, false>(sh.hist, need, sh);
         }
-        __syncthreads();
-        find_threshold<THREADS>(sh.hist, kBins, need, &sh.bin, &sh.above, sh.warp_sums);
         const unsigned bin = sh.bin;
-        for (unsigned i = tid; i < n; i += THREADS) {
-            const unsigned key = keys[i];
-            if ((key >> (32 - prefix_bits)) == prefix && ((key >> shift) & (kBins - 1)) > bin) {
-                out[atomicAdd(&sh.out_count, 1u)] = static_cast<int>(idx[i]);
+        batched<THREADS>(n, candidate, [&](unsigned, uint2 c) {
+            if ((c.x >> (32 - prefix_bits)) != prefix) return;
+            const unsigned b = (c.x >> shift) & (kBins - 1);
+            if (b > bin) {
+                out[atomicAdd(&sh.out_count, 1u)] = static_cast<int>(c.y);
+            } else if (b == bin) {
+                const unsigned slot = atomicAdd(&sh.small_count, 1u);
+                if (slot < kSmall) {
+                    sh.small_keys[slot] = c.x;
+                    sh.small_idx[slot] = c.y;
+                }
             }
-        }
+        });
         need -= sh.above;
         prefix = (prefix << 10) | bin;
         prefix_bits += 10;
         __syncthreads();
+        const unsigned survivors = sh.small_count;
+        __syncthreads();  // every thread has read it before the next level resets it
+        if (survivors <= kSmall) {
+            rank_select<THREADS>(sh, survivors, need, out);
+            return;
+        }
     }
     // What is left has key == prefix exactly: any `need` of those ties.
     if (tid == 0) sh.tie_count = 0;
     __syncthreads();
-    for (unsigned i = tid; i < n; i += THREADS) {
-        if (keys[i] == prefix) {
+    batched<THREADS>(n, candidate, [&](unsigned, uint2 c) {
+        if (c.x == prefix) {
             const unsigned slot = atomicAdd(&sh.tie_count, 1u);
-            if (slot < need) out[sh.out_count + slot] = static_cast<int>(idx[i]);
+            if (slot < need) out[sh.out_count + slot] = static_cast<int>(c.y);
         }
-    }
+    });
 }
 
 // keep-all: one block, every key read twice, then the threshold bin resolved.
 extern "C" __global__ void __launch_bounds__(kSelectThreads) topk_select_all(unsigned T, unsigned* __restrict__ scratch,
                                                                              int* __restrict__ out) {
+#if LAUNCHES == 2
     extern __shared__ __align__(16) unsigned char dyn[];
     __shared__ SelectShared sh;
     unsigned* s_keys = reinterpret_cast<unsigned*>(dyn);
     unsigned* s_idx = s_keys + kCap;
     const unsigned* keys = scratch;
-    unsigned* cand_keys = scratch + T + kBins0 + kCounters;
+    unsigned* cand_keys = scratch + T + kCandAt;
     unsigned* cand_idx = cand_keys + T;
     const int tid = threadIdx.x;
     for (int i = tid; i < kBins0; i += kSelectThreads) sh.hist[i] = 0;
@@ -336,7 +526,7 @@ extern "C" __global__ void __launch_bounds__(kSelectThreads) topk_select_all(uns
     }
     for (unsigned i = vectors * 4 + tid; i < T; i += kSelectThreads) atomicAdd(&sh.hist[keys[i] >> 20], 1u);
     __syncthreads();
-    find_threshold<kSelectThreads>(sh.hist, kBins0, kTop, &sh.bin, &sh.above, sh.warp_sums);
+    find_threshold<kSelectThreads, kBins0, false>(sh.hist, kTop, sh);
     const unsigned bin = sh.bin;
     for (unsigned i = tid; i < T; i += kSelectThreads) {
         const unsigned key = keys[i];
@@ -350,72 +540,288 @@ extern "C" __global__ void __launch_bounds__(kSelectThreads) topk_select_all(uns
         }
     }
     __syncthreads();
-    resolve<kSelectThreads>(sh, s_keys, s_idx, cand_keys, cand_idx, sh.cand_count, bin, kTop - sh.above,
-                            sh.out_count, out);
+    resolve<kSelectThreads, kCap>(sh, s_keys, s_idx, cand_keys, cand_idx, sh.cand_count, bin, kTop - sh.above,
+                                  sh.out_count, nullptr, out);
+#endif
+}
+
+// The per-block state of the grid-wide selection (`topk_filter`, `topk_fused`).
+struct FilterShared {
+    SelectShared sel;
+    unsigned out[kFilterPerBlock];
+    unsigned cand[kFilterPerBlock];
+    unsigned hist2[kBins];  // the block's candidates' second-level bins (fused only)
+    unsigned out_base;
+    unsigned cand_base;
+    unsigned last;
+};
+// The host's mirror of this size is FILTER_SHARED in src/topk.rs.
+static_assert(sizeof(FilterShared) == 39080, "FilterShared changed: update FILTER_SHARED in src/topk.rs");
+
+// The first level's threshold bin, from the complete histogram `hist` (global), into
+// f.sel.bin, the count above it into f.sel.above and its own into f.sel.bin_count.
+template <int THREADS>
+__device__ __forceinline__ void threshold_bin(FilterShared& f, const unsigned* hist) {
+    find_threshold<THREADS, kBins0, true>(hist, kTop, f.sel);
+}
+
+// Tokens [first, last), token t's key at keys[t - offset]: those whose key lies
+// above the threshold bin go to `out`, those in it to the candidates (cand_keys,
+// cand_idx), in rounds of kFilterPerBlock gathered in shared memory so that each
+// round takes one global atomic per list (two lists, two threads: one round trip).
+// With `second`, the candidates' second-level bins are also counted into f.hist2.
+template <int THREADS>
+__device__ __forceinline__ void filter_range(FilterShared& f, const unsigned* keys, unsigned offset, unsigned first,
+                                             unsigned last, unsigned* counters, unsigned* cand_keys,
+                                             unsigned* cand_idx, int* __restrict__ out, bool second) {
+    const int tid = threadIdx.x;
+    const unsigned bin = f.sel.bin;
+    if (second) {
+        for (int i = tid; i < kBins; i += THREADS) f.hist2[i] = 0;
+    }
+    for (unsigned round = first; round < last; round += kFilterPerBlock) {
+        const unsigned round_end = min(round + kFilterPerBlock, last);
+        if (tid == 0) {
+            f.sel.out_count = 0;
+            f.sel.cand_count = 0;
+        }
+        __syncthreads();
+        for (unsigned i = round + tid; i < round_end; i += THREADS) {
+            const unsigned key = keys[i - offset];
+            const unsigned b = key >> 20;
+            if (b > bin) {
+                f.out[atomicAdd(&f.sel.out_count, 1u)] = i;
+            } else if (b == bin) {
+                f.cand[atomicAdd(&f.sel.cand_count, 1u)] = i;
+                if (second) atomicAdd(&f.hist2[(key >> 10) & (kBins - 1)], 1u);
+            }
+        }
+        __syncthreads();
+        // Two warps take the two bases at once (one round trip to L2, not two).
+        if (tid == 0) f.out_base = f.sel.out_count ? atomicAdd(&counters[0], f.sel.out_count) : 0;
+        if (tid == 32 % THREADS) f.cand_base = f.sel.cand_count ? atomicAdd(&counters[1], f.sel.cand_count) : 0;
+        __syncthreads();
+        for (unsigned i = tid; i < f.sel.out_count; i += THREADS) out[f.out_base + i] = static_cast<int>(f.out[i]);
+        for (unsigned i = tid; i < f.sel.cand_count; i += THREADS) {
+            const unsigned t = f.cand[i];
+            cand_keys[f.cand_base + i] = keys[t - offset];
+            cand_idx[f.cand_base + i] = t;
+        }
+        __syncthreads();  // the buffers are free for the next round
+    }
+}
+
+// Publishes this block's writes and takes a ticket; the last block of the grid
+// resolves the candidates (from the second-level histogram `hist2` when the grid
+// built it, else counting it) and clears the histograms and counters for the next
+// call.
+template <int THREADS, unsigned CAP>
+__device__ __forceinline__ void finish(FilterShared& f, unsigned* s_keys, unsigned* s_idx, unsigned T, unsigned* scratch,
+                       const unsigned* hist2, int* __restrict__ out) {
+    const int tid = threadIdx.x;
+    unsigned* counters = scratch + T + kCountersAt;
+    unsigned* cand_keys = scratch + T + kCandAt;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) f.last = atomicAdd(&counters[4], 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!f.last) return;
+    TOPK_TRACE_POINT(6);
+    __threadfence();
+    // The grid emitted every key above the threshold bin and kept every key in it:
+    // the histogram's counts, known to every block.
+    const unsigned out_count = f.sel.above;
+    const unsigned cand_count = f.sel.bin_count;
+    const unsigned bin = f.sel.bin;
+    const unsigned need = kTop - f.sel.above;
+    resolve<THREADS, CAP>(f.sel, s_keys, s_idx, cand_keys, cand_keys + T, cand_count, bin, need, out_count, hist2,
+                          out);
+    TOPK_TRACE_POINT(8);
+    for (int i = tid; i < kCandAt; i += THREADS) scratch[T + i] = 0;
+    TOPK_TRACE_POINT(9);
 }
 
 // incremental, after scoring: the histogram is complete. Every block finds the
 // threshold bin, emits the keys above it and keeps the threshold bin's candidates;
-// the last block to finish resolves the candidates and clears the histogram and
-// counters for the next call.
+// the last block to finish resolves the candidates.
 extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter(unsigned T, unsigned* __restrict__ scratch,
                                                                          int* __restrict__ out) {
+#if LAUNCHES == 2
     extern __shared__ __align__(16) unsigned char dyn[];
-    __shared__ SelectShared sh;
-    __shared__ unsigned s_out[kFilterPerBlock];
-    __shared__ unsigned s_cand[kFilterPerBlock];
-    __shared__ unsigned s_out_base;
-    __shared__ unsigned s_cand_base;
-    __shared__ bool s_last;
-    const unsigned* keys = scratch;
-    unsigned* hist = scratch + T;
-    unsigned* counters = scratch + T + kBins0;
-    unsigned* cand_keys = counters + kCounters;
-    unsigned* cand_idx = cand_keys + T;
-    const int tid = threadIdx.x;
-    for (int i = tid; i < kBins0; i += kFilterThreads) sh.hist[i] = hist[i];
-    if (tid == 0) {
-        sh.out_count = 0;
-        sh.cand_count = 0;
+    __shared__ FilterShared f;
+    threshold_bin<kFilterThreads>(f, scratch + T);
+    const unsigned first = blockIdx.x * kFilterPerBlock;
+    unsigned* cand_keys = scratch + T + kCandAt;
+    filter_range<kFilterThreads>(f, scratch, 0, first, min(first + kFilterPerBlock, T), scratch + T + kCountersAt,
+                                 cand_keys, cand_keys + T, out, false);
+    unsigned* s_keys = reinterpret_cast<unsigned*>(dyn);
+    finish<kFilterThreads, kCap>(f, s_keys, s_keys + kCap, T, scratch, nullptr, out);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// One launch.
+
+
+// Every block of the grid waits here until all have arrived. Only for cooperative
+// launches (every block resident); `counter` is zero when the launch starts and
+// `finish` clears it.
+__device__ void grid_barrier(unsigned* counter) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(counter, 1u);
+        unsigned seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+        } while (seen < gridDim.x);
+        __threadfence();
     }
     __syncthreads();
-    find_threshold<kFilterThreads>(sh.hist, kBins0, kTop, &sh.bin, &sh.above, sh.warp_sums);
-    const unsigned bin = sh.bin;
-    const unsigned need = kTop - sh.above;
-    const unsigned first = blockIdx.x * kFilterPerBlock;
-    const unsigned last = min(first + kFilterPerBlock, T);
-    for (unsigned i = first + tid; i < last; i += kFilterThreads) {
-        const unsigned b = keys[i] >> 20;
-        if (b > bin) {
-            s_out[atomicAdd(&sh.out_count, 1u)] = i;
-        } else if (b == bin) {
-            s_cand[atomicAdd(&sh.cand_count, 1u)] = i;
+}
+
+// The fused kernel's shared memory. While scoring: the query and the warps' rings
+// (kScoreShared), the block's first-level histogram and its super-bins; after the
+// barrier the same bytes hold the selection's state (FilterShared; the last block
+// resolves the candidates where they are, in L2). The block's own keys (when its
+// share is at most kKeepCap) sit past both, kept from scoring to the filter.
+constexpr int kFusedHistAt = kScoreShared;
+constexpr int kFusedSuperAt = kFusedHistAt + kBins0 * 4;
+constexpr int kFusedScoring = kFusedSuperAt + kSuper * 4;
+constexpr int kFusedKeysAt =
+    kFusedScoring > static_cast<int>(sizeof(FilterShared)) ? kFusedScoring : static_cast<int>(sizeof(FilterShared));
+constexpr int kFusedShared = kFusedKeysAt + static_cast<int>(kKeepCap * 4);
+
+// Adds the block's histogram `local` (kBins0 bins) into the global one and its sums
+// over each 64 bins into the global super-bins: each thread takes consecutive bins,
+// and the threads of one super-bin add theirs by shuffles, so that only a block's
+// nonzero sums reach the few hot super-bins.
+template <int THREADS>
+__device__ __forceinline__ void merge_histogram_and_super(const unsigned* local, unsigned* hist, unsigned* super) {
+    constexpr int kPer = kBins0 / THREADS;            // bins a thread adds
+    constexpr int kGroup = (kBins0 / kSuper) / kPer;  // threads per super-bin
+    static_assert(kPer >= 1 && kGroup >= 1 && kGroup <= 32, "a super-bin is whole threads of one warp");
+    static_assert(kPer % 4 == 0, "16-byte reads of a thread's bins");
+    __syncthreads();
+    const int tid = threadIdx.x;
+    unsigned sum = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; j += 4) {
+        // 16 bytes at a time: consecutive bins per thread, 4-way bank conflicts at most.
+        const uint4 c = *reinterpret_cast<const uint4*>(local + tid * kPer + j);
+        const unsigned counts[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            if (counts[k] != 0) atomicAdd(&hist[tid * kPer + j + k], counts[k]);
+            sum += counts[k];
+        }
+    }
+#pragma unroll
+    for (int o = 1; o < kGroup; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (tid % kGroup == 0 && sum != 0) atomicAdd(&super[tid / kGroup], sum);
+}
+
+// In one warp: the largest index b of 64 counts (lane l holds counts 2l and 2l+1) with
+// sum(counts[b..]) + above >= need, given `above` counted beyond them. Returns b and
+// sets `above` to the count beyond b and `count` to counts[b], in every lane.
+__device__ __forceinline__ unsigned warp_threshold(unsigned lo, unsigned hi, unsigned need, unsigned& above,
+                                                   unsigned& count) {
+    const int lane = threadIdx.x % 32;
+    unsigned suffix = lo + hi;  // over lanes >= lane
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned v = __shfl_down_sync(0xffffffffu, suffix, o);
+        suffix += v & ((static_cast<unsigned>(lane + o) >> 5) - 1u);  // see find_threshold
+    }
+    const unsigned after = suffix - lo - hi + above;  // beyond this lane's two
+    const bool mine = after < need && need <= suffix + above;
+    const int owner = __ffs(__ballot_sync(0xffffffffu, mine)) - 1;
+    const bool upper = after + hi >= need;  // the answer is this lane's second count
+    const unsigned pick = (mine ? (upper ? 1u : 0u) : 0u) | (mine ? 2u : 0u);
+    const unsigned packed = __shfl_sync(0xffffffffu, pick, owner);
+    const bool in_hi = packed & 1u;
+    above = __shfl_sync(0xffffffffu, in_hi ? after : after + hi, owner);
+    count = __shfl_sync(0xffffffffu, in_hi ? hi : lo, owner);
+    return 2 * owner + (in_hi ? 1 : 0);
+}
+
+// The first level's threshold bin from the global super-bins and histogram, found by
+// warp 0 in two round trips (the super-bin, then its 64 bins), into f.sel.bin,
+// f.sel.above and f.sel.bin_count for the whole block.
+__device__ __forceinline__ void threshold_by_super(FilterShared& f, const unsigned* hist, const unsigned* super) {
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        unsigned above = 0, count = 0;
+        const unsigned s = warp_threshold(__ldcg(super + 2 * lane), __ldcg(super + 2 * lane + 1), kTop, above, count);
+        const unsigned* bins = hist + s * (kBins0 / kSuper);
+        const unsigned b = warp_threshold(__ldcg(bins + 2 * lane), __ldcg(bins + 2 * lane + 1), kTop, above, count);
+        if (lane == 0) {
+            f.sel.bin = s * (kBins0 / kSuper) + b;
+            f.sel.above = above;
+            f.sel.bin_count = count;
         }
     }
     __syncthreads();
-    if (tid == 0) {
-        s_out_base = sh.out_count ? atomicAdd(&counters[0], sh.out_count) : 0;
-        s_cand_base = sh.cand_count ? atomicAdd(&counters[1], sh.cand_count) : 0;
-    }
-    __syncthreads();
-    for (unsigned i = tid; i < sh.out_count; i += kFilterThreads) out[s_out_base + i] = static_cast<int>(s_out[i]);
-    for (unsigned i = tid; i < sh.cand_count; i += kFilterThreads) {
-        const unsigned t = s_cand[i];
-        cand_keys[s_cand_base + i] = keys[t];
-        cand_idx[s_cand_base + i] = t;
-    }
-    // Publish this block's writes, then take a ticket: the last block resolves.
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) s_last = atomicAdd(&counters[4], 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    const unsigned out_count = atomicAdd(&counters[0], 0u);
-    const unsigned cand_count = atomicAdd(&counters[1], 0u);
-    unsigned* s_keys = reinterpret_cast<unsigned*>(dyn);
-    unsigned* s_idx = s_keys + kCap;
-    resolve<kFilterThreads>(sh, s_keys, s_idx, cand_keys, cand_idx, cand_count, bin, need, out_count, out);
-    // Leave the histogram and counters zeroed for the next call.
-    for (int i = tid; i < kBins0 + kCounters; i += kFilterThreads) hist[i] = 0;
+}
+
+// Scoring and selection in one cooperative launch: block b scores a contiguous
+// share of the tiles (a persistent grid of at most the resident blocks, so each
+// block's pipeline runs through its whole share), folds it into the first level's
+// histogram and super-bins, and after the grid barrier finds the threshold bin from
+// those, filters its own share against it (from shared memory), counting its
+// candidates' second-level bins; the last block resolves.
+extern "C" __global__ void __launch_bounds__(kThreads, 1) topk_fused(const __nv_bfloat16* __restrict__ q,
+                                                                   const float* __restrict__ w,
+                                                                   const __nv_bfloat16* __restrict__ keys, unsigned T,
+                                                                   unsigned* __restrict__ scratch,
+                                                                   int* __restrict__ out) {
+#if LAUNCHES == 1
+    extern __shared__ __align__(16) unsigned char smem[];
+    unsigned dynamic_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+    if (dynamic_bytes < kFusedShared) __trap();  // the launch gave less than the layout needs
+    unsigned* hist = scratch + T;
+    unsigned* counters = scratch + T + kCountersAt;
+    unsigned* hist2 = scratch + T + kHist2At;
+    unsigned* super = scratch + T + kSuperAt;
+    unsigned* cand_keys = scratch + T + kCandAt;
+    // Block b's share: a contiguous run of 16-token tiles, as even as they divide.
+    const unsigned tiles = (T + kWarpTile - 1) / kWarpTile;
+    const unsigned per = tiles / gridDim.x;
+    const unsigned extra = tiles % gridDim.x;
+    const unsigned first_tile = blockIdx.x * per + min(blockIdx.x, extra);
+    const unsigned share = per + (blockIdx.x < extra ? 1u : 0u);
+    const unsigned start = first_tile * kWarpTile;
+    const unsigned end = min((first_tile + share) * kWarpTile, T);
+    // Keys stay in shared memory when the share fits, else in the scratch.
+    const bool kept = end - start <= kKeepCap;
+    unsigned* kept_keys = reinterpret_cast<unsigned*>(smem + kFusedKeysAt);
+
+    TOPK_TRACE_POINT(0);
+    unsigned* sHist = reinterpret_cast<unsigned*>(smem + kFusedHistAt);
+    for (int i = threadIdx.x; i < kBins0; i += kThreads) sHist[i] = 0;
+    score_range(smem, q, w, keys, start, end, [&](unsigned t, unsigned key) {
+        if (kept) {
+            kept_keys[t - start] = key;
+        } else {
+            scratch[t] = key;
+        }
+        atomicAdd(&sHist[key >> 20], 1u);
+    });
+    TOPK_TRACE_POINT(1);
+    merge_histogram_and_super<kThreads>(sHist, hist, super);
+    cp_async_wait<0>();
+    TOPK_TRACE_POINT(2);
+    grid_barrier(&counters[2]);
+    TOPK_TRACE_POINT(3);
+
+    FilterShared& f = *reinterpret_cast<FilterShared*>(smem);
+    threshold_by_super(f, hist, super);
+    TOPK_TRACE_POINT(4);
+    filter_range<kThreads>(f, kept ? kept_keys : scratch, kept ? start : 0, start, end, counters, cand_keys,
+                           cand_keys + T, out, true);
+    merge_histogram(f.hist2, hist2, kBins);
+    TOPK_TRACE_POINT(5);
+    finish<kThreads, 0>(f, nullptr, nullptr, T, scratch, hist2, out);
+#endif
 }

@@ -2,12 +2,16 @@
 //! [`HEADS`] heads and a context of `n_ctx` keys, the indices of the [`TOP_K`]
 //! largest `s_t = Σ_h w_h · relu(q_h · k_t)`.
 //!
-//! Two implementations (see `kernels/topk.cu`): `topk_keep_all` scores the whole
-//! context and then selects over all of it; `topk_indexer` (incremental) folds
-//! each chunk into a histogram as it scores it, so that selection only has to look
-//! at the scores near the threshold. The incremental one is tuned over chunk size,
-//! warps and pipeline stages, with the keep-all one as its fallback: the sweep
-//! decides, per range of `n_ctx`, which to launch.
+//! Three implementations (see `kernels/topk.cu`): `topk_keep_all` scores the whole
+//! context and then selects over all of it in one block; `topk_indexer` with
+//! `launches = 2` folds each chunk into a histogram as it scores it, so that a
+//! grid-wide filter only has to resolve the scores near the threshold; and
+//! `topk_indexer` with `launches = 1` does both in one cooperative launch (a
+//! persistent grid of resident blocks, one grid barrier between scoring and
+//! selection). The indexer is tuned over launches, chunk size (for the one-launch
+//! kernel: the fewest tokens a block takes, which bounds the grid at small
+//! contexts), warps and pipeline stages, with the keep-all one as its fallback: the
+//! sweep decides, per range of `n_ctx`, which to launch.
 
 use autotune_runtime::cudarc::driver::sys::CUfunction_attribute;
 use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
@@ -22,23 +26,31 @@ pub const TOP_K: usize = 2048;
 
 const HIST_BINS: usize = 4096;
 const COUNTERS: usize = 8;
+const HIST2_BINS: usize = 1024;
+/// The first level's histogram summed over 64 bins at a time (`kSuper`).
+const SUPER_BINS: usize = 64;
 const SELECT_THREADS: u32 = 1024;
 const FILTER_THREADS: u32 = 256;
 const FILTER_PER_BLOCK: usize = 2048;
 /// Dynamic shared memory of the selection kernels: two arrays of 8192 u32.
 const SELECT_SHARED: u32 = 2 * 8192 * 4;
+/// `sizeof(FilterShared)` in `kernels/topk.cu` (a `static_assert` there checks it).
+const FILTER_SHARED: u32 = 39_080;
+/// Keys of its share a one-launch block keeps in shared memory (`kKeepCap`).
+const KEEP_CAP: u32 = 4096;
 
 /// The `u32`s of scratch a call with `n_ctx` keys needs. Allocate it zeroed
-/// (`alloc_zeros`): the kernels expect its histogram and counters zero when a call
+/// (`alloc_zeros`): the kernels expect its histograms and counters zero when a call
 /// starts and leave them zero when it ends (see [`reset_scratch`] after a failed
 /// call).
 pub fn scratch_len(n_ctx: usize) -> usize {
-    3 * n_ctx + HIST_BINS + COUNTERS
+    3 * n_ctx + HIST_BINS + COUNTERS + HIST2_BINS + SUPER_BINS
 }
 
-/// The part of the scratch that must be zero between calls: histogram and counters.
-fn counts(n_ctx: usize) -> std::ops::Range<usize> {
-    n_ctx..n_ctx + HIST_BINS + COUNTERS
+/// The part of the scratch that must be zero between calls: the first level's
+/// histogram, the counters, the second level's histogram and the super-bins.
+pub fn counts(n_ctx: usize) -> std::ops::Range<usize> {
+    n_ctx..n_ctx + HIST_BINS + COUNTERS + HIST2_BINS + SUPER_BINS
 }
 
 /// Zeroes the histogram and counters of `scratch`, e.g. after a call that failed
@@ -52,11 +64,19 @@ pub fn reset_scratch(
     Ok(())
 }
 
-/// Dynamic shared memory of `topk_score`: the query, `stages` tiles of keys and,
-/// for the incremental kernel, the block's histogram.
+/// Dynamic shared memory of `topk_score`: the query, each warp's ring of `stages`
+/// tiles of 16 keys and, for the incremental kernels, the block's histogram.
 fn score_shared(warps: u32, stages: u32, histogram: bool) -> u32 {
     let row = (DIM as u32 + 8) * 2;
     (HEADS as u32 + stages * 16 * warps) * row + if histogram { HIST_BINS as u32 * 4 } else { 0 }
+}
+
+/// Dynamic shared memory of `topk_fused` (`kFusedShared`): scoring's with its
+/// super-bins, reused after the grid barrier for the selection's state, then the
+/// block's kept keys. (Too little makes the kernel trap; the GPU tests launch every
+/// point.)
+fn fused_shared(warps: u32, stages: u32) -> u32 {
+    (score_shared(warps, stages, true) + SUPER_BINS as u32 * 4).max(FILTER_SHARED) + KEEP_CAP * 4
 }
 
 fn check(
@@ -96,16 +116,6 @@ fn check(
         .ok_or_else(|| KernelError::Arguments(format!("n_ctx = {n_ctx} is too large")))
 }
 
-/// How the selection after scoring goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Selection {
-    /// Scoring folds each chunk into a histogram; a grid-wide filter keeps what is
-    /// near the threshold, and its last block resolves the threshold bin.
-    Incremental,
-    /// One block selects over every score.
-    KeepAll,
-}
-
 /// The query, head weights, keys, output indices and scratch of one call.
 type Buffers<'a> = (
     &'a CudaSlice<bf16>,
@@ -115,23 +125,28 @@ type Buffers<'a> = (
     &'a mut CudaSlice<u32>,
 );
 
-/// Both wrappers' body: check the arguments, score (`shape` = chunk, warps,
-/// stages), select.
+/// The entry at `index` of a variant's functions, or why not.
+fn entry<'a>(
+    functions: &'a [CudaFunction],
+    index: usize,
+    name: &str,
+) -> Result<&'a CudaFunction, KernelError> {
+    functions
+        .get(index)
+        .ok_or_else(|| KernelError::Arguments(format!("no entry {name} (entry {index})")))
+}
+
+/// Two launches: score (`shape` = chunk, warps, stages), then select with `select`
+/// (`topk_filter` for the incremental kernel, `topk_select_all` for keep-all).
 fn score_and_select(
     stream: &CudaStream,
-    functions: &[CudaFunction],
+    (score, select): (&CudaFunction, &CudaFunction),
     shape: (u32, u32, u32),
-    selection: Selection,
+    incremental: bool,
     (q, weights, keys, out, scratch): Buffers<'_>,
     n_ctx: usize,
 ) -> Result<(), KernelError> {
     let t = check(q, weights, keys, out, scratch, n_ctx)?;
-    let [score, select] = functions else {
-        return Err(KernelError::Arguments(format!(
-            "{selection:?} top-k needs its two entries, score and select"
-        )));
-    };
-    let incremental = selection == Selection::Incremental;
     launch_score(
         stream,
         score,
@@ -146,6 +161,50 @@ fn score_and_select(
         (1, SELECT_THREADS)
     };
     launch_select(stream, select, blocks, scratch, out, t)
+}
+
+/// One cooperative launch of `topk_fused` (entry 2 of the indexer): a grid of
+/// `ceil(n_ctx / chunk)` blocks, at most as many as are resident at once (the
+/// launch fails rather than deadlock at its grid barrier if they would not be).
+fn score_and_select_fused(
+    stream: &CudaStream,
+    variant: &Variant<TopkParams>,
+    (q, weights, keys, out, scratch): Buffers<'_>,
+    n_ctx: usize,
+) -> Result<(), KernelError> {
+    let t = check(q, weights, keys, out, scratch, n_ctx)?;
+    let p = variant.params();
+    let function = entry(variant.functions(), 2, "topk_fused")?;
+    let threads = p.warps * 32;
+    let shared = fused_shared(p.warps, p.stages);
+    function.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        i32::try_from(shared).unwrap_or(i32::MAX),
+    )?;
+    let resident = variant.resident_blocks(stream, 2, threads, shared)?;
+    KernelError::check(resident > 0, || {
+        format!(
+            "a block of {threads} threads with {shared} bytes of shared memory does not fit on this GPU"
+        )
+    })?;
+    let config = LaunchConfig {
+        grid_dim: (t.div_ceil(p.chunk.max(1)).min(resident), 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: shared,
+    };
+    let mut launch = stream.launch_builder(function);
+    launch
+        .arg(q)
+        .arg(weights)
+        .arg(keys)
+        .arg(&t)
+        .arg(scratch)
+        .arg(out);
+    // SAFETY: matches `topk_fused(const bf16*, const float*, const bf16*, unsigned,
+    // unsigned*, int*)`; sizes checked by `check`; the grid is at most the resident
+    // blocks, and a cooperative launch refuses a grid that could not all be resident.
+    unsafe { launch.launch_cooperative(config) }?;
+    Ok(())
 }
 
 fn launch_score(
@@ -213,18 +272,22 @@ fn launch_select(
 
 /// The indices of the [`TOP_K`] largest scores (in no particular order) into
 /// `out`. `q` is `[HEADS][DIM]`, `weights` `[HEADS]`, `keys` `[n_ctx][DIM]`,
-/// `scratch` holds [`scratch_len`]`(n_ctx)`.
+/// `scratch` holds [`scratch_len`]`(n_ctx)`. `launches = 1` is the one-launch
+/// kernel (cooperative; `chunk` is the fewest tokens a block takes), `launches = 2`
+/// scoring then a grid-wide filter (`chunk` tokens a scoring block).
 #[autotune(
     source = "kernels/topk.cu",
-    entry = ["topk_score", "topk_filter"],
+    entry = ["topk_score", "topk_filter", "topk_fused"],
     key = n_ctx,
     sizes = [4k, 16k, 32k, 64k, 100k, 128k],
     case = TopkCase,
+    launches = [1, 2],
     chunk = [64, 128, 256, 512, 1024, 2048],
     warps = [2, 4, 8],
-    stages = 1..=3,
-    where = "chunk % (16 * warps) == 0",
-    default = (chunk = 512, warps = 4, stages = 2),
+    stages = 1..=4,
+    where = "chunk % (16 * warps) == 0
+             && ((launches == 1 && warps >= 4 && stages >= 2) || (launches == 2 && stages <= 3))",
+    default = (launches = 1, chunk = 128, warps = 4, stages = 2),
     fallback = topk_keep_all,
 )]
 #[allow(clippy::too_many_arguments)]
@@ -239,13 +302,20 @@ pub fn topk_indexer(
     n_ctx: usize,
 ) -> Result<(), KernelError> {
     let p = variant.params();
-    let shape = (p.chunk, p.warps, p.stages);
     let buffers = (q, weights, keys, out, scratch);
+    if p.launches == 1 {
+        return score_and_select_fused(stream, variant, buffers, n_ctx);
+    }
+    let functions = variant.functions();
+    let entries = (
+        entry(functions, 0, "topk_score")?,
+        entry(functions, 1, "topk_filter")?,
+    );
     score_and_select(
         stream,
-        variant.functions(),
-        shape,
-        Selection::Incremental,
+        entries,
+        (p.chunk, p.warps, p.stages),
+        true,
         buffers,
         n_ctx,
     )
@@ -277,13 +347,17 @@ pub fn topk_keep_all(
     n_ctx: usize,
 ) -> Result<(), KernelError> {
     let p = variant.params();
-    let shape = (p.chunk, p.warps, p.stages);
+    let functions = variant.functions();
+    let entries = (
+        entry(functions, 0, "topk_score")?,
+        entry(functions, 1, "topk_select_all")?,
+    );
     let buffers = (q, weights, keys, out, scratch);
     score_and_select(
         stream,
-        variant.functions(),
-        shape,
-        Selection::KeepAll,
+        entries,
+        (p.chunk, p.warps, p.stages),
+        false,
         buffers,
         n_ctx,
     )

@@ -2,10 +2,13 @@
 //! variant of it (`Variant`): what a wrapper receives.
 
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, DriverError};
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
+
+use crate::KernelError;
 
 /// The values of one point of a kernel's space, as a typed struct. The macro
 /// generates the struct a wrapper names in `&Variant<MyParams>` and implements this.
@@ -37,6 +40,23 @@ pub struct Variant<P> {
     params: P,
     /// One per entry of the attribute, in order (never empty).
     functions: Vec<CudaFunction>,
+    /// Per entry, the first [`Residency`] asked of it (see `resident_blocks`).
+    residency: Vec<OnceLock<Residency>>,
+}
+
+/// How many blocks of one launch shape fit on a device at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Residency {
+    threads: u32,
+    shared: u32,
+    blocks: u32,
+}
+
+impl Residency {
+    /// `blocks` if this is the residency of `threads` x `shared`.
+    fn of(self, threads: u32, shared: u32) -> Option<u32> {
+        (self.threads == threads && self.shared == shared).then_some(self.blocks)
+    }
 }
 
 impl<P: Params> Variant<P> {
@@ -52,6 +72,7 @@ impl<P: Params> Variant<P> {
         Self {
             name: name.into(),
             params,
+            residency: functions.iter().map(|_| OnceLock::new()).collect(),
             functions,
         }
     }
@@ -94,5 +115,70 @@ impl<P: Params> Variant<P> {
     /// Every entry's kernel, in the order of the attribute's `entry` list.
     pub fn functions(&self) -> &[CudaFunction] {
         &self.functions
+    }
+
+    /// How many blocks of entry `entry` fit on the stream's device at once with
+    /// `threads` threads and `shared` bytes of dynamic shared memory each: the grid
+    /// of a persistent kernel, and the most a cooperative launch may ask for (the
+    /// occupancy per multiprocessor times the multiprocessors; 0 when one block does
+    /// not fit). The
+    /// driver is asked on the first call and the answer kept, so that a dispatch
+    /// path asks it nothing after that; a call with another shape asks again. Set
+    /// the entry's dynamic shared memory limit first when `shared` is above 48 KiB.
+    pub fn resident_blocks(
+        &self,
+        stream: &CudaStream,
+        entry: usize,
+        threads: u32,
+        shared: u32,
+    ) -> Result<u32, KernelError> {
+        let (Some(function), Some(cache)) = (self.functions.get(entry), self.residency.get(entry))
+        else {
+            return Err(KernelError::Arguments(format!(
+                "{} has {} entries, not an entry {entry}",
+                self.name,
+                self.functions.len()
+            )));
+        };
+        if let Some(blocks) = cache.get().and_then(|r| r.of(threads, shared)) {
+            return Ok(blocks);
+        }
+        let multiprocessors = stream
+            .context()
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let per_multiprocessor = function.occupancy_max_active_blocks_per_multiprocessor(
+            threads,
+            shared as usize,
+            None,
+        )?;
+        let blocks = u32::try_from(multiprocessors)
+            .unwrap_or(0)
+            .saturating_mul(per_multiprocessor);
+        let asked = Residency {
+            threads,
+            shared,
+            blocks,
+        };
+        Ok(cache
+            .get_or_init(|| asked)
+            .of(threads, shared)
+            .unwrap_or(blocks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_residency_answers_only_for_its_own_launch_shape() {
+        let asked = Residency {
+            threads: 256,
+            shared: 138_240,
+            blocks: 132,
+        };
+        assert_eq!(asked.of(256, 138_240), Some(132));
+        assert_eq!(asked.of(128, 138_240), None);
+        assert_eq!(asked.of(256, 69_632), None);
     }
 }
