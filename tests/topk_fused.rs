@@ -14,7 +14,8 @@ mod skip;
 use std::path::Path;
 use std::sync::Arc;
 
-use autotune_build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_build::nvcc::{Nvcc, Target};
+use autotune_build::tune::{PointJob, compile_jobs};
 use autotune_kernels::samples::{self, TopkInputs};
 use autotune_kernels::topk::{self, DIM, TOP_K, TopkIndexer, TopkParams};
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
@@ -25,7 +26,8 @@ use autotune_runtime::{Kernel, Params, Variant};
 
 const SIZES: [usize; 6] = [TOP_K, TOP_K + 1, 4099, 16_384, 100_000, 131_072];
 
-/// Every `launches = 1` point, compiled for `arch` and loaded on `ctx`.
+/// Every `launches = 1` point, compiled for `arch` as a sweep compiles it (its own
+/// jobs, `tune::compile_jobs`) and loaded on `ctx`.
 fn fused_variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkParams>> {
     let spec = &<TopkIndexer as Kernel>::SPEC;
     let launches = spec
@@ -36,26 +38,11 @@ fn fused_variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkParams>
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("topk-fused");
     let nvcc = Nvcc::find(&work).expect("nvcc, to compile the points");
-    let points: Vec<&[u32]> = spec
-        .points
-        .iter()
-        .copied()
-        .filter(|p| p[launches] == 1)
+    let points: Vec<PointJob> = compile_jobs(spec, root, &Target::Cubin(arch.into()), &[], &[])
+        .into_iter()
+        .filter(|p| !p.fallback && p.values[launches] == 1)
         .collect();
-    let jobs: Vec<CompileJob> = points
-        .iter()
-        .map(|point| CompileJob {
-            kernel: spec.name.into(),
-            label: spec.point_name(point).replace([',', '='], "_"),
-            source: root.join(spec.source_of(point)),
-            entries: spec.entries.iter().map(|e| e.to_string()).collect(),
-            defines: spec.defines(point),
-            flags: spec.flags.iter().map(|f| f.to_string()).collect(),
-            target: Target::Cubin(arch.into()),
-            dependencies: vec![],
-            dir: root.to_path_buf(),
-        })
-        .collect();
+    let jobs: Vec<_> = points.iter().map(|p| p.job.clone()).collect();
     let progress = autotune_table::progress::Progress::silent("topk_fused");
     let (compiled, seconds) = nvcc.compile_all(&jobs, &work, &progress);
     println!(
@@ -66,16 +53,10 @@ fn fused_variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkParams>
         .iter()
         .zip(compiled)
         .map(|(point, c)| {
-            let c = c.unwrap_or_else(|e| panic!("{}: {e}", spec.point_name(point)));
-            let params = TopkParams::from_values(point).expect("the spec's own point");
-            Variant::load(
-                ctx,
-                &std::fs::read(&c.binary).unwrap(),
-                spec.entries,
-                spec.point_name(point),
-                params,
-            )
-            .unwrap()
+            let c = c.unwrap_or_else(|e| panic!("{}: {e}", point.name));
+            let params = TopkParams::from_values(&point.values).expect("the spec's own point");
+            let image = std::fs::read(&c.binary).unwrap();
+            Variant::load(ctx, &image, spec.entries, point.name.clone(), params).unwrap()
         })
         .collect()
 }

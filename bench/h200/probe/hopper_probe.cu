@@ -18,14 +18,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                           \
-    do {                                                                                   \
-        cudaError_t e = (x);                                                               \
-        if (e != cudaSuccess) {                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "check.h"
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode;
 

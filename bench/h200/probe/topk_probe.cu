@@ -27,14 +27,7 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x)                                                                              \
-    do {                                                                                      \
-        cudaError_t e = (x);                                                                  \
-        if (e != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-            exit(2);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "check.h"
 
 __global__ void read_keys(const uint4* __restrict__ p, size_t n, unsigned* sink) {
     unsigned acc = 0;
