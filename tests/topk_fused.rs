@@ -113,6 +113,19 @@ impl Device {
         .unwrap_or_else(|e| panic!("{} at n_ctx = {n_ctx}: {e}", variant.name()));
     }
 
+    /// One call on a poisoned output, checked (`check`).
+    fn launch_and_check(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        variant: &Variant<TopkParams>,
+        scores: &[f64],
+        what: &str,
+    ) {
+        autotune_runtime::poison(stream, &mut self.out).unwrap();
+        self.launch(stream, variant, scores.len());
+        self.check(stream, scores, &format!("{}, {what}", variant.name()));
+    }
+
     /// The selection against the CPU's scores, and the counts left zero.
     fn check(&self, stream: &Arc<CudaStream>, scores: &[f64], what: &str) {
         let verdict = topk::check_top_k(scores, &stream.clone_dtoh(&self.out).unwrap());
@@ -141,13 +154,8 @@ fn every_one_launch_point_selects_the_top_k_twice_in_a_row_at_every_length() {
         let mut device = Device::new(&stream, &input, n_ctx);
         for variant in &variants {
             for call in 0..2 {
-                autotune_runtime::poison(&stream, &mut device.out).unwrap();
-                device.launch(&stream, variant, n_ctx);
-                device.check(
-                    &stream,
-                    &scores,
-                    &format!("{} at n_ctx = {n_ctx}, call {call}", variant.name()),
-                );
+                let what = format!("n_ctx = {n_ctx}, call {call}");
+                device.launch_and_check(&stream, variant, &scores, &what);
             }
         }
     }
@@ -170,13 +178,7 @@ fn every_one_launch_point_is_right_when_every_score_is_equal() {
     let scores = topk::scores(&input.q, &input.weights, &input.keys);
     let mut device = Device::new(&stream, &input, n_ctx);
     for variant in &variants {
-        autotune_runtime::poison(&stream, &mut device.out).unwrap();
-        device.launch(&stream, variant, n_ctx);
-        device.check(
-            &stream,
-            &scores,
-            &format!("{}, equal scores", variant.name()),
-        );
+        device.launch_and_check(&stream, variant, &scores, "equal scores");
     }
 }
 
