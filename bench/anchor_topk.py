@@ -31,10 +31,12 @@ def main():
 
         wb = w.to(torch.bfloat16)
 
-        def weighted_sum():
+        def f32_scores():
             # relu(q k^T) in bf16, the head sum in f32.
-            scores = (torch.relu(q @ k.T).float() * w[:, None]).sum(0)
-            return torch.topk(scores, args.top).indices
+            return (torch.relu(q @ k.T).float() * w[:, None]).sum(0)
+
+        def weighted_sum():
+            return torch.topk(f32_scores(), args.top).indices
 
         def second_matmul():
             # The head sum as a second matrix product: w^T relu(q k^T).
@@ -42,7 +44,7 @@ def main():
             return torch.topk(scores, args.top).indices
 
         # The selection alone: torch.topk on the scores already computed (f32).
-        scores = (torch.relu(q @ k.T).float() * w[:, None]).sum(0)
+        scores = f32_scores()
 
         def select_only():
             return torch.topk(scores, args.top).indices

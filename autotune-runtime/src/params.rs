@@ -121,10 +121,10 @@ impl<P: Params> Variant<P> {
     /// `threads` threads and `shared` bytes of dynamic shared memory each: the grid
     /// of a persistent kernel, and the most a cooperative launch may ask for (the
     /// occupancy per multiprocessor times the multiprocessors; 0 when one block does
-    /// not fit). The
-    /// driver is asked on the first call and the answer kept, so that a dispatch
-    /// path asks it nothing after that; a call with another shape asks again. Set
-    /// the entry's dynamic shared memory limit first when `shared` is above 48 KiB.
+    /// not fit). The driver is asked on the first call and the answer kept, so that
+    /// a dispatch path asks it nothing after that; a call with another shape asks
+    /// again. Set the entry's dynamic shared memory limit first when `shared` is
+    /// above 48 KiB.
     pub fn resident_blocks(
         &self,
         stream: &CudaStream,
