@@ -85,16 +85,21 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         })?;
         let mut points = Vec::new();
         for (point, function) in &functions {
+            let resident = gemm_hopper::resident_blocks(&stream, function, point)?;
             autotune_runtime::poison(&stream, &mut c)?;
-            gemm_hopper::launch(&stream, function, point, &da, &db, &mut c, m, n, k)?;
+            gemm_hopper::launch(
+                &stream, function, point, resident, &da, &db, &mut c, m, n, k,
+            )?;
             let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
             if !verdict.passed() {
                 points.push(json!({"point": point.name(), "wrong": format!("{verdict:?}")}));
                 continue;
             }
             let ms = time_ms(&stream, &mut flush, &mut || {
-                gemm_hopper::launch(&stream, function, point, &da, &db, &mut c, m, n, k)
-                    .map_err(|e| e.to_string())
+                gemm_hopper::launch(
+                    &stream, function, point, resident, &da, &db, &mut c, m, n, k,
+                )
+                .map_err(|e| e.to_string())
             })?;
             points.push(json!({"point": point.name(), "ms": ms, "vs_cublas": cublas / ms}));
         }

@@ -19,6 +19,11 @@
 // N % 8 == 0 (16-byte rows); any M, and N, K that are not multiples of the tile.
 //
 // Workspace (f32): acc[M * N] | counters[tiles] (as u32), zero before the first call.
+//
+// B is read by every block-row of the grid. With one block-row (decode: M <= BM),
+// each of its bytes is read once, by one block, so all three kernels load it then
+// under an L2 evict-first policy (ptx.cuh says why); with more, under the default
+// policy, as the blocks of a raster group share B's tiles in L2.
 
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -122,6 +127,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16(
     const int m0 = tile_m * BM;
     const int n0 = tile_n * BN;
 
+    // B's bytes are read once when the grid has one block-row.
+    const unsigned long long b_policy = tiles_m == 1 ? evict_first_policy() : evict_normal_policy();
+
     // This block's share of K.
     const int k_tiles = (K + BK - 1) / BK;
     const int per_split = (k_tiles + SPLIT - 1) / SPLIT;
@@ -147,7 +155,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16(
             const int gk = k0 + r;
             const int gn = n0 + col;
             const bool valid = gk < K && gn < N;
-            cp_async16(bs + r * kBPad + col, B + static_cast<size_t>(valid ? gk : 0) * N + (valid ? gn : 0), valid ? 16 : 0);
+            cp_async16_hint(bs + r * kBPad + col, B + static_cast<size_t>(valid ? gk : 0) * N + (valid ? gn : 0),
+                            valid ? 16 : 0, b_policy);
         }
     };
 
@@ -258,6 +267,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
     const int per_split = ((K + SPLIT - 1) / SPLIT + 7) / 8 * 8;
     const int k_begin = blockIdx.z * per_split;
     const int k_end = min(K, k_begin + per_split);
+    // B's bytes are read once when the grid has one block-row (see the top).
+    const unsigned long long b_policy = gridDim.y == 1 ? evict_first_policy() : evict_normal_policy();
+    auto load_b = [&](int row) { return load16_hint(B + static_cast<size_t>(row) * N + n, b_policy); };
     float acc[BM][8];
 #pragma unroll
     for (int m = 0; m < BM; ++m)
@@ -270,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
             uint4 bv[4];
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
-                bv[u] = __ldg(reinterpret_cast<const uint4*>(B + static_cast<size_t>(k + u * kGemvLanes) * N + n));
+                bv[u] = load_b(k + u * kGemvLanes);
             }
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
@@ -294,7 +306,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
             }
         }
         for (; k < k_end; k += kGemvLanes) {
-            const uint4 bv = __ldg(reinterpret_cast<const uint4*>(B + static_cast<size_t>(k) * N + n));
+            const uint4 bv = load_b(k);
             const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&bv);
             float b[8];
 #pragma unroll

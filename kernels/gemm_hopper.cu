@@ -28,6 +28,8 @@
 // of them per stage, and wgmma reads it transposed. Out-of-bounds parts of a box
 // are zero-filled by the TMA, so M, N and K tails need no code; the epilogue checks
 // bounds. K and N must be multiples of 8 (TMA strides are multiples of 16 bytes).
+// With one tile row (decode: M <= BM) each box of B is read once, by one block, and
+// is loaded under an L2 evict-first policy (ptx.cuh says why).
 //
 // Launch: 128 * (CONSUMERS + 1) threads; grid min(units, resident blocks) for
 // SPLIT = 1, units for SPLIT > 1 (clusters are not persistent), units = ceil(M / BM)
@@ -37,6 +39,8 @@
 #include <cuda_bf16.h>
 #include <cuda.h>
 #include <cstdint>
+
+#include "ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Built for another architecture (a fatbin's portable parts): the entry exists, so
@@ -163,16 +167,26 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
 }
 
+// The wait loop for the phase of an mbarrier with a parity (operands 0 and 1), with
+// `sem` the try_wait's semantics: "" for the CTA-scope default, ".acquire.cluster"
+// to acquire what the cluster's threads released before arriving. One asm statement,
+// so that the compiler still unrolls the loops around it.
+#define MBARRIER_WAIT_LOOP(sem)                                          \
+    "{\n"                                                                \
+    ".reg .pred done;\n"                                                 \
+    "wait_%=:\n"                                                         \
+    "mbarrier.try_wait.parity" sem ".shared::cta.b64 done, [%0], %1;\n" \
+    "@!done bra wait_%=;\n"                                              \
+    "}\n"
+
+// Waits for the phase of `bar` with `parity`; CLUSTER: see MBARRIER_WAIT_LOOP.
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n"
-        "}\n" ::"r"(smem_address(bar)),
-        "r"(parity)
-        : "memory");
+    if constexpr (CLUSTER) {
+        asm volatile(MBARRIER_WAIT_LOOP(".acquire.cluster")::"r"(smem_address(bar)), "r"(parity) : "memory");
+    } else {
+        asm volatile(MBARRIER_WAIT_LOOP("")::"r"(smem_address(bar)), "r"(parity) : "memory");
+    }
 }
 
 // Arrives on the mbarrier at `bar` (a shared address of this block) in the block of
@@ -185,18 +199,6 @@ __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t 
         "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
         "}\n" ::"r"(smem_address(bar)),
         "r"(rank)
-        : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* bar, uint32_t parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n"
-        "}\n" ::"r"(smem_address(bar)),
-        "r"(parity)
         : "memory");
 }
 
@@ -227,6 +229,16 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
         "[%4];\n" ::"r"(smem_address(dst)),
         "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar))
+        : "memory");
+}
+
+// tma_load under the L2 cache policy `policy`.
+__device__ __forceinline__ void tma_load_hint(void* dst, const CUtensorMap* map, int inner, int outer, uint64_t* bar,
+                                              unsigned long long policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+        "{%2, %3}], [%4], %5;\n" ::"r"(smem_address(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar)), "l"(policy)
         : "memory");
 }
 
@@ -265,7 +277,6 @@ __device__ __forceinline__ void consumers_sync() {
 
 // The tile of work unit `unit`: its row and column of tiles and its slice of K.
 struct Unit {
-    int tile;  // row-major index of the output tile (the split-K counter's)
     int m0, n0;
     int kt_begin, kt_end;  // k-tiles of this slice
 };
@@ -283,7 +294,6 @@ __device__ __forceinline__ Unit unit_at(int unit, int tiles_m, int tiles_n, int 
     const int tile_n = in_band / rows;
     const int per_slice = (k_tiles + SPLIT - 1) / SPLIT;
     Unit u;
-    u.tile = tile_m * tiles_n + tile_n;
     u.m0 = tile_m * BM;
     u.n0 = tile_n * BN;
     u.kt_begin = min(slice * per_slice, k_tiles);
@@ -342,6 +352,8 @@ extern "C" __global__ void
         if (threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+            // B's boxes are read once when the grid has one tile row.
+            const unsigned long long b_policy = tiles_m == 1 ? evict_first_policy() : evict_normal_policy();
             int it = 0;  // k-steps issued so far, over every unit of this block
             for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
                 const Unit u = unit_at(unit, tiles_m, tiles_n, k_tiles);
@@ -353,7 +365,8 @@ extern "C" __global__ void
                     tma_load(stage, &map_a, t * KSTEP, u.m0, &full[s]);
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j) {
-                        tma_load(stage + A_STAGE_BYTES + j * B_BOX_BYTES, &map_b, u.n0 + j * 64, t * KSTEP, &full[s]);
+                        tma_load_hint(stage + A_STAGE_BYTES + j * B_BOX_BYTES, &map_b, u.n0 + j * 64, t * KSTEP,
+                                      &full[s], b_policy);
                     }
                 }
             }
@@ -449,7 +462,7 @@ extern "C" __global__ void
             if (threadIdx.x == 128) {
                 for (uint32_t peer = 0; peer < SPLIT; ++peer) mbarrier_arrive_cluster(&partials_ready, peer);
             }
-            mbarrier_wait_cluster(&partials_ready, round & 1);
+            mbarrier_wait<true>(&partials_ready, round & 1);
             // Rows rank, rank + SPLIT, ... of the tile: the sum of every peer's.
             const int rows = min(BM, m - u.m0);
             const int cols = min(BN, n - u.n0);
@@ -475,7 +488,7 @@ extern "C" __global__ void
             if (threadIdx.x == 128) {
                 for (uint32_t peer = 0; peer < SPLIT; ++peer) mbarrier_arrive_cluster(&partials_read, peer);
             }
-            mbarrier_wait_cluster(&partials_read, round & 1);
+            mbarrier_wait<true>(&partials_read, round & 1);
 #endif
         }
     }

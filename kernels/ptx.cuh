@@ -1,5 +1,6 @@
-// PTX wrappers shared by the tensor-core kernels (sm_80 and up): asynchronous
-// copies into shared memory, ldmatrix, and the bf16 m16n8k16 MMA with f32 accumulators.
+// PTX wrappers shared by the kernels (sm_80 and up): asynchronous copies into shared
+// memory (with an L2 policy or without), L2 policies, a 16-byte load that bypasses
+// L1 under a policy, ldmatrix, and the bf16 m16n8k16 MMA with f32 accumulators.
 #pragma once
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -8,6 +9,38 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+// An L2 policy that evicts the lines it is given first. For data read once (top-k's
+// keys, a decode GEMM's weights): such lines take each other's place in L2 rather
+// than evict what other work keeps there (or, after a memset flush, dirty lines whose
+// write-back would share the read bandwidth).
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
+// The default L2 policy, for a load whose form takes one.
+__device__ __forceinline__ unsigned long long evict_normal_policy() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
+// cp_async16 with an L2 cache policy.
+__device__ __forceinline__ void cp_async16_hint(void* dst, const void* src, int bytes, unsigned long long policy) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(bytes), "l"(policy));
+}
+
+// 16 read-only bytes at `src` (16-byte aligned), not kept in L1, under an L2 policy.
+__device__ __forceinline__ uint4 load16_hint(const void* src, unsigned long long policy) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(src), "l"(policy));
+    return v;
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

@@ -79,23 +79,8 @@ static_assert(CHUNK % (16 * WARPS) == 0, "CHUNK must be a multiple of 16 * WARPS
 static_assert(STAGES >= 1, "STAGES >= 1");
 
 // ---------------------------------------------------------------------------
-// Loads with an L2 policy, and order-preserving float keys (the other PTX helpers
-// are in ptx.cuh).
-
-// An L2 policy that evicts the lines it is given first: keys are read once, so they
-// take each other's place in L2 rather than evict what other work keeps there (or,
-// after a memset flush, dirty lines whose write-back would share the read bandwidth).
-__device__ __forceinline__ unsigned long long evict_first_policy() {
-    unsigned long long policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-    return policy;
-}
-
-// cp_async16 (ptx.cuh) with an L2 cache policy.
-__device__ __forceinline__ void cp_async16_hint(void* dst, const void* src, int bytes, unsigned long long policy) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(dst)),
-                 "l"(src), "r"(bytes), "l"(policy));
-}
+// Order-preserving float keys (the PTX helpers, the L2-hinted loads among them, are
+// in ptx.cuh).
 
 // Larger float -> larger unsigned.
 __device__ __forceinline__ unsigned order_key(float f) {
@@ -427,10 +412,6 @@ __device__ __forceinline__ void resolve(SelectShared& sh, unsigned* s_keys, unsi
                                         unsigned out_base, const unsigned* hist2, int* __restrict__ out) {
     const int tid = threadIdx.x;
     const bool in_shared = hist2 == nullptr && n <= CAP;
-    if (hist2 != nullptr) {
-#pragma unroll
-        for (int i = tid; i < kBins; i += THREADS) sh.hist[i] = __ldcg(hist2 + i);
-    }
     if (in_shared) {
         batched<THREADS>(
             n, [&](unsigned i) { return make_uint2(__ldcg(g_keys + i), __ldcg(g_idx + i)); },
@@ -449,9 +430,8 @@ __device__ __forceinline__ void resolve(SelectShared& sh, unsigned* s_keys, unsi
         const int shift = 32 - prefix_bits - 10;
         if (tid == 0) sh.small_count = 0;
         if (level == 0 && hist2 != nullptr) {
-            __syncthreads();
             TOPK_TRACE_POINT(7);
-            find_threshold<THREADS, kBins, false>(sh.hist, need, sh);
+            find_threshold<THREADS, kBins, true>(hist2, need, sh);
         } else {
             for (int i = tid; i < kBins; i += THREADS) sh.hist[i] = 0;
             __syncthreads();
@@ -737,9 +717,7 @@ __device__ __forceinline__ unsigned warp_threshold(unsigned lo, unsigned hi, uns
     const bool mine = after < need && need <= suffix + above;
     const int owner = __ffs(__ballot_sync(0xffffffffu, mine)) - 1;
     const bool upper = after + hi >= need;  // the answer is this lane's second count
-    const unsigned pick = (mine ? (upper ? 1u : 0u) : 0u) | (mine ? 2u : 0u);
-    const unsigned packed = __shfl_sync(0xffffffffu, pick, owner);
-    const bool in_hi = packed & 1u;
+    const bool in_hi = __shfl_sync(0xffffffffu, upper ? 1u : 0u, owner) != 0;  // the owner's
     above = __shfl_sync(0xffffffffu, in_hi ? after : after + hi, owner);
     count = __shfl_sync(0xffffffffu, in_hi ? hi : lo, owner);
     return 2 * owner + (in_hi ? 1 : 0);

@@ -110,7 +110,9 @@ pub fn gemm(
             stages: p.stages,
             split: p.split,
         };
-        return gemm_hopper::launch(stream, function, &point, a, b, c, m, n, k);
+        gemm_hopper::allow_shared(function, &point)?;
+        let resident = variant.resident_blocks(stream, 2, point.threads(), point.shared_bytes())?;
+        return gemm_hopper::launch(stream, function, &point, resident, a, b, c, m, n, k);
     }
     let (bm, bn) = (p.bm as usize, p.bn as usize);
     let tiles = m.div_ceil(bm) * n.div_ceil(bn);

@@ -5,7 +5,7 @@
 //! of a thread-block cluster; sm_90a only. This module launches a compiled point of
 //! it: the two tensor maps built on the host (no allocation, no synchronisation, so
 //! a launch can be captured in a CUDA graph), the dynamic shared memory raised, the
-//! grid sized to the blocks that fit at once.
+//! grid sized to the blocks that fit at once (asked of the driver once, by the caller).
 
 use std::ffi::c_void;
 
@@ -143,15 +143,50 @@ fn tensor_map(address: u64, rows: u64, cols: u64, box_rows: u32) -> Result<Tenso
     Ok(TensorMap(unsafe { map.assume_init() }))
 }
 
+/// Raises `function`'s dynamic shared memory limit to what `params` needs (once per
+/// function suffices; again is harmless). Before [`resident_blocks`] and [`launch`].
+pub fn allow_shared(function: &CudaFunction, params: &HopperParams) -> Result<(), KernelError> {
+    function.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        params.shared_bytes() as i32,
+    )?;
+    Ok(())
+}
+
+/// How many blocks of `function` (a point compiled with `params`) fit on the device
+/// at once: the persistent grid's bound, which [`launch`] takes. Asks the driver;
+/// the GEMM's wrapper keeps the answer in its variant (`Variant::resident_blocks`).
+pub fn resident_blocks(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    params: &HopperParams,
+) -> Result<u32, KernelError> {
+    allow_shared(function, params)?;
+    let multiprocessors = stream
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let per_multiprocessor = function.occupancy_max_active_blocks_per_multiprocessor(
+        params.threads(),
+        params.shared_bytes() as usize,
+        None,
+    )?;
+    Ok(u32::try_from(multiprocessors)
+        .unwrap_or(0)
+        .saturating_mul(per_multiprocessor))
+}
+
 /// `c[m x n] = a[m x k] · b[k x n]` (row-major bf16) with `function`, the
-/// [`ENTRY`] of a point of [`SOURCE`] compiled with `params` for [`ARCH`]. Refuses
-/// (before launching) on a GPU of another compute capability, where the image's
-/// entry would be the trapping stub of the portable architectures.
+/// [`ENTRY`] of a point of [`SOURCE`] compiled with `params` for [`ARCH`], its
+/// shared memory allowed ([`allow_shared`]) and `resident` its
+/// [`resident_blocks`]: no driver query but two device attributes per call.
+/// Refuses (before launching) on a GPU of another compute capability, where the
+/// image's entry would be the trapping stub of the portable architectures.
 #[allow(clippy::too_many_arguments)]
 pub fn launch(
     stream: &CudaStream,
     function: &CudaFunction,
     params: &HopperParams,
+    resident: u32,
     a: &CudaSlice<bf16>,
     b: &CudaSlice<bf16>,
     c: &mut CudaSlice<bf16>,
@@ -186,11 +221,14 @@ pub fn launch(
     if m == 0 || n == 0 {
         return Ok(());
     }
+    KernelError::check(resident > 0, || {
+        format!(
+            "a block of {} threads with {} bytes of shared memory does not fit on this GPU",
+            params.threads(),
+            params.shared_bytes()
+        )
+    })?;
     let shared = params.shared_bytes();
-    function.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        shared as i32,
-    )?;
     let units =
         m.div_ceil(params.bm as usize) * n.div_ceil(params.bn as usize) * params.split as usize;
     // Persistent: as many blocks as fit at once, each walking the units; split-K
@@ -199,14 +237,7 @@ pub fn launch(
     let grid = if params.split > 1 {
         units
     } else {
-        let multiprocessors =
-            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-        let per_multiprocessor = function.occupancy_max_active_blocks_per_multiprocessor(
-            params.threads(),
-            shared as usize,
-            None,
-        )?;
-        units.min(multiprocessors.max(1) as usize * per_multiprocessor.max(1) as usize)
+        units.min(resident as usize)
     };
     let Ok(grid) = u32::try_from(grid) else {
         return Err(KernelError::Arguments(format!(

@@ -136,13 +136,33 @@ fn entry<'a>(
         .ok_or_else(|| KernelError::Arguments(format!("no entry {name} (entry {index})")))
 }
 
+/// What the second launch of the two-launch path does with the scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Selection {
+    /// `topk_filter`: the scoring launch built the first-level histogram, and a grid
+    /// of blocks filters against its threshold.
+    Incremental,
+    /// `topk_select_all`: every score kept, one block selects (the fallback).
+    KeepAll,
+}
+
+/// Lets `function` take `bytes` of dynamic shared memory (above 48 KiB a launch
+/// fails unless the function's limit is raised first).
+fn allow_dynamic_shared(function: &CudaFunction, bytes: u32) -> Result<(), KernelError> {
+    function.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        i32::try_from(bytes).unwrap_or(i32::MAX),
+    )?;
+    Ok(())
+}
+
 /// Two launches: score (`shape` = chunk, warps, stages), then select with `select`
 /// (`topk_filter` for the incremental kernel, `topk_select_all` for keep-all).
 fn score_and_select(
     stream: &CudaStream,
     (score, select): (&CudaFunction, &CudaFunction),
     shape: (u32, u32, u32),
-    incremental: bool,
+    selection: Selection,
     (q, weights, keys, out, scratch): Buffers<'_>,
     n_ctx: usize,
 ) -> Result<(), KernelError> {
@@ -151,14 +171,13 @@ fn score_and_select(
         stream,
         score,
         shape,
-        incremental,
+        selection == Selection::Incremental,
         (q, weights, keys, scratch),
         t,
     )?;
-    let blocks = if incremental {
-        (t.div_ceil(FILTER_PER_BLOCK as u32), FILTER_THREADS)
-    } else {
-        (1, SELECT_THREADS)
+    let blocks = match selection {
+        Selection::Incremental => (t.div_ceil(FILTER_PER_BLOCK as u32), FILTER_THREADS),
+        Selection::KeepAll => (1, SELECT_THREADS),
     };
     launch_select(stream, select, blocks, scratch, out, t)
 }
@@ -177,10 +196,7 @@ fn score_and_select_fused(
     let function = entry(variant.functions(), 2, "topk_fused")?;
     let threads = p.warps * 32;
     let shared = fused_shared(p.warps, p.stages);
-    function.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        i32::try_from(shared).unwrap_or(i32::MAX),
-    )?;
+    allow_dynamic_shared(function, shared)?;
     let resident = variant.resident_blocks(stream, 2, threads, shared)?;
     KernelError::check(resident > 0, || {
         format!(
@@ -221,10 +237,7 @@ fn launch_score(
     n_ctx: u32,
 ) -> Result<(), KernelError> {
     let shared = score_shared(warps, stages, histogram);
-    function.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        i32::try_from(shared).unwrap_or(i32::MAX),
-    )?;
+    allow_dynamic_shared(function, shared)?;
     let config = LaunchConfig {
         grid_dim: (n_ctx.div_ceil(chunk), 1, 1),
         block_dim: (warps * 32, 1, 1),
@@ -252,12 +265,7 @@ fn launch_select(
     n_ctx: u32,
 ) -> Result<(), KernelError> {
     let shared = SELECT_SHARED;
-    if shared > 48 * 1024 {
-        function.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            i32::try_from(shared).unwrap_or(i32::MAX),
-        )?;
-    }
+    allow_dynamic_shared(function, shared)?;
     let config = LaunchConfig {
         grid_dim: (grid, 1, 1),
         block_dim: (threads, 1, 1),
@@ -315,7 +323,7 @@ pub fn topk_indexer(
         stream,
         entries,
         (p.chunk, p.warps, p.stages),
-        true,
+        Selection::Incremental,
         buffers,
         n_ctx,
     )
@@ -357,7 +365,7 @@ pub fn topk_keep_all(
         stream,
         entries,
         (p.chunk, p.warps, p.stages),
-        false,
+        Selection::KeepAll,
         buffers,
         n_ctx,
     )

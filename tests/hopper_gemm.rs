@@ -145,11 +145,14 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
             let image = std::fs::read(&c.binary).unwrap();
             let module = ctx.load_module(Ptx::from_binary(image)).unwrap();
             let function = module.load_function(gemm_hopper::ENTRY).unwrap();
+            let resident = gemm_hopper::resident_blocks(&stream, &function, point).unwrap();
             let mut out = stream.alloc_zeros::<bf16>(m * n).unwrap();
             for round in 0..2 {
                 autotune_runtime::poison(&stream, &mut out).unwrap();
-                gemm_hopper::launch(&stream, &function, point, &da, &db, &mut out, m, n, k)
-                    .unwrap();
+                gemm_hopper::launch(
+                    &stream, &function, point, resident, &da, &db, &mut out, m, n, k,
+                )
+                .unwrap();
                 let verdict =
                     autotune_runtime::compare(&stream.clone_dtoh(&out).unwrap(), &expected);
                 assert!(

@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 use crate::bake::relative;
 use crate::error::BuildError;
 use crate::nvcc::{self, Nvcc};
+use crate::wrapper_files::{self, Dependency};
 
 /// The kernel and its fallback: the specs whose sources and wrappers count.
 fn specs(spec: &'static KernelSpec) -> Vec<&'static KernelSpec> {
@@ -81,16 +82,52 @@ impl KernelInputs {
                 })?,
             );
             // Files the wrapper file reads at compile time (`include!("helper.rs")`)
-            // are part of it; their own includes too.
-            let mut pending = vec![(file.clone(), text)];
-            while let Some((from, text)) = pending.pop() {
-                let included = included_files(&text).map_err(|message| BuildError::Kernel {
-                    kernel: spec.name.to_string(),
-                    message: format!("{}: {message}", from.display()),
-                })?;
-                for name in included {
-                    let path = from.parent().unwrap_or(root).join(&name);
-                    if wrapper_files.contains(&path) {
+            // and its out-of-line modules (`#[path = "launch.rs"] mod launch;`) are
+            // part of it; their own dependencies too. A module counts as Rust tokens,
+            // as the wrapper file does; an included file as bytes.
+            let mut pending = vec![(file.clone(), text, wrapper_files::is_mod_rs(&file))];
+            while let Some((from, text, mod_rs)) = pending.pop() {
+                let found =
+                    wrapper_files::dependencies(&text, &from, mod_rs).map_err(|message| {
+                        BuildError::Kernel {
+                            kernel: spec.name.to_string(),
+                            message: format!("{}: {message}", from.display()),
+                        }
+                    })?;
+                let folder = from.parent().unwrap_or(root);
+                for dependency in found {
+                    // The file, the name it is hashed under, whether it is a module
+                    // and, if so, whether it declares its own modules beside it.
+                    let (path, name, module) = match dependency {
+                        Dependency::Include(path) => {
+                            let name = path.to_string_lossy().into_owned();
+                            (folder.join(path), name, None)
+                        }
+                        Dependency::Module(paths) => {
+                            let candidates: Vec<PathBuf> =
+                                paths.iter().map(|p| folder.join(p)).collect();
+                            let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+                                return Err(BuildError::Kernel {
+                                    kernel: spec.name.to_string(),
+                                    message: format!(
+                                        "{} declares a module whose file is none of {}",
+                                        from.display(),
+                                        candidates
+                                            .iter()
+                                            .map(|p| p.display().to_string())
+                                            .collect::<Vec<_>>()
+                                            .join(", ")
+                                    ),
+                                });
+                            };
+                            // One candidate: a `#[path]` module, which rustc treats
+                            // as a mod-rs file; else `name/mod.rs` is one, `name.rs`
+                            // is not.
+                            let mod_rs = candidates.len() == 1 || wrapper_files::is_mod_rs(path);
+                            (path.clone(), relative(path, root), Some(mod_rs))
+                        }
+                    };
+                    if wrapper_files.contains(&path) || path == file {
                         continue;
                     }
                     if wrapper_files.len() >= MAX_INCLUDED {
@@ -105,11 +142,29 @@ impl KernelInputs {
                     ))?;
                     wrapper.update(name.as_bytes());
                     wrapper.update([0]);
-                    wrapper.update(Sha256::digest(&bytes));
-                    if name.ends_with(".rs")
-                        && let Ok(text) = String::from_utf8(bytes)
-                    {
-                        pending.push((path.clone(), text));
+                    if let Some(mod_rs) = module {
+                        let text = String::from_utf8(bytes).map_err(|_| BuildError::Kernel {
+                            kernel: spec.name.to_string(),
+                            message: format!("{} is not UTF-8", path.display()),
+                        })?;
+                        wrapper.update(rust_items_digest(&text).map_err(|message| {
+                            BuildError::Kernel {
+                                kernel: spec.name.to_string(),
+                                message: format!(
+                                    "{} does not lex as Rust: {message}",
+                                    path.display()
+                                ),
+                            }
+                        })?);
+                        pending.push((path.clone(), text, mod_rs));
+                    } else {
+                        wrapper.update(Sha256::digest(&bytes));
+                        if name.ends_with(".rs")
+                            && let Ok(text) = String::from_utf8(bytes)
+                        {
+                            let mod_rs = wrapper_files::is_mod_rs(&path);
+                            pending.push((path.clone(), text, mod_rs));
+                        }
                     }
                     wrapper_files.push(path);
                 }
@@ -312,63 +367,6 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
 /// The most files a wrapper may pull in through `include!` and its kin.
 const MAX_INCLUDED: usize = 64;
 
-/// The paths `text` reads with `include!`, `include_str!` or `include_bytes!`, as
-/// written (relative to the including file). A path that is not a string literal
-/// (`concat!(env!("OUT_DIR"), ...)`) cannot be followed: an error, rather than a
-/// fingerprint that misses a file.
-pub fn included_files(text: &str) -> Result<Vec<String>, String> {
-    let tokens = TokenStream::from_str(text).map_err(|e| e.to_string())?;
-    let mut found = Vec::new();
-    collect_includes(tokens, &mut found)?;
-    Ok(found)
-}
-
-fn collect_includes(tokens: TokenStream, found: &mut Vec<String>) -> Result<(), String> {
-    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-    for (i, token) in tokens.iter().enumerate() {
-        match token {
-            TokenTree::Group(group) => collect_includes(group.stream(), found)?,
-            TokenTree::Ident(ident)
-                if matches!(
-                    ident.to_string().as_str(),
-                    "include" | "include_str" | "include_bytes"
-                ) =>
-            {
-                let (Some(TokenTree::Punct(bang)), Some(TokenTree::Group(args))) =
-                    (tokens.get(i + 1), tokens.get(i + 2))
-                else {
-                    continue;
-                };
-                if bang.as_char() != '!' {
-                    continue;
-                }
-                let path = syn::parse2::<IncludeArgs>(args.stream()).map_err(|_| {
-                    format!(
-                        "`{ident}!({})` reads a file whose path is not a string literal: the \
-                         tuning fingerprint cannot follow it (write the path as a literal, \
-                         relative to this file)",
-                        args.stream()
-                    )
-                })?;
-                found.push(path.0);
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The argument of `include!("path")` (a trailing comma allowed).
-struct IncludeArgs(String);
-
-impl syn::parse::Parse for IncludeArgs {
-    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
-        let path: syn::LitStr = input.parse()?;
-        let _: Option<syn::Token![,]> = input.parse()?;
-        Ok(Self(path.value()))
-    }
-}
-
 /// A digest of the Rust items in `text`: its tokens with every doc attribute
 /// (`///`, `//!`, `#[doc = ...]`) removed, written in a fixed form of our own.
 /// Comments and whitespace never become tokens, so neither counts.
@@ -447,23 +445,6 @@ fn doc_attribute_len(tokens: &[TokenTree]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::included_files;
-
-    #[test]
-    fn includes_are_found_in_nested_groups_with_literal_paths() {
-        let text = "fn f() { let s = include_str!(\"a.txt\"); }\n\
-                    mod m { include!(\"b.rs\",); }\n\
-                    const B: &[u8] = include_bytes!(\"c.bin\");\n\
-                    fn include() {} // an ident alone is no include";
-        assert_eq!(included_files(text).unwrap(), ["a.txt", "b.rs", "c.bin"]);
-        let opaque = "include!(concat!(env!(\"OUT_DIR\"), \"/plan.rs\"));";
-        assert!(
-            included_files(opaque)
-                .unwrap_err()
-                .contains("not a string literal")
-        );
-    }
-
     use super::*;
 
     const WRAPPER: &str = r#"

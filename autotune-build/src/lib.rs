@@ -29,6 +29,7 @@ pub mod tune;
 pub mod variants;
 pub mod worker;
 mod worker_process;
+pub mod wrapper_files;
 
 pub use autotune_runtime::tunables;
 

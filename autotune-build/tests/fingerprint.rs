@@ -280,3 +280,64 @@ fn a_file_the_wrapper_includes_is_in_the_fingerprint_and_watched() {
         "{error}"
     );
 }
+
+/// Session 6's gap (issue 11): `src/gemm.rs` declares `#[path = "gemm_hopper.rs"]
+/// pub mod hopper;`, where the Hopper kernel's launch lives, and the fingerprint
+/// followed `include!` only, so an edit of the launch left the table fresh. Now every
+/// out-of-line module counts, as Rust tokens, and its own modules too.
+#[test]
+fn the_wrappers_modules_are_in_the_fingerprint_and_watched() {
+    let dir = crate_dir("modules");
+    let wrapper = format!("{WRAPPER}\n#[path = \"k_launch.rs\"]\npub mod launch;\n");
+    std::fs::write(dir.join("src/k.rs"), wrapper).unwrap();
+    std::fs::write(
+        dir.join("src/k_launch.rs"),
+        "/// The grid.\npub const GRID: u32 = 4;\nmod sizes;\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("src/sizes")).unwrap();
+    std::fs::write(dir.join("src/sizes/mod.rs"), "pub const X: u32 = 1;\n").unwrap();
+    let before = KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").unwrap();
+    for file in ["src/k_launch.rs", "src/sizes/mod.rs"] {
+        assert!(
+            before.watched().iter().any(|f| f.ends_with(file)),
+            "{file} is watched: {:?}",
+            before.watched()
+        );
+    }
+    let tuned = before.fingerprint(None).unwrap();
+    let edit = |file: &str, text: &str| {
+        std::fs::write(dir.join(file), text).unwrap();
+        KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0")
+            .unwrap()
+            .differences(&tuned)
+    };
+    // A comment or a doc edit of the module does not count; a semantic edit does.
+    assert!(
+        edit(
+            "src/k_launch.rs",
+            "/// The grid, longer.\npub const GRID: u32 = 4; // four\nmod sizes;\n"
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        edit(
+            "src/k_launch.rs",
+            "/// The grid.\npub const GRID: u32 = 8;\nmod sizes;\n"
+        ),
+        ["the wrapper's Rust code changed"]
+    );
+    std::fs::write(
+        dir.join("src/k_launch.rs"),
+        "/// The grid.\npub const GRID: u32 = 4;\nmod sizes;\n",
+    )
+    .unwrap();
+    assert_eq!(
+        edit("src/sizes/mod.rs", "pub const X: u32 = 2;\n"),
+        ["the wrapper's Rust code changed"]
+    );
+    // A module whose file is missing is an error naming where rustc would look.
+    std::fs::remove_file(dir.join("src/sizes/mod.rs")).unwrap();
+    let error = KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").unwrap_err();
+    assert!(error.to_string().contains("sizes.rs"), "{error}");
+}

@@ -6,7 +6,13 @@
 // dirty lines to write back during the timed launch). For iterating on the kernel; the figures of record come from
 // `cargo bench --bench gemm_hopper` and `cargo bench --bench gemm`.
 //   build: bench/h200/probe/build.sh   run: probe-<point> M N K [M N K ...]
+// KERNEL: another version of the kernel's file, to time two side by side (build.sh's
+// KERNEL=path), else the working tree's.
+#ifdef KERNEL
+#include KERNEL
+#else
 #include "../../../kernels/gemm_hopper.cu"
+#endif
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
