@@ -3,6 +3,13 @@
 //! prefill rows of Llama-3-8B's projections. Each point is compiled here for sm_90a
 //! (nvcc needed) and checked against cuBLAS before it is timed.
 //!
+//! Decode rows (M <= 64) are timed two ways: with the L2 flushed by a memset before
+//! each launch (the sweep's method, whose dirty lines share the read bandwidth as
+//! they are written back), and with A and B rotated through copies that together
+//! exceed twice the L2, nothing flushed (each launch finds its operands out of L2
+//! and L2 full of clean lines, as a decode step finds a layer's weights after the
+//! layers before it). Both sides are timed both ways in the same run.
+//!
 //! `cargo bench --bench gemm_hopper -- [--out bench/results/h200-gemm-hopper.json]`
 
 mod common;
@@ -19,10 +26,11 @@ use autotune_kernels::{references, samples};
 use autotune_runtime::Vendor;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::cudarc::driver::sys::CUdevice_attribute;
 use autotune_runtime::cudarc::nvrtc::Ptx;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use common::time_ms;
+use common::{time_ms, time_rotated_ms};
 use serde_json::json;
 
 const COMMAND: &str =
@@ -43,6 +51,9 @@ const SHAPES: [(usize, usize, usize); 11] = [
     (4096, 14336, 4096),
 ];
 
+/// The largest M timed with rotated operands too (the decode rows).
+const ROTATED_UP_TO: usize = 64;
+
 fn main() -> ExitCode {
     common::bench_main("gemm_hopper", run)
 }
@@ -61,6 +72,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let vendor = gemm::CublasGemm::load(ctx)?;
     let mut unused = stream.alloc_zeros::<f32>(1)?;
     let mut flush = L2Flush::new(&stream)?;
+    let l2 = usize::try_from(ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?)
+        .unwrap_or(0);
     let mut functions = Vec::new();
     for (point, c) in &compiled {
         let module = ctx.load_module(Ptx::from_binary(std::fs::read(&c.binary)?))?;
@@ -83,6 +96,28 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 .launch(&stream, &da, &db, &mut cublas_out, &mut unused, m, n, k)
                 .map_err(|e| e.to_string())
         })?;
+        // Decode rows: copies of A and B for the rotated timing, at least two and
+        // together more than twice the L2.
+        let copies = if m <= ROTATED_UP_TO {
+            let pair = (a.len() + b.len()) * std::mem::size_of::<bf16>();
+            (2 * l2 / pair.max(1) + 1).max(2)
+        } else {
+            0
+        };
+        let mut rotated = Vec::with_capacity(copies);
+        for _ in 0..copies {
+            rotated.push((stream.clone_htod(&a)?, stream.clone_htod(&b)?));
+        }
+        let cublas_rotated = if copies > 0 {
+            Some(time_rotated_ms(&stream, copies, &mut |i| {
+                let (ra, rb) = &rotated[i];
+                vendor
+                    .launch(&stream, ra, rb, &mut cublas_out, &mut unused, m, n, k)
+                    .map_err(|e| e.to_string())
+            })?)
+        } else {
+            None
+        };
         let mut points = Vec::new();
         for (point, function) in &functions {
             let resident = gemm_hopper::resident_blocks(&stream, function, point)?;
@@ -101,15 +136,53 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 )
                 .map_err(|e| e.to_string())
             })?;
-            points.push(json!({"point": point.name(), "ms": ms, "vs_cublas": cublas / ms}));
+            let rotated_ms = match cublas_rotated {
+                Some(_) => Some(time_rotated_ms(&stream, copies, &mut |i| {
+                    let (ra, rb) = &rotated[i];
+                    gemm_hopper::launch(&stream, function, point, resident, ra, rb, &mut c, m, n, k)
+                        .map_err(|e| e.to_string())
+                })?),
+                None => None,
+            };
+            points.push(json!({
+                "point": point.name(),
+                "ms": ms,
+                "vs_cublas": cublas / ms,
+                "rotated_ms": rotated_ms,
+            }));
         }
+        // The best point timed the rotated way, against cuBLAS timed the same way.
+        let rotated_best = points
+            .iter()
+            .filter_map(|p| Some((p["rotated_ms"].as_f64()?, p["point"].as_str()?)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let rotated_row = match (cublas_rotated, rotated_best) {
+            (Some(theirs), Some((ours, point))) => json!({
+                "copies": copies,
+                "cublas_ms": theirs,
+                "best_ms": ours,
+                "best_point": point,
+                "best_vs_cublas": theirs / ours,
+            }),
+            _ => serde_json::Value::Null,
+        };
         let best = points
             .iter()
             .filter_map(|p| Some((p["ms"].as_f64()?, p["point"].as_str()?)))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         let (best_ms, best_point) = best.unwrap_or((f64::NAN, "none right"));
+        let rotated_column = match &rotated_row {
+            serde_json::Value::Null => String::new(),
+            row => format!(
+                "   rotated: cuBLAS {:.4}, {} {:.4}, {:.3}x",
+                row["cublas_ms"].as_f64().unwrap_or(f64::NAN),
+                row["best_point"].as_str().unwrap_or(""),
+                row["best_ms"].as_f64().unwrap_or(f64::NAN),
+                row["best_vs_cublas"].as_f64().unwrap_or(f64::NAN)
+            ),
+        };
         println!(
-            "{m:>6} {n:>6} {k:>6} {cublas:>9.4} {best_point:<32} {best_ms:>9.4} {:>8.3}x",
+            "{m:>6} {n:>6} {k:>6} {cublas:>9.4} {best_point:<32} {best_ms:>9.4} {:>8.3}x{rotated_column}",
             cublas / best_ms
         );
         rows.push(json!({
@@ -118,13 +191,14 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "best_ms": best_ms,
             "best_point": best_point,
             "best_vs_cublas": cublas / best_ms,
+            "rotated": rotated_row,
             "points": points,
         }));
     }
     let report = json!({
         "gpu": gpu.to_string(),
         "command": COMMAND,
-        "method": "one run: CUDA events around each launch, L2 flushed before each, median; every point checked against cuBLAS on the same buffers before it is timed; cuBLAS timed as the GEMM's vendor fallback calls it (cublasGemmEx, f32 compute, 32 MiB workspace)",
+        "method": "one run: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; for M <= 64 also `rotated`: A and B rotated through copies together over 2x L2, nothing flushed, both sides; every point checked against cuBLAS on the same buffers before it is timed; cuBLAS timed as the GEMM's vendor fallback calls it (cublasGemmEx, f32 compute, 32 MiB workspace)",
         "rows": rows,
     });
     if let Some(path) = out {

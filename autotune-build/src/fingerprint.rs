@@ -103,10 +103,14 @@ impl KernelInputs {
                             let name = path.to_string_lossy().into_owned();
                             (folder.join(path), name, None)
                         }
-                        Dependency::Module(paths) => {
+                        Dependency::Module { paths, conditional } => {
                             let candidates: Vec<PathBuf> =
                                 paths.iter().map(|p| folder.join(p)).collect();
                             let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+                                if conditional {
+                                    // Under a `#[cfg]`, rustc may never read it.
+                                    continue;
+                                }
                                 return Err(BuildError::Kernel {
                                     kernel: spec.name.to_string(),
                                     message: format!(

@@ -1,6 +1,7 @@
 //! Timing one variant: CUDA events around each launch, the L2 flushed before each
 //! (a memset of twice its size, outside the events), warm-up first, the number of
-//! repeats sized to a time budget, the median and quartiles kept.
+//! repeats sized to a time budget, the median and quartiles kept. Without a flush
+//! (benches that rotate their inputs through copies instead), the same otherwise.
 
 use std::sync::Arc;
 
@@ -118,19 +119,20 @@ impl L2Flush {
     }
 }
 
-/// Times `launch`. `best_us` is the best median so far at the same key: a variant
-/// whose first flushed launch is `config.hopeless` times slower is timed no further
-/// (one sample). Errors from `launch` come back as `Err(message)`.
+/// Times `launch`, with the L2 flushed before each launch where `flush` is given.
+/// `best_us` is the best median so far at the same key: a variant whose first
+/// launch is `config.hopeless` times slower is timed no further (one sample).
+/// Errors from `launch` come back as `Err(message)`.
 pub fn measure(
     stream: &Arc<CudaStream>,
-    flush: &mut L2Flush,
+    mut flush: Option<&mut L2Flush>,
     config: &TimingConfig,
     best_us: Option<f64>,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Samples, String> {
     let driver = |e: DriverError| format!("CUDA: {e}");
     let ctx = stream.context();
-    let first = timed_runs(stream, flush, 1, launch)?;
+    let first = timed_runs(stream, flush.as_deref_mut(), 1, launch)?;
     if best_us.is_some_and(|best| first.median() > config.hopeless * best) {
         return Ok(first);
     }
@@ -145,17 +147,22 @@ pub fn measure(
     }
     stream.synchronize().map_err(driver)?;
     // A first estimate of a flushed launch and of the flush itself sizes the repeats.
-    let probe = timed_runs(stream, flush, 3, launch)?;
-    let flush_start = ctx
-        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(driver)?;
-    let flush_end = ctx
-        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(driver)?;
-    flush_start.record(stream).map_err(driver)?;
-    flush.flush(stream).map_err(driver)?;
-    flush_end.record(stream).map_err(driver)?;
-    let flush_us = f64::from(flush_start.elapsed_ms(&flush_end).map_err(driver)?) * 1e3;
+    let probe = timed_runs(stream, flush.as_deref_mut(), 3, launch)?;
+    let flush_us = match flush.as_deref_mut() {
+        Some(flush) => {
+            let flush_start = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(driver)?;
+            let flush_end = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(driver)?;
+            flush_start.record(stream).map_err(driver)?;
+            flush.flush(stream).map_err(driver)?;
+            flush_end.record(stream).map_err(driver)?;
+            f64::from(flush_start.elapsed_ms(&flush_end).map_err(driver)?) * 1e3
+        }
+        None => 0.0,
+    };
     let per_repeat = probe.median() + flush_us;
     let wanted = (config.target_ms * 1e3 / per_repeat.max(1.0)).ceil() as u32;
     let repeats = wanted.clamp(config.min_repeats, config.max_repeats);
@@ -164,7 +171,7 @@ pub fn measure(
 
 fn timed_runs(
     stream: &Arc<CudaStream>,
-    flush: &mut L2Flush,
+    mut flush: Option<&mut L2Flush>,
     repeats: u32,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Samples, String> {
@@ -178,7 +185,9 @@ fn timed_runs(
         let end = ctx
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(driver)?;
-        flush.flush(stream).map_err(driver)?;
+        if let Some(flush) = flush.as_deref_mut() {
+            flush.flush(stream).map_err(driver)?;
+        }
         start.record(stream).map_err(driver)?;
         launch()?;
         end.record(stream).map_err(driver)?;

@@ -386,11 +386,11 @@ fn run_task<K: Kernel>(
     let samples = if job.timing.graph {
         // As graph-using code runs it: the launch captured once, the graph replayed.
         let graph = capture::<K>(case, stream, variant)?;
-        timing::measure(stream, flush, &job.timing, best_us, &mut || {
+        timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
             graph.launch().map_err(|e| e.to_string())
         })
     } else {
-        timing::measure(stream, flush, &job.timing, best_us, &mut || {
+        timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
             launch::<K>(case, stream, variant).map_err(|e| e.to_string())
         })
     }

@@ -24,10 +24,14 @@ use proc_macro2::{Delimiter, TokenStream, TokenTree};
 pub enum Dependency {
     /// `include!("p")` and its kin: the bytes of `p` count.
     Include(PathBuf),
-    /// An out-of-line module: the first of these that exists is the module's file
+    /// An out-of-line module: the first of `paths` that exists is the module's file
     /// (one path with `#[path]`, two without), whose Rust tokens count and whose own
-    /// dependencies are followed.
-    Module(Vec<PathBuf>),
+    /// dependencies are followed. `conditional`: it has a `#[cfg(...)]`, so rustc may
+    /// not need the file (a missing one is no error then).
+    Module {
+        paths: Vec<PathBuf>,
+        conditional: bool,
+    },
 }
 
 /// Whether `file` is a mod-rs file for the modules it declares (`lib.rs`,
@@ -95,7 +99,11 @@ fn collect(tokens: TokenStream, scope: &Scope, found: &mut Vec<Dependency>) -> R
                         inline_body = Some(i + 2);
                     }
                     Some(TokenTree::Punct(semi)) if semi.as_char() == ';' => {
-                        let paths = match path_attribute(&tokens[..i])? {
+                        let attributes = outer_attributes(&tokens[..i]);
+                        let conditional = attributes.iter().any(|a| {
+                            matches!(a.stream().into_iter().next(), Some(TokenTree::Ident(c)) if c == "cfg")
+                        });
+                        let paths = match path_attribute(&attributes)? {
                             Some(path) if scope.inline => vec![scope.modules.join(path)],
                             Some(path) => vec![PathBuf::from(path)],
                             None => vec![
@@ -103,7 +111,7 @@ fn collect(tokens: TokenStream, scope: &Scope, found: &mut Vec<Dependency>) -> R
                                 scope.modules.join(name).join("mod.rs"),
                             ],
                         };
-                        found.push(Dependency::Module(paths));
+                        found.push(Dependency::Module { paths, conditional });
                     }
                     _ => {}
                 }
@@ -139,9 +147,9 @@ fn collect(tokens: TokenStream, scope: &Scope, found: &mut Vec<Dependency>) -> R
     Ok(())
 }
 
-/// The `#[path = "..."]` among the attributes just before a `mod` (`before` ends
-/// at the `mod` keyword; a visibility such as `pub(crate)` may sit between).
-fn path_attribute(before: &[TokenTree]) -> Result<Option<String>, String> {
+/// The outer attributes just before a `mod` (`before` ends at the `mod` keyword; a
+/// visibility such as `pub(crate)` may sit between), as their bracketed groups.
+fn outer_attributes(before: &[TokenTree]) -> Vec<proc_macro2::Group> {
     let mut end = before.len();
     // The visibility: `pub`, or `pub` and its parenthesised scope.
     if let Some(TokenTree::Group(g)) = before.get(end.wrapping_sub(1))
@@ -152,7 +160,8 @@ fn path_attribute(before: &[TokenTree]) -> Result<Option<String>, String> {
     } else if matches!(before.get(end.wrapping_sub(1)), Some(TokenTree::Ident(p)) if p == "pub") {
         end -= 1;
     }
-    // Outer attributes, last to first: `#` then `[...]`.
+    // Last to first: `#` then `[...]`.
+    let mut found = Vec::new();
     while end >= 2 {
         let (TokenTree::Punct(hash), TokenTree::Group(attribute)) =
             (&before[end - 2], &before[end - 1])
@@ -162,27 +171,36 @@ fn path_attribute(before: &[TokenTree]) -> Result<Option<String>, String> {
         if hash.as_char() != '#' || attribute.delimiter() != Delimiter::Bracket {
             break;
         }
-        let inner: Vec<TokenTree> = attribute.stream().into_iter().collect();
-        if matches!(inner.first(), Some(TokenTree::Ident(p)) if p == "path") {
-            let value = syn::parse2::<syn::MetaNameValue>(attribute.stream())
-                .ok()
-                .and_then(|meta| match meta.value {
-                    syn::Expr::Lit(syn::ExprLit {
-                        lit: syn::Lit::Str(path),
-                        ..
-                    }) => Some(path.value()),
-                    _ => None,
-                });
-            return match value {
-                Some(path) => Ok(Some(path)),
-                None => Err(format!(
-                    "`#[{}]` is not `#[path = \"file.rs\"]`: the tuning fingerprint cannot \
-                     follow the module",
-                    attribute.stream()
-                )),
-            };
-        }
+        found.push(attribute.clone());
         end -= 2;
+    }
+    found
+}
+
+/// The value of a `#[path = "..."]` among a module's attributes.
+fn path_attribute(attributes: &[proc_macro2::Group]) -> Result<Option<String>, String> {
+    for attribute in attributes {
+        if !matches!(attribute.stream().into_iter().next(), Some(TokenTree::Ident(p)) if p == "path")
+        {
+            continue;
+        }
+        let value = syn::parse2::<syn::MetaNameValue>(attribute.stream())
+            .ok()
+            .and_then(|meta| match meta.value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(path),
+                    ..
+                }) => Some(path.value()),
+                _ => None,
+            });
+        return match value {
+            Some(path) => Ok(Some(path)),
+            None => Err(format!(
+                "`#[{}]` is not `#[path = \"file.rs\"]`: the tuning fingerprint cannot \
+                 follow the module",
+                attribute.stream()
+            )),
+        };
     }
     Ok(None)
 }
@@ -212,7 +230,10 @@ mod tests {
     }
 
     fn module(paths: &[&str]) -> Dependency {
-        Dependency::Module(paths.iter().map(PathBuf::from).collect())
+        Dependency::Module {
+            paths: paths.iter().map(PathBuf::from).collect(),
+            conditional: false,
+        }
     }
 
     #[test]
@@ -238,7 +259,13 @@ mod tests {
         assert_eq!(of(text, "src/gemm.rs"), [module(&["gemm_hopper.rs"])]);
         let scoped =
             "#[cfg(feature = \"a\")]\n#[path = \"a/b.rs\"]\n#[allow(dead_code)]\npub(crate) mod b;";
-        assert_eq!(of(scoped, "src/lib.rs"), [module(&["a/b.rs"])]);
+        assert_eq!(
+            of(scoped, "src/lib.rs"),
+            [Dependency::Module {
+                paths: vec![PathBuf::from("a/b.rs")],
+                conditional: true
+            }]
+        );
     }
 
     #[test]

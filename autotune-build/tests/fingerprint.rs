@@ -336,8 +336,15 @@ fn the_wrappers_modules_are_in_the_fingerprint_and_watched() {
         edit("src/sizes/mod.rs", "pub const X: u32 = 2;\n"),
         ["the wrapper's Rust code changed"]
     );
-    // A module whose file is missing is an error naming where rustc would look.
+    // A module whose file is missing is an error naming where rustc would look,
+    // unless a `#[cfg]` may leave it out.
     std::fs::remove_file(dir.join("src/sizes/mod.rs")).unwrap();
     let error = KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").unwrap_err();
     assert!(error.to_string().contains("sizes.rs"), "{error}");
+    std::fs::write(
+        dir.join("src/k_launch.rs"),
+        "pub const GRID: u32 = 4;\n#[cfg(any())]\nmod sizes;\n",
+    )
+    .unwrap();
+    assert!(KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").is_ok());
 }

@@ -25,7 +25,24 @@ pub fn time_ms(
     flush: &mut L2Flush,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<f64, String> {
-    Ok(timing::measure(stream, flush, &TIMING, None, launch)?.median() / 1e3)
+    Ok(timing::measure(stream, Some(flush), &TIMING, None, launch)?.median() / 1e3)
+}
+
+/// Median milliseconds of `launch(i)`, the i-th launch using copy `i % copies` of
+/// its inputs (copies whose bytes together exceed twice the L2), nothing flushed:
+/// each launch finds its inputs out of L2 and L2 holding clean lines, as a decode
+/// step finds a layer's weights after the layers before it.
+pub fn time_rotated_ms(
+    stream: &Arc<CudaStream>,
+    copies: usize,
+    launch: &mut dyn FnMut(usize) -> Result<(), String>,
+) -> Result<f64, String> {
+    let mut i = 0;
+    let samples = timing::measure(stream, None, &TIMING, None, &mut || {
+        i += 1;
+        launch(i % copies.max(1))
+    })?;
+    Ok(samples.median() / 1e3)
 }
 
 /// Runs `bench/<script>` with `args` and parses the JSON it prints; `None` (with
