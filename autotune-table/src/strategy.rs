@@ -228,34 +228,79 @@ impl Strategy {
     }
 }
 
-/// Points that differ from `points[of]` in one parameter, by one step of that
-/// parameter's values at this point: the nearest value below and the nearest above
-/// among the points of the space (those the constraint keeps). A value the
-/// constraint excludes here is stepped over: where `algo = 1` has no point with this
-/// tile, `algo = 0 -> 2` is one step (a search from the default could otherwise not
-/// reach a kernel two values away).
+/// Points one step from `points[of]` along each parameter: for each parameter and
+/// direction, the point whose value of it is the nearest below (above) among the
+/// points of the space (those the constraint keeps) that differ from this one in
+/// that parameter alone. A value the constraint excludes here is stepped over: where
+/// `algo = 1` has no point with this tile, `algo = 0 -> 2` is one step (a search from
+/// the default could otherwise not reach a kernel two values away).
+///
+/// Where no point differs in that parameter alone, the points that differ in it and
+/// in one other are the step, at the nearest value of it, each other parameter at
+/// its value nearest to this point's: where the constraint ties two parameters (the
+/// Hopper GEMM's `warps = bm / 16`), `bm = 128 -> 64` is then a step, with `warps = 8
+/// -> 4` (and, as near, the other kernel's `bm = 64` at `warps = 8`), instead of no
+/// step at all.
 pub fn neighbours(points: &[Vec<u32>], of: usize) -> Vec<usize> {
     let here = &points[of];
-    let mut nearest: Vec<(Option<usize>, Option<usize>)> = vec![(None, None); here.len()];
+    let side = |j: usize, d: usize| usize::from(points[j][d] > here[d]);
+    // Per parameter and side (below, above): the nearest point differing in it alone.
+    let mut alone: Vec<[Option<usize>; 2]> = vec![[None, None]; here.len()];
+    // (parameter, side, the other parameter, point) of the points differing in two.
+    let mut pairs: Vec<(usize, usize, usize, usize)> = Vec::new();
     for (j, point) in points.iter().enumerate() {
-        let mut differing = (0..here.len()).filter(|&d| point[d] != here[d]);
-        let (Some(d), None) = (differing.next(), differing.next()) else {
-            continue;
-        };
-        let (below, above) = &mut nearest[d];
-        if point[d] < here[d] {
-            if below.is_none_or(|b| points[b][d] < point[d]) {
-                *below = Some(j);
+        let differing: Vec<usize> = (0..here.len()).filter(|&d| point[d] != here[d]).collect();
+        match differing[..] {
+            [d] => {
+                let slot = &mut alone[d][side(j, d)];
+                if slot.is_none_or(|k| points[k][d].abs_diff(here[d]) > point[d].abs_diff(here[d]))
+                {
+                    *slot = Some(j);
+                }
             }
-        } else if above.is_none_or(|a| points[a][d] > point[d]) {
-            *above = Some(j);
+            [d, e] => {
+                pairs.push((d, side(j, d), e, j));
+                pairs.push((e, side(j, e), d, j));
+            }
+            _ => {}
         }
     }
-    let mut found: Vec<usize> = nearest
-        .into_iter()
-        .flat_map(|(below, above)| below.into_iter().chain(above))
-        .collect();
+    let mut found: Vec<usize> = alone.iter().flatten().flatten().copied().collect();
+    for (d, slots) in alone.iter().enumerate() {
+        for (s, slot) in slots.iter().enumerate() {
+            if slot.is_some() {
+                continue;
+            }
+            let candidates: Vec<(usize, usize)> = pairs
+                .iter()
+                .filter(|&&(pd, ps, _, _)| pd == d && ps == s)
+                .map(|&(_, _, e, j)| (e, j))
+                .collect();
+            let Some(step) = candidates
+                .iter()
+                .map(|&(_, j)| points[j][d].abs_diff(here[d]))
+                .min()
+            else {
+                continue;
+            };
+            let at_step: Vec<(usize, usize)> = candidates
+                .into_iter()
+                .filter(|&(_, j)| points[j][d].abs_diff(here[d]) == step)
+                .collect();
+            for &(e, j) in &at_step {
+                let nearest_e = at_step
+                    .iter()
+                    .filter(|&&(f, _)| f == e)
+                    .map(|&(_, k)| points[k][e].abs_diff(here[e]))
+                    .min();
+                if nearest_e == Some(points[j][e].abs_diff(here[e])) {
+                    found.push(j);
+                }
+            }
+        }
+    }
     found.sort_unstable();
+    found.dedup();
     found
 }
 
@@ -308,6 +353,47 @@ mod tests {
         assert_eq!(
             neighbours_of(&points, [4, 3]),
             [vec![2, 3], vec![4, 2], vec![4, 4], vec![16, 3]]
+        );
+    }
+
+    /// Session 8: the GEMM's Hopper points have `warps = bm / 16`, so no point of
+    /// them differs from another in `bm` alone, and the search could not step from
+    /// `bm = 128` (where it climbed) to `bm = 64` (where the decode shapes' fastest
+    /// points were, never timed).
+    #[test]
+    fn tied_parameters_step_together_where_neither_can_alone() {
+        // (kind, bm, warps): kind 0 has every (bm, warps); kind 2 ties warps = bm / 16.
+        let mut points = Vec::new();
+        for bm in [64, 128] {
+            for warps in [4, 8] {
+                points.push(vec![0, bm, warps]);
+            }
+            points.push(vec![2, bm, bm / 16]);
+        }
+        let at = |p: [u32; 3]| points.iter().position(|q| *q == p).unwrap();
+        let found = |p: [u32; 3]| -> Vec<Vec<u32>> {
+            let mut found: Vec<Vec<u32>> = neighbours(&points, at(p))
+                .into_iter()
+                .map(|i| points[i].clone())
+                .collect();
+            found.sort();
+            found
+        };
+        // From (2, 128, 8): kind 0 alone; bm down and warps down, which neither can
+        // alone, each with one other parameter: (2, 64, 4) among them.
+        assert_eq!(
+            found([2, 128, 8]),
+            [
+                vec![0, 64, 8],
+                vec![0, 128, 4],
+                vec![0, 128, 8],
+                vec![2, 64, 4]
+            ]
+        );
+        // Where a parameter can change alone, only that step is taken.
+        assert_eq!(
+            found([0, 64, 4]),
+            [vec![0, 64, 8], vec![0, 128, 4], vec![2, 64, 4]]
         );
     }
 
