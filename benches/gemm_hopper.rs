@@ -35,17 +35,18 @@ use serde_json::json;
 
 const COMMAND: &str =
     "cargo bench --bench gemm_hopper -- --out bench/results/h200-gemm-hopper.json";
-/// (M, N, K): the squares of issue 11, the six decode shapes of Llama-3-8B's q/o and
-/// gate/up projections (M = 1, 16, 64), and prefill rows.
+/// (M, N, K): the six decode shapes of Llama-3-8B's q/o and gate/up projections
+/// (M = 1, 16, 64) first (each row prints as it is done), the squares of issue 11,
+/// and prefill rows.
 const SHAPES: [(usize, usize, usize); 11] = [
-    (4096, 4096, 4096),
-    (8192, 8192, 8192),
     (1, 4096, 4096),
     (16, 4096, 4096),
     (64, 4096, 4096),
     (1, 14336, 4096),
     (16, 14336, 4096),
     (64, 14336, 4096),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
     (256, 4096, 4096),
     (1024, 4096, 4096),
     (4096, 14336, 4096),
