@@ -70,75 +70,70 @@ impl KernelInputs {
         let mut scanned = Vec::new();
         let mut nvcc_sources = nvcc.map(|_| Vec::new());
         for spec in specs(spec) {
+            let error = |message: String| BuildError::Kernel {
+                kernel: spec.name.to_string(),
+                message,
+            };
+            let tokens_digest = |path: &Path, text: &str| {
+                rust_items_digest(text).map_err(|message| {
+                    error(format!(
+                        "{} does not lex as Rust: {message}",
+                        path.display()
+                    ))
+                })
+            };
             let file = root.join(spec.wrapper_file);
             let text = std::fs::read_to_string(&file)
                 .map_err(BuildError::io("cannot read wrapper file", &file))?;
             wrapper.update(spec.name.as_bytes());
             wrapper.update([0]);
-            wrapper.update(
-                rust_items_digest(&text).map_err(|message| BuildError::Kernel {
-                    kernel: spec.name.to_string(),
-                    message: format!("{} does not lex as Rust: {message}", file.display()),
-                })?,
-            );
+            wrapper.update(tokens_digest(&file, &text)?);
             // Files the wrapper file reads at compile time (`include!("helper.rs")`)
             // and its out-of-line modules (`#[path = "launch.rs"] mod launch;`) are
             // part of it; their own dependencies too. A module counts as Rust tokens,
             // as the wrapper file does; an included file as bytes.
             let mut pending = vec![(file.clone(), text, wrapper_files::is_mod_rs(&file))];
             while let Some((from, text, mod_rs)) = pending.pop() {
-                let found =
-                    wrapper_files::dependencies(&text, &from, mod_rs).map_err(|message| {
-                        BuildError::Kernel {
-                            kernel: spec.name.to_string(),
-                            message: format!("{}: {message}", from.display()),
-                        }
-                    })?;
+                let found = wrapper_files::dependencies(&text, &from, mod_rs)
+                    .map_err(|message| error(format!("{}: {message}", from.display())))?;
                 let folder = from.parent().unwrap_or(root);
                 for dependency in found {
-                    // The file, the name it is hashed under, whether it is a module
-                    // and, if so, whether it declares its own modules beside it.
+                    // The file, the name it is hashed under and, for a module,
+                    // whether it declares its own modules beside it.
                     let (path, name, module) = match dependency {
                         Dependency::Include(path) => {
                             let name = path.to_string_lossy().into_owned();
                             (folder.join(path), name, None)
                         }
                         Dependency::Module { paths, conditional } => {
-                            let candidates: Vec<PathBuf> =
-                                paths.iter().map(|p| folder.join(p)).collect();
-                            let Some(path) = candidates.iter().find(|p| p.is_file()) else {
-                                if conditional {
-                                    // Under a `#[cfg]`, rustc may never read it.
-                                    continue;
+                            match wrapper_files::module_file(folder, &paths) {
+                                Some((path, mod_rs)) => {
+                                    let name = relative(&path, root);
+                                    (path, name, Some(mod_rs))
                                 }
-                                return Err(BuildError::Kernel {
-                                    kernel: spec.name.to_string(),
-                                    message: format!(
+                                // Under a `#[cfg]`, rustc may never read it.
+                                None if conditional => continue,
+                                None => {
+                                    let candidates: Vec<String> = paths
+                                        .iter()
+                                        .map(|p| folder.join(p).display().to_string())
+                                        .collect();
+                                    return Err(error(format!(
                                         "{} declares a module whose file is none of {}",
                                         from.display(),
-                                        candidates
-                                            .iter()
-                                            .map(|p| p.display().to_string())
-                                            .collect::<Vec<_>>()
-                                            .join(", ")
-                                    ),
-                                });
-                            };
-                            // One candidate: a `#[path]` module, which rustc treats
-                            // as a mod-rs file; else `name/mod.rs` is one, `name.rs`
-                            // is not.
-                            let mod_rs = candidates.len() == 1 || wrapper_files::is_mod_rs(path);
-                            (path.clone(), relative(path, root), Some(mod_rs))
+                                        candidates.join(", ")
+                                    )));
+                                }
+                            }
                         }
                     };
                     if wrapper_files.contains(&path) || path == file {
                         continue;
                     }
                     if wrapper_files.len() >= MAX_INCLUDED {
-                        return Err(BuildError::Kernel {
-                            kernel: spec.name.to_string(),
-                            message: format!("the wrapper includes more than {MAX_INCLUDED} files"),
-                        });
+                        return Err(error(format!(
+                            "the wrapper includes more than {MAX_INCLUDED} files"
+                        )));
                     }
                     let bytes = std::fs::read(&path).map_err(BuildError::io(
                         "cannot read a file the wrapper includes",
@@ -147,19 +142,9 @@ impl KernelInputs {
                     wrapper.update(name.as_bytes());
                     wrapper.update([0]);
                     if let Some(mod_rs) = module {
-                        let text = String::from_utf8(bytes).map_err(|_| BuildError::Kernel {
-                            kernel: spec.name.to_string(),
-                            message: format!("{} is not UTF-8", path.display()),
-                        })?;
-                        wrapper.update(rust_items_digest(&text).map_err(|message| {
-                            BuildError::Kernel {
-                                kernel: spec.name.to_string(),
-                                message: format!(
-                                    "{} does not lex as Rust: {message}",
-                                    path.display()
-                                ),
-                            }
-                        })?);
+                        let text = String::from_utf8(bytes)
+                            .map_err(|_| error(format!("{} is not UTF-8", path.display())))?;
+                        wrapper.update(tokens_digest(&path, &text)?);
                         pending.push((path.clone(), text, mod_rs));
                     } else {
                         wrapper.update(Sha256::digest(&bytes));
@@ -185,12 +170,9 @@ impl KernelInputs {
                         .map_err(BuildError::io("cannot read CUDA source", &source))?;
                 scanned.extend(found.files.into_iter().map(|f| f.path));
                 if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
-                    let deps = nvcc.dependencies(&source, &args, root).map_err(|error| {
-                        BuildError::Kernel {
-                            kernel: spec.name.to_string(),
-                            message: error.to_string(),
-                        }
-                    })?;
+                    let deps = nvcc
+                        .dependencies(&source, &args, root)
+                        .map_err(|e| error(e.to_string()))?;
                     for dep in deps {
                         let dep = absolute(root, vec![dep]).remove(0);
                         if !list.contains(&dep) {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaStream, DriverError};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DriverError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -131,7 +131,6 @@ pub fn measure(
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Samples, String> {
     let driver = |e: DriverError| format!("CUDA: {e}");
-    let ctx = stream.context();
     let first = timed_runs(stream, flush.as_deref_mut(), 1, launch)?;
     if best_us.is_some_and(|best| first.median() > config.hopeless * best) {
         return Ok(first);
@@ -150,12 +149,7 @@ pub fn measure(
     let probe = timed_runs(stream, flush.as_deref_mut(), 3, launch)?;
     let flush_us = match flush.as_deref_mut() {
         Some(flush) => {
-            let flush_start = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(driver)?;
-            let flush_end = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(driver)?;
+            let (flush_start, flush_end) = event_pair(stream).map_err(driver)?;
             flush_start.record(stream).map_err(driver)?;
             flush.flush(stream).map_err(driver)?;
             flush_end.record(stream).map_err(driver)?;
@@ -169,6 +163,15 @@ pub fn measure(
     timed_runs(stream, flush, repeats, launch)
 }
 
+/// Two timing events (start and end) on `stream`'s context.
+fn event_pair(stream: &Arc<CudaStream>) -> Result<(CudaEvent, CudaEvent), DriverError> {
+    let ctx = stream.context();
+    Ok((
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+    ))
+}
+
 fn timed_runs(
     stream: &Arc<CudaStream>,
     mut flush: Option<&mut L2Flush>,
@@ -176,15 +179,9 @@ fn timed_runs(
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Samples, String> {
     let driver = |e: DriverError| format!("CUDA: {e}");
-    let ctx = stream.context();
     let mut events = Vec::with_capacity(repeats as usize);
     for _ in 0..repeats {
-        let start = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(driver)?;
-        let end = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(driver)?;
+        let (start, end) = event_pair(stream).map_err(driver)?;
         if let Some(flush) = flush.as_deref_mut() {
             flush.flush(stream).map_err(driver)?;
         }

@@ -43,6 +43,17 @@ pub fn is_mod_rs(file: &Path) -> bool {
     )
 }
 
+/// The file of an out-of-line module with candidate `paths` (a
+/// [`Dependency::Module`]'s), declared in a file of `folder`: the first that exists,
+/// and whether it is a mod-rs file for the modules it declares in turn. A `#[path]`
+/// module (its one candidate) is, as rustc treats it, and so is `name/mod.rs`;
+/// `name.rs` is not. `None` where none of them exists.
+pub fn module_file(folder: &Path, paths: &[PathBuf]) -> Option<(PathBuf, bool)> {
+    let path = paths.iter().map(|p| folder.join(p)).find(|p| p.is_file())?;
+    let mod_rs = paths.len() == 1 || is_mod_rs(&path);
+    Some((path, mod_rs))
+}
+
 /// The dependencies of `text`, the contents of `file` (`mod_rs`: see
 /// [`is_mod_rs`]). A path that is not a string literal
 /// (`include!(concat!(env!("OUT_DIR"), ...))`) cannot be followed: an error, rather
