@@ -143,17 +143,7 @@ impl<P: Params> Variant<P> {
         if let Some(blocks) = cache.get().and_then(|r| r.of(threads, shared)) {
             return Ok(blocks);
         }
-        let multiprocessors = stream
-            .context()
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-        let per_multiprocessor = function.occupancy_max_active_blocks_per_multiprocessor(
-            threads,
-            shared as usize,
-            None,
-        )?;
-        let blocks = u32::try_from(multiprocessors)
-            .unwrap_or(0)
-            .saturating_mul(per_multiprocessor);
+        let blocks = resident_blocks(stream, function, threads, shared)?;
         let asked = Residency {
             threads,
             shared,
@@ -164,6 +154,29 @@ impl<P: Params> Variant<P> {
             .of(threads, shared)
             .unwrap_or(blocks))
     }
+}
+
+/// How many blocks of `function` fit on the stream's device at once with `threads`
+/// threads and `shared` bytes of dynamic shared memory each (the occupancy per
+/// multiprocessor times the multiprocessors; 0 when one block does not fit), asked
+/// of the driver. [`Variant::resident_blocks`] asks it once per variant and keeps
+/// the answer; this is for a kernel launched outside a variant (a bench's compiled
+/// point). Set the function's dynamic shared memory limit first when `shared` is
+/// above 48 KiB.
+pub fn resident_blocks(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    threads: u32,
+    shared: u32,
+) -> Result<u32, KernelError> {
+    let multiprocessors = stream
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let per_multiprocessor =
+        function.occupancy_max_active_blocks_per_multiprocessor(threads, shared as usize, None)?;
+    Ok(u32::try_from(multiprocessors)
+        .unwrap_or(0)
+        .saturating_mul(per_multiprocessor))
 }
 
 #[cfg(test)]
