@@ -226,8 +226,13 @@ impl Nvcc {
     }
 
     /// The files nvcc reads to compile `source` with `args` in `dir` (its `-MM`
-    /// list), the toolkit's own headers left out: what the fingerprint and the
-    /// compile cache hash, and what cargo watches. Relative paths are `dir`'s.
+    /// list), the toolkit's own headers left out, then every other file the
+    /// include scanner finds through `args`' include folders: what the
+    /// fingerprint and the compile cache hash, and what cargo watches. Relative
+    /// paths are `dir`'s. nvcc lists what `args`' defines include (the default
+    /// point's, for a kernel); a file that only another point includes (`#if ALGO
+    /// == 2` where the default has ALGO = 0) is in the scanner's list alone, which
+    /// reads every branch.
     pub fn dependencies(
         &self,
         source: &Path,
@@ -256,6 +261,19 @@ impl Nvcc {
             }
             if !files.contains(&canonical) {
                 files.push(canonical);
+            }
+        }
+        let include_dirs: Vec<PathBuf> = include_dirs(args)
+            .into_iter()
+            .map(|d| dir.join(d))
+            .collect();
+        if let Ok(scanned) = SourceSet::load_with(&dir.join(source), &include_dirs) {
+            for file in scanned.files {
+                let canonical = file.path.canonicalize().unwrap_or(file.path);
+                let in_toolkit = toolkit.as_ref().is_some_and(|t| canonical.starts_with(t));
+                if !in_toolkit && !files.contains(&canonical) {
+                    files.push(canonical);
+                }
             }
         }
         Ok(files)

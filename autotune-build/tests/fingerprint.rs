@@ -348,3 +348,57 @@ fn the_wrappers_modules_are_in_the_fingerprint_and_watched() {
     .unwrap();
     assert!(KernelInputs::gather(spec(FLAGS), &dir, None, "k 0.1.0").is_ok());
 }
+
+/// Session 9's find (issue 11): the GEMM includes the Hopper kernel under `#if
+/// ALGO == 2`, and nvcc lists a source's files under the default point's defines
+/// (ALGO = 0), so `kernels/gemm_hopper.cu` was outside the GEMM's fingerprint and
+/// its compile cache key: an edit of it left the table fresh and could reuse the
+/// old images. The include scanner, which reads every branch, adds it.
+#[test]
+fn a_header_only_another_point_includes_is_in_the_fingerprint_and_the_cache_key() {
+    let Some(nvcc) = nvcc() else {
+        return;
+    };
+    let dir = crate_dir("conditional");
+    std::fs::write(
+        dir.join("kernels/sub/k.cu"),
+        "#include \"common.cuh\"\n\
+         #if BLOCK == 128\n\
+         #include \"wide.cuh\"\n\
+         #else\n\
+         #define WIDE 1.0f\n\
+         #endif\n\
+         extern \"C\" __global__ void k(float* y) { y[threadIdx.x] = FACTOR * WIDE; }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("kernels/sub/wide.cuh"), "#define WIDE 2.0f\n").unwrap();
+    let two_points: &'static KernelSpec = Box::leak(Box::new(KernelSpec {
+        points: &[&[64], &[128]],
+        ..*spec(FLAGS)
+    }));
+    let inputs = KernelInputs::gather(two_points, &dir, Some(&nvcc), "k 0.1.0").unwrap();
+    let before = inputs.fingerprint(None).unwrap();
+    assert_eq!(
+        before.sources,
+        [
+            "kernels/sub/k.cu",
+            "kernels/common.cuh",
+            "kernels/sub/wide.cuh"
+        ],
+        "nvcc's list under the default point (block = 64), then what only block = 128 reads"
+    );
+    let wide = dir.join("kernels/sub/wide.cuh").canonicalize().unwrap();
+    assert!(
+        inputs.compile_inputs().contains(&wide),
+        "the compile cache's key"
+    );
+    std::fs::write(dir.join("kernels/sub/wide.cuh"), "#define WIDE 3.0f\n").unwrap();
+    let after = KernelInputs::gather(two_points, &dir, Some(&nvcc), "k 0.1.0")
+        .unwrap()
+        .fingerprint(None)
+        .unwrap();
+    assert_eq!(
+        before.differences(&after),
+        ["the CUDA source or a header changed"]
+    );
+}
