@@ -432,6 +432,7 @@ __device__ __forceinline__ void resolve(SelectShared& sh, unsigned* s_keys, unsi
         if (level == 0 && hist2 != nullptr) {
             TOPK_TRACE_POINT(7);
             find_threshold<THREADS, kBins, true>(hist2, need, sh);
+            TOPK_TRACE_POINT(10);
         } else {
             for (int i = tid; i < kBins; i += THREADS) sh.hist[i] = 0;
             __syncthreads();
@@ -459,6 +460,7 @@ __device__ __forceinline__ void resolve(SelectShared& sh, unsigned* s_keys, unsi
         prefix = (prefix << 10) | bin;
         prefix_bits += 10;
         __syncthreads();
+        if (level == 0) TOPK_TRACE_POINT(11);
         const unsigned survivors = sh.small_count;
         __syncthreads();  // every thread has read it before the next level resets it
         if (survivors <= kSmall) {
@@ -591,23 +593,31 @@ __device__ __forceinline__ void filter_range(FilterShared& f, const unsigned* ke
     }
 }
 
-// Publishes this block's writes and takes a ticket; the last block of the grid
-// resolves the candidates (from the second-level histogram `hist2` when the grid
-// built it, else counting it) and clears the histograms and counters for the next
-// call.
+// Publishes this block's writes (release) and takes a ticket: true in the last block
+// of the grid to arrive, which sees every other block's writes (acquire; its other
+// threads through the block barrier after thread 0's atomic).
+__device__ __forceinline__ bool last_block(unsigned* ticket, unsigned& flag) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned old;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(ticket) : "memory");
+        flag = old == gridDim.x - 1;
+    }
+    __syncthreads();
+    return flag != 0;
+}
+
+// Takes this block's ticket (`last_block`); the last block of the grid resolves the
+// candidates (from the second-level histogram `hist2` when the grid built it, else
+// counting it) and clears the histograms and counters for the next call.
 template <int THREADS, unsigned CAP>
 __device__ __forceinline__ void finish(FilterShared& f, unsigned* s_keys, unsigned* s_idx, unsigned T, unsigned* scratch,
                        const unsigned* hist2, int* __restrict__ out) {
     const int tid = threadIdx.x;
     unsigned* counters = scratch + T + kCountersAt;
     unsigned* cand_keys = scratch + T + kCandAt;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) f.last = atomicAdd(&counters[4], 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!f.last) return;
+    if (!last_block(&counters[4], f.last)) return;
     TOPK_TRACE_POINT(6);
-    __threadfence();
     // The grid emitted every key above the threshold bin and kept every key in it:
     // the histogram's counts, known to every block.
     const unsigned out_count = f.sel.above;
@@ -645,17 +655,17 @@ extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter(unsigne
 
 // Every block of the grid waits here until all have arrived. Only for cooperative
 // launches (every block resident); `counter` is zero when the launch starts and
-// `finish` clears it.
+// `finish` clears it. Thread 0 arrives with a release (the block's writes, ordered
+// before it by the block barrier, are visible to whoever acquires the count) and
+// polls with acquires; the block barrier after it orders the block's later reads.
 __device__ void grid_barrier(unsigned* counter) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(counter, 1u);
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(counter) : "memory");
         unsigned seen;
         do {
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
         } while (seen < gridDim.x);
-        __threadfence();
     }
     __syncthreads();
 }

@@ -16,13 +16,12 @@
 
 use std::ffi::c_void;
 
-use autotune_runtime::LaunchError;
 use autotune_runtime::cudarc::cublas::{
     self, CudaBlas, Gemm as _, GemmConfig, sys::cublasOperation_t,
 };
-use autotune_runtime::cudarc::driver::sys::CUfunction_attribute;
 use autotune_runtime::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use autotune_runtime::prelude::*;
+use autotune_runtime::{LaunchError, params};
 
 // A child module, so that the build script (which includes this file alone) has it.
 #[path = "gemm_hopper.rs"]
@@ -144,10 +143,7 @@ pub fn gemm(
     let config = if p.algo == 0 {
         let shared = p.stages * (p.bm * (p.bk + 8) + p.bk * (p.bn + 8)) * 2;
         if shared > 48 * 1024 {
-            function.set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                shared as i32,
-            )?;
+            params::allow_dynamic_shared(function, shared)?;
         }
         LaunchConfig {
             grid_dim: (grid, 1, p.split),

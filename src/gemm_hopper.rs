@@ -10,15 +10,15 @@
 use std::ffi::c_void;
 
 use autotune_runtime::cudarc::driver::sys::{
-    self, CUdevice_attribute, CUfunction_attribute, CUresult, CUtensorMap, CUtensorMapDataType,
-    CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
+    self, CUdevice_attribute, CUresult, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill,
+    CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
 use autotune_runtime::cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig,
     PushKernelArg,
 };
 use autotune_runtime::half::bf16;
-use autotune_runtime::{Kernel, KernelError};
+use autotune_runtime::{Kernel, KernelError, params};
 
 use super::Gemm;
 
@@ -146,33 +146,20 @@ fn tensor_map(address: u64, rows: u64, cols: u64, box_rows: u32) -> Result<Tenso
 /// Raises `function`'s dynamic shared memory limit to what `params` needs (once per
 /// function suffices; again is harmless). Before [`resident_blocks`] and [`launch`].
 pub fn allow_shared(function: &CudaFunction, params: &HopperParams) -> Result<(), KernelError> {
-    function.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        params.shared_bytes() as i32,
-    )?;
-    Ok(())
+    params::allow_dynamic_shared(function, params.shared_bytes())
 }
 
 /// How many blocks of `function` (a point compiled with `params`) fit on the device
-/// at once: the persistent grid's bound, which [`launch`] takes. Asks the driver;
-/// the GEMM's wrapper keeps the answer in its variant (`Variant::resident_blocks`).
+/// at once: the persistent grid's bound, which [`launch`] takes. Raises the shared
+/// memory limit and asks the driver (`params::resident_blocks`); the GEMM's wrapper
+/// keeps the answer in its variant (`Variant::resident_blocks`).
 pub fn resident_blocks(
     stream: &CudaStream,
     function: &CudaFunction,
     params: &HopperParams,
 ) -> Result<u32, KernelError> {
     allow_shared(function, params)?;
-    let multiprocessors = stream
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    let per_multiprocessor = function.occupancy_max_active_blocks_per_multiprocessor(
-        params.threads(),
-        params.shared_bytes() as usize,
-        None,
-    )?;
-    Ok(u32::try_from(multiprocessors)
-        .unwrap_or(0)
-        .saturating_mul(per_multiprocessor))
+    params::resident_blocks(stream, function, params.threads(), params.shared_bytes())
 }
 
 /// `c[m x n] = a[m x k] · b[k x n]` (row-major bf16) with `function`, the

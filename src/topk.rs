@@ -13,8 +13,8 @@
 //! contexts), warps and pipeline stages, with the keep-all one as its fallback: the
 //! sweep decides, per range of `n_ctx`, which to launch.
 
-use autotune_runtime::cudarc::driver::sys::CUfunction_attribute;
 use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
+use autotune_runtime::params::allow_dynamic_shared;
 use autotune_runtime::prelude::*;
 
 /// Query heads.
@@ -144,16 +144,6 @@ enum Selection {
     Incremental,
     /// `topk_select_all`: every score kept, one block selects (the fallback).
     KeepAll,
-}
-
-/// Lets `function` take `bytes` of dynamic shared memory (above 48 KiB a launch
-/// fails unless the function's limit is raised first).
-fn allow_dynamic_shared(function: &CudaFunction, bytes: u32) -> Result<(), KernelError> {
-    function.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        i32::try_from(bytes).unwrap_or(i32::MAX),
-    )?;
-    Ok(())
 }
 
 /// Two launches: score (`shape` = chunk, warps, stages), then select with `select`

@@ -4,7 +4,7 @@
 use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 
@@ -156,13 +156,24 @@ impl<P: Params> Variant<P> {
     }
 }
 
+/// Lets `function` take `bytes` of dynamic shared memory per block: above 48 KiB a
+/// launch (and an occupancy query) fails unless the function's limit is raised
+/// first. Once per function suffices; again is harmless.
+pub fn allow_dynamic_shared(function: &CudaFunction, bytes: u32) -> Result<(), KernelError> {
+    function.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        i32::try_from(bytes).unwrap_or(i32::MAX),
+    )?;
+    Ok(())
+}
+
 /// How many blocks of `function` fit on the stream's device at once with `threads`
 /// threads and `shared` bytes of dynamic shared memory each (the occupancy per
 /// multiprocessor times the multiprocessors; 0 when one block does not fit), asked
 /// of the driver. [`Variant::resident_blocks`] asks it once per variant and keeps
 /// the answer; this is for a kernel launched outside a variant (a bench's compiled
-/// point). Set the function's dynamic shared memory limit first when `shared` is
-/// above 48 KiB.
+/// point). Set the function's dynamic shared memory limit first
+/// ([`allow_dynamic_shared`]) when `shared` is above 48 KiB.
 pub fn resident_blocks(
     stream: &CudaStream,
     function: &CudaFunction,

@@ -126,6 +126,10 @@ static void trace_report(unsigned T, int grid) {
         printf("    last block %d: ticket %.2f, candidates and hist2 %.2f, resolve %.2f, reset %.2f; ends at %.2f\n", b,
                (double(s[6]) - double(s[5])) / 1e3, (double(s[7]) - double(s[6])) / 1e3,
                (double(s[8]) - double(s[7])) / 1e3, (double(s[9]) - double(s[8])) / 1e3, (s[9] - t0) / 1e3);
+        if (s[10] != 0)
+            printf("      resolve: hist2 threshold %.2f, first pass %.2f, the rest %.2f\n",
+                   (double(s[10]) - double(s[7])) / 1e3, (double(s[11]) - double(s[10])) / 1e3,
+                   (double(s[8]) - double(s[11])) / 1e3);
     }
 }
 #endif
