@@ -273,6 +273,7 @@ fn plan(
         journal_header: header.to_string(),
         strategy: autotune_table::strategy::Strategy::Grid,
         default: 0,
+        seeds: Vec::new(),
     }
 }
 

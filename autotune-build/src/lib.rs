@@ -594,6 +594,7 @@ impl Build {
                 kernel_inputs,
                 fp,
                 fallback_table,
+                table.kernels.get(entry.as_str()),
                 &mut log,
             );
             table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;

@@ -71,6 +71,9 @@ pub struct SweepPlan {
     pub strategy: Strategy,
     /// Where a search starts: the declared default.
     pub default: usize,
+    /// Variants a search times right after the default and may climb from: the
+    /// winners of the table this sweep replaces (a stale one), where it has any.
+    pub seeds: Vec<usize>,
 }
 
 impl SweepPlan {
@@ -465,6 +468,11 @@ impl<'a> Sweep<'a> {
             .map(|&v| plan.variants[v].values.clone())
             .collect();
         let start = tuned.iter().position(|&v| v == plan.default).unwrap_or(0);
+        let seeds: Vec<usize> = plan
+            .seeds
+            .iter()
+            .filter_map(|&s| tuned.iter().position(|&v| v == s))
+            .collect();
         let lanes = plan.devices.len();
         let mut failed = false;
         // Each batch goes on the board, split over the lanes when it is large enough.
@@ -484,13 +492,23 @@ impl<'a> Sweep<'a> {
             seconds * plan.devices.len() as f64 / plan.spec.sizes.len().max(1) as f64
         });
         let spent = || share.is_some_and(|share| started.elapsed().as_secs_f64() >= share);
-        let timed = plan.strategy.search(&points, start, &mut measure, &spent);
+        let timed = plan
+            .strategy
+            .search(&points, start, &seeds, &mut measure, &spent);
         if failed {
             // The lane that failed recorded why.
             return Ok(());
         }
+        let seeded = if seeds.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", the default and {} baked by the stale table first",
+                seeds.len()
+            )
+        };
         self.say(format_args!(
-            "  {}={key}: {} timed {} of {} points",
+            "  {}={key}: {} timed {} of {} points{seeded}",
             plan.spec.key,
             plan.strategy,
             timed.len(),

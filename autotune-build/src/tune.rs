@@ -128,7 +128,9 @@ pub fn slug(spec: &KernelSpec, values: &[u32]) -> String {
 
 impl Tuner<'_> {
     /// Tunes `spec`. `fallback_table` is its fallback's own (fresh) table entry, whose
-    /// plan decides which fallback variant is timed at each key.
+    /// plan decides which fallback variant is timed at each key; `previous` is the
+    /// entry this tuning replaces (stale, or forced), whose tuned winners a budgeted
+    /// search times first (`SweepPlan::seeds`).
     #[allow(clippy::too_many_arguments)]
     pub fn tune(
         &self,
@@ -138,6 +140,7 @@ impl Tuner<'_> {
         inputs: &KernelInputs,
         fingerprint: &Fingerprint,
         fallback_table: Option<&KernelTable>,
+        previous: Option<&KernelTable>,
         log: &mut (dyn Write + Send),
     ) -> Result<KernelTable, BuildError> {
         let started = std::time::Instant::now();
@@ -308,6 +311,7 @@ impl Tuner<'_> {
             journal_header: header,
             strategy: self.settings.strategy,
             default,
+            seeds: previous.map_or_else(Vec::new, |table| seeds(&plan_points(table), &variants)),
         };
         let result = sweep::run(&plan, &progress, log)?;
         if result.devices.len() > 1 {
@@ -465,6 +469,23 @@ fn above_record(
     record
 }
 
+/// The variants (of `variants`, the fallback's left out) that a table's `plan`
+/// (`plan_points`) baked for its ranges, in the order of the ranges, each once and
+/// only where the space still has it: where a retune starts its search.
+fn seeds(plan: &[(u64, u64, Option<Vec<u32>>)], variants: &[JobVariant]) -> Vec<usize> {
+    let mut seeds = Vec::new();
+    for values in plan.iter().filter_map(|(_, _, v)| v.as_ref()) {
+        if let Some(i) = variants
+            .iter()
+            .position(|v| !v.fallback && v.values == *values)
+            && !seeds.contains(&i)
+        {
+            seeds.push(i);
+        }
+    }
+    seeds
+}
+
 fn plan_points(table: &KernelTable) -> Vec<(u64, u64, Option<Vec<u32>>)> {
     table
         .ranges
@@ -573,6 +594,33 @@ pub fn today() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stale_plans_winners_seed_the_search_once_each_and_only_where_they_still_exist() {
+        let variant = |values: &[u32], fallback: bool| JobVariant {
+            name: format!("{values:?}"),
+            values: values.to_vec(),
+            binary: PathBuf::new(),
+            entries: Vec::new(),
+            fallback,
+            vendor: false,
+        };
+        // The fallback has the same values as a tuned point: it is not a seed.
+        let variants = [
+            variant(&[1], false),
+            variant(&[2], true),
+            variant(&[2], false),
+            variant(&[4], false),
+        ];
+        let plan = [
+            (0, 63, Some(vec![4])),
+            (64, 127, None), // the fallback's range
+            (128, 511, Some(vec![2])),
+            (512, 1023, Some(vec![4])),
+            (1024, u64::MAX, Some(vec![8])), // a point the space no longer has
+        ];
+        assert_eq!(seeds(&plan, &variants), [3, 2]);
+    }
 
     #[test]
     fn today_is_a_date() {

@@ -221,6 +221,7 @@ fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
         journal_header: format!("scripted {}", variants.len()),
         strategy: Strategy::Grid,
         default: 0,
+        seeds: Vec::new(),
     }
 }
 
@@ -533,6 +534,26 @@ fn a_budgeted_search_times_fewer_points(work: &Path) {
             );
         }
     }
+    // Seeded (a stale table's winner, variant 2): with room for two points, the
+    // incumbent and the seed, not the incumbent's neighbour.
+    let mut plan = plan(work, &variants(3));
+    plan.strategy = Strategy::Local {
+        budget: Budget::Points(2),
+        seed: 5,
+    };
+    plan.refine_rounds = 0;
+    plan.seeds = vec![2];
+    let (result, log) = run_logged(&plan);
+    for &key in SPEC.sizes {
+        let timed: Vec<usize> = (0..3)
+            .filter(|&v| result.measurements[v].iter().any(|m| m.key == key))
+            .collect();
+        assert_eq!(timed, [0, 2], "seeded at n={key}: {log}");
+    }
+    assert!(
+        log.contains("the default and 1 baked by the stale table first"),
+        "{log}"
+    );
     println!("budgeted search: ok");
 }
 

@@ -2,7 +2,9 @@
 //! to enumerate, a budget of them chosen by random sampling or by local search
 //! (hill climbing over neighbouring points, restarting at random points while
 //! budget remains). A budget is points per key, or seconds for a kernel's whole
-//! search. The incumbent is always timed first.
+//! search. The incumbent is always timed first, then any seeds (a stale table's
+//! winners, where the build retunes one): a retune after a small edit of the kernel
+//! starts where the last search ended, not from the default alone.
 
 use std::collections::BTreeMap;
 
@@ -130,16 +132,27 @@ impl Strategy {
     }
 
     /// Searches one key. `points[i]` are the values of point `i`; `start` is the
-    /// incumbent; `measure(batch)` times the points of `batch` and returns each
-    /// median (`None`: the point is out); `spent()` says the key's time is up
-    /// (asked before every batch but the first). Returns the points timed, in order.
+    /// incumbent; `seeds` are points to time with it, within the budget (the grid
+    /// times every point anyway; the random search draws the rest; the local search
+    /// climbs from the best of them); `measure(batch)` times the points of `batch`
+    /// and returns each median (`None`: the point is out); `spent()` says the key's
+    /// time is up (asked before every batch but the first). Returns the points
+    /// timed, in order.
     pub fn search(
         &self,
         points: &[Vec<u32>],
         start: usize,
+        seeds: &[usize],
         measure: &mut dyn FnMut(&[usize]) -> Vec<Option<f64>>,
         spent: &dyn Fn() -> bool,
     ) -> Vec<usize> {
+        // The incumbent, then the seeds: distinct points of the space.
+        let mut first = vec![start];
+        for &seed in seeds {
+            if seed < points.len() && !first.contains(&seed) {
+                first.push(seed);
+            }
+        }
         let mut timed: BTreeMap<usize, Option<f64>> = BTreeMap::new();
         let mut order = Vec::new();
         let mut run = |batch: Vec<usize>,
@@ -161,8 +174,10 @@ impl Strategy {
             Self::Grid => run((0..points.len()).collect(), &mut timed, &mut order),
             Self::Random { budget, seed } => {
                 let mut rng = Rng::new(seed);
-                let mut drawn = vec![start];
-                let mut rest: Vec<usize> = (0..points.len()).filter(|&i| i != start).collect();
+                let mut drawn = first;
+                drawn.truncate(budget.points(points.len()).max(1));
+                let mut rest: Vec<usize> =
+                    (0..points.len()).filter(|i| !drawn.contains(i)).collect();
                 while drawn.len() < budget.points(points.len()) && !rest.is_empty() {
                     let pick = (rng.next_u64() % rest.len() as u64) as usize;
                     drawn.push(rest.swap_remove(pick));
@@ -186,6 +201,19 @@ impl Strategy {
                 let mut rng = Rng::new(seed);
                 let mut current = start;
                 run(vec![start], &mut timed, &mut order);
+                if first.len() > 1 && !spent() {
+                    let room = budget.saturating_sub(timed.len());
+                    run(
+                        first[1..].iter().copied().take(room).collect(),
+                        &mut timed,
+                        &mut order,
+                    );
+                    current = timed
+                        .iter()
+                        .filter_map(|(&i, m)| m.map(|m| (i, m)))
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .map_or(current, |(i, _)| i);
+                }
                 while timed.len() < budget && !spent() {
                     let room = budget - timed.len();
                     let fresh: Vec<usize> = neighbours(points, current)
@@ -407,13 +435,57 @@ mod tests {
             budget: Budget::Points(14),
             seed: 1,
         }
-        .search(&points, start, &mut measure, &|| false);
+        .search(&points, start, &[], &mut measure, &|| false);
         assert!(timed.len() <= 14);
         let best = timed
             .iter()
             .min_by(|&&a, &&b| cost(&points[a]).total_cmp(&cost(&points[b])))
             .unwrap();
         assert_eq!(points[*best], [8, 4]);
+    }
+
+    /// Session 9: a retune with 14 points per key from the default found nothing
+    /// the previous search (36 points, same space) had found. Seeds (the stale
+    /// table's winners) are timed right after the incumbent and climbed from.
+    #[test]
+    fn seeds_are_timed_after_the_incumbent_and_the_climb_starts_from_the_best() {
+        let points = grid();
+        let at = |p: [u32; 2]| points.iter().position(|q| *q == p).unwrap();
+        let best_of = |timed: &[usize]| {
+            let best = timed
+                .iter()
+                .min_by(|&&a, &&b| cost(&points[a]).total_cmp(&cost(&points[b])))
+                .unwrap();
+            points[*best].clone()
+        };
+        let local = Strategy::Local {
+            budget: Budget::Points(6),
+            seed: 1,
+        };
+        let mut measure = |batch: &[usize]| batch.iter().map(|&i| Some(cost(&points[i]))).collect();
+        // From the far corner, six timings do not get near (8, 4) ...
+        let cold = local.search(&points, at([1, 1]), &[], &mut measure, &|| false);
+        assert_ne!(best_of(&cold), [8, 4]);
+        // ... from a seed one step away they do; the incumbent is still first, a seed
+        // equal to it or outside the space is ignored.
+        let seeds = [at([1, 1]), at([8, 3]), points.len() + 3];
+        let warm = local.search(&points, at([1, 1]), &seeds, &mut measure, &|| false);
+        assert_eq!(warm[..2], [at([1, 1]), at([8, 3])]);
+        assert_eq!(best_of(&warm), [8, 4]);
+        assert!(warm.len() <= 6);
+        // The random search draws the seeds first, within its budget.
+        let random = Strategy::Random {
+            budget: Budget::Points(2),
+            seed: 5,
+        };
+        let drawn = random.search(
+            &points,
+            0,
+            &[at([8, 3]), at([16, 5])],
+            &mut measure,
+            &|| false,
+        );
+        assert_eq!(drawn, [0, at([8, 3])]);
     }
 
     #[test]
@@ -428,12 +500,12 @@ mod tests {
             budget: Budget::Points(7),
             seed: 3,
         };
-        let timed = random.search(&points, 12, &mut measure, &|| false);
+        let timed = random.search(&points, 12, &[], &mut measure, &|| false);
         assert_eq!(timed.len(), 7);
         assert_eq!(timed[0], 12);
         assert_eq!(
             Strategy::Grid
-                .search(&points, 0, &mut measure, &|| true)
+                .search(&points, 0, &[], &mut measure, &|| true)
                 .len(),
             25
         );
@@ -462,15 +534,15 @@ mod tests {
         ] {
             batches.set(0);
             // Out of time from the start: the incumbent alone.
-            let timed = strategy.search(&points, 6, &mut measure, &|| true);
+            let timed = strategy.search(&points, 6, &[], &mut measure, &|| true);
             assert_eq!(timed, [6], "{strategy}");
             // Time for three batches: more points, and no more than three batches.
             batches.set(0);
-            let timed = strategy.search(&points, 6, &mut measure, &|| batches.get() >= 3);
+            let timed = strategy.search(&points, 6, &[], &mut measure, &|| batches.get() >= 3);
             assert_eq!(batches.get(), 3, "{strategy}");
             assert!(timed.len() > 3 && timed[0] == 6, "{strategy}: {timed:?}");
             // Never out of time: the whole space, as a grid would.
-            let timed = strategy.search(&points, 6, &mut measure, &|| false);
+            let timed = strategy.search(&points, 6, &[], &mut measure, &|| false);
             assert_eq!(timed.len(), points.len(), "{strategy}");
         }
     }

@@ -97,7 +97,7 @@ pub fn replay(
             let strategy = strategy(run as u64 + 1)?;
             let mut measure = |batch: &[usize]| batch.iter().map(|&i| medians[i]).collect();
             // A replay looks timings up: only a budget of points means anything.
-            let timed = strategy.search(&values, start, &mut measure, &|| false);
+            let timed = strategy.search(&values, start, &[], &mut measure, &|| false);
             let found = timed
                 .iter()
                 .filter_map(|&i| medians[i])
