@@ -41,6 +41,10 @@ case "${1:-}" in
     tar -czf "$dir/tables.tgz" -C "$dir" tuning
     # The benches read the committed table for the sweep's own figures: the new one.
     cp "$AUTOTUNE_TABLES_DIR"/*.json kernels/tuning/
+    # The report names its table: rendered for kernels/tuning, where it is committed
+    # (the report test compares the two).
+    cargo run -q --release -p cargo-autotune -- autotune report --tables kernels/tuning \
+      > "$AUTOTUNE_TABLES_DIR/nvidia-h200-report.txt"
     ;;
   bench) ;;
   *) echo "usage: tune-and-bench.sh bench | tune" ; exit 2 ;;
