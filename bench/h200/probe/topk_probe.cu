@@ -123,7 +123,7 @@ static void trace_report(unsigned T, int grid) {
     for (int b = 0; b < grid; ++b) {
         const unsigned long long* s = &t[b * kSlots];
         if (s[6] == 0) continue;
-        printf("    last block %d: ticket %.2f, candidates and hist2 %.2f, resolve %.2f, reset %.2f; ends at %.2f\n", b,
+        printf("    last block %d: ticket %.2f, to the resolve %.2f, resolve %.2f, reset %.2f; ends at %.2f\n", b,
                (double(s[6]) - double(s[5])) / 1e3, (double(s[7]) - double(s[6])) / 1e3,
                (double(s[8]) - double(s[7])) / 1e3, (double(s[9]) - double(s[8])) / 1e3, (s[9] - t0) / 1e3);
         if (s[10] != 0)
