@@ -154,36 +154,32 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 "rotated_ms": rotated_ms,
             }));
         }
+        // The fastest right point by `key` (`ms`, or `rotated_ms` for the rotated way).
+        let fastest = |key: &str| {
+            points
+                .iter()
+                .filter_map(|p| Some((p[key].as_f64()?, p["point"].as_str()?)))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+        };
         // The best point timed the rotated way, against cuBLAS timed the same way.
-        let rotated_best = points
-            .iter()
-            .filter_map(|p| Some((p["rotated_ms"].as_f64()?, p["point"].as_str()?)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        let rotated_row = match (cublas_rotated, rotated_best) {
-            (Some(theirs), Some((ours, point))) => json!({
+        let rotated = cublas_rotated.zip(fastest("rotated_ms"));
+        let rotated_row = match rotated {
+            Some((theirs, (ours, point))) => json!({
                 "copies": copies,
                 "cublas_ms": theirs,
                 "best_ms": ours,
                 "best_point": point,
                 "best_vs_cublas": theirs / ours,
             }),
-            _ => serde_json::Value::Null,
+            None => serde_json::Value::Null,
         };
-        let best = points
-            .iter()
-            .filter_map(|p| Some((p["ms"].as_f64()?, p["point"].as_str()?)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        let (best_ms, best_point) = best.unwrap_or((f64::NAN, "none right"));
-        let rotated_column = match &rotated_row {
-            serde_json::Value::Null => String::new(),
-            row => format!(
-                "   rotated: cuBLAS {:.4}, {} {:.4}, {:.3}x",
-                row["cublas_ms"].as_f64().unwrap_or(f64::NAN),
-                row["best_point"].as_str().unwrap_or(""),
-                row["best_ms"].as_f64().unwrap_or(f64::NAN),
-                row["best_vs_cublas"].as_f64().unwrap_or(f64::NAN)
-            ),
-        };
+        let rotated_column = rotated.map_or_else(String::new, |(theirs, (ours, point))| {
+            format!(
+                "   rotated: cuBLAS {theirs:.4}, {point} {ours:.4}, {:.3}x",
+                theirs / ours
+            )
+        });
+        let (best_ms, best_point) = fastest("ms").unwrap_or((f64::NAN, "none right"));
         println!(
             "{m:>6} {n:>6} {k:>6} {cublas:>9.4} {best_point:<32} {best_ms:>9.4} {:>8.3}x{rotated_column}",
             cublas / best_ms

@@ -208,11 +208,7 @@ impl Strategy {
                         &mut timed,
                         &mut order,
                     );
-                    current = timed
-                        .iter()
-                        .filter_map(|(&i, m)| m.map(|m| (i, m)))
-                        .min_by(|a, b| a.1.total_cmp(&b.1))
-                        .map_or(current, |(i, _)| i);
+                    current = fastest(&timed).unwrap_or(current);
                 }
                 while timed.len() < budget && !spent() {
                     let room = budget - timed.len();
@@ -236,11 +232,7 @@ impl Strategy {
                         continue;
                     }
                     run(fresh, &mut timed, &mut order);
-                    let best = timed
-                        .iter()
-                        .filter_map(|(&i, m)| m.map(|m| (i, m)))
-                        .min_by(|a, b| a.1.total_cmp(&b.1))
-                        .map_or(current, |(i, _)| i);
+                    let best = fastest(&timed).unwrap_or(current);
                     if best != current {
                         current = best;
                     } else if neighbours(points, current)
@@ -254,6 +246,15 @@ impl Strategy {
         }
         order
     }
+}
+
+/// The fastest point among those `timed` that passed (a median, not `None`).
+fn fastest(timed: &BTreeMap<usize, Option<f64>>) -> Option<usize> {
+    timed
+        .iter()
+        .filter_map(|(&i, m)| m.map(|m| (i, m)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)
 }
 
 /// Points one step from `points[of]` along each parameter: for each parameter and
