@@ -16,12 +16,12 @@
 
 use std::ffi::c_void;
 
+use autotune_runtime::LaunchError;
 use autotune_runtime::cudarc::cublas::{
     self, CudaBlas, Gemm as _, GemmConfig, sys::cublasOperation_t,
 };
 use autotune_runtime::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use autotune_runtime::prelude::*;
-use autotune_runtime::{LaunchError, params};
 
 // A child module, so that the build script (which includes this file alone) has it.
 #[path = "gemm_hopper.rs"]
@@ -100,16 +100,13 @@ pub fn gemm(
     )?;
     let p = variant.params();
     if p.algo == 2 {
-        let function = variant.functions().get(2).ok_or_else(|| {
-            KernelError::Arguments("no entry gemm_bf16_wgmma for algo 2".to_string())
-        })?;
         let point = gemm_hopper::HopperParams {
             bm: p.bm,
             bn: p.bn,
             stages: p.stages,
             split: p.split,
         };
-        gemm_hopper::allow_shared(function, &point)?;
+        let function = variant.with_dynamic_shared(2, point.shared_bytes())?;
         let resident = variant.resident_blocks(stream, 2, point.threads(), point.shared_bytes())?;
         return gemm_hopper::launch(stream, function, &point, resident, a, b, c, m, n, k);
     }
@@ -136,15 +133,13 @@ pub fn gemm(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let function = variant
-        .functions()
-        .get(p.algo as usize)
-        .ok_or_else(|| KernelError::Arguments(format!("no entry for algo {}", p.algo)))?;
+    let shared = if p.algo == 0 {
+        p.stages * (p.bm * (p.bk + 8) + p.bk * (p.bn + 8)) * 2
+    } else {
+        0
+    };
+    let function = variant.with_dynamic_shared(p.algo as usize, shared)?;
     let config = if p.algo == 0 {
-        let shared = p.stages * (p.bm * (p.bk + 8) + p.bk * (p.bn + 8)) * 2;
-        if shared > 48 * 1024 {
-            params::allow_dynamic_shared(function, shared)?;
-        }
         LaunchConfig {
             grid_dim: (grid, 1, p.split),
             block_dim: (p.warps * 32, 1, 1),

@@ -14,7 +14,6 @@
 //! sweep decides, per range of `n_ctx`, which to launch.
 
 use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
-use autotune_runtime::params::allow_dynamic_shared;
 use autotune_runtime::prelude::*;
 
 /// Query heads.
@@ -125,17 +124,6 @@ type Buffers<'a> = (
     &'a mut CudaSlice<u32>,
 );
 
-/// The entry at `index` of a variant's functions, or why not.
-fn entry<'a>(
-    functions: &'a [CudaFunction],
-    index: usize,
-    name: &str,
-) -> Result<&'a CudaFunction, KernelError> {
-    functions
-        .get(index)
-        .ok_or_else(|| KernelError::Arguments(format!("no entry {name} (entry {index})")))
-}
-
 /// What the second launch of the two-launch path does with the scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Selection {
@@ -146,22 +134,27 @@ enum Selection {
     KeepAll,
 }
 
-/// Two launches: score (`shape` = chunk, warps, stages), then select with `select`
-/// (`topk_filter` for the incremental kernel, `topk_select_all` for keep-all).
-fn score_and_select(
+/// Two launches of `variant`'s entries: score (entry 0, `topk_score`; `shape` =
+/// chunk, warps, stages), then select (entry 1: `topk_filter` for the incremental
+/// kernel, `topk_select_all` for keep-all).
+fn score_and_select<P: Params>(
     stream: &CudaStream,
-    (score, select): (&CudaFunction, &CudaFunction),
+    variant: &Variant<P>,
     shape: (u32, u32, u32),
     selection: Selection,
     (q, weights, keys, out, scratch): Buffers<'_>,
     n_ctx: usize,
 ) -> Result<(), KernelError> {
     let t = check(q, weights, keys, out, scratch, n_ctx)?;
+    let (_, warps, stages) = shape;
+    let histogram = selection == Selection::Incremental;
+    let score = variant.with_dynamic_shared(0, score_shared(warps, stages, histogram))?;
+    let select = variant.with_dynamic_shared(1, SELECT_SHARED)?;
     launch_score(
         stream,
         score,
         shape,
-        selection == Selection::Incremental,
+        histogram,
         (q, weights, keys, scratch),
         t,
     )?;
@@ -183,10 +176,9 @@ fn score_and_select_fused(
 ) -> Result<(), KernelError> {
     let t = check(q, weights, keys, out, scratch, n_ctx)?;
     let p = variant.params();
-    let function = entry(variant.functions(), 2, "topk_fused")?;
     let threads = p.warps * 32;
     let shared = fused_shared(p.warps, p.stages);
-    allow_dynamic_shared(function, shared)?;
+    let function = variant.with_dynamic_shared(2, shared)?;
     let resident = variant.resident_blocks(stream, 2, threads, shared)?;
     KernelError::check(resident > 0, || {
         format!(
@@ -227,7 +219,6 @@ fn launch_score(
     n_ctx: u32,
 ) -> Result<(), KernelError> {
     let shared = score_shared(warps, stages, histogram);
-    allow_dynamic_shared(function, shared)?;
     let config = LaunchConfig {
         grid_dim: (n_ctx.div_ceil(chunk), 1, 1),
         block_dim: (warps * 32, 1, 1),
@@ -254,12 +245,10 @@ fn launch_select(
     out: &mut CudaSlice<i32>,
     n_ctx: u32,
 ) -> Result<(), KernelError> {
-    let shared = SELECT_SHARED;
-    allow_dynamic_shared(function, shared)?;
     let config = LaunchConfig {
         grid_dim: (grid, 1, 1),
         block_dim: (threads, 1, 1),
-        shared_mem_bytes: shared,
+        shared_mem_bytes: SELECT_SHARED,
     };
     let mut launch = stream.launch_builder(function);
     launch.arg(&n_ctx).arg(scratch).arg(out);
@@ -304,14 +293,9 @@ pub fn topk_indexer(
     if p.launches == 1 {
         return score_and_select_fused(stream, variant, buffers, n_ctx);
     }
-    let functions = variant.functions();
-    let entries = (
-        entry(functions, 0, "topk_score")?,
-        entry(functions, 1, "topk_filter")?,
-    );
     score_and_select(
         stream,
-        entries,
+        variant,
         (p.chunk, p.warps, p.stages),
         Selection::Incremental,
         buffers,
@@ -345,15 +329,10 @@ pub fn topk_keep_all(
     n_ctx: usize,
 ) -> Result<(), KernelError> {
     let p = variant.params();
-    let functions = variant.functions();
-    let entries = (
-        entry(functions, 0, "topk_score")?,
-        entry(functions, 1, "topk_select_all")?,
-    );
     let buffers = (q, weights, keys, out, scratch);
     score_and_select(
         stream,
-        entries,
+        variant,
         (p.chunk, p.warps, p.stages),
         Selection::KeepAll,
         buffers,

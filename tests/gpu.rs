@@ -210,6 +210,31 @@ mod topk {
         }
     }
 
+    /// `Variant::with_dynamic_shared`, which the dispatch paths call on every launch:
+    /// the driver is asked to raise an entry's limit the first time and for a launch
+    /// that needs more, and not again for one that needs no more.
+    #[test]
+    fn an_entrys_shared_memory_limit_is_raised_once_and_then_kept() {
+        use autotune_runtime::cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as LIMIT;
+        let Some((_turn, ctx)) = gpu() else { return };
+        let indexer = TopkIndexer::load(&ctx).unwrap();
+        let variant = indexer.default_variant();
+        let function = variant.functions()[0].clone();
+        let limit = || function.get_attribute(LIMIT).unwrap();
+        variant.with_dynamic_shared(0, 100_000).unwrap();
+        assert_eq!(limit(), 100_000);
+        variant.with_dynamic_shared(0, 60_000).unwrap();
+        assert_eq!(limit(), 100_000, "a smaller need leaves the raised limit");
+        // Lowered behind the variant's back: a launch that needs no more than the
+        // variant already asked for does not call the driver again.
+        function.set_attribute(LIMIT, 48 * 1024).unwrap();
+        variant.with_dynamic_shared(0, 100_000).unwrap();
+        assert_eq!(limit(), 48 * 1024, "the driver was asked again");
+        variant.with_dynamic_shared(0, 120_000).unwrap();
+        assert_eq!(limit(), 120_000, "a larger need raises it again");
+        assert!(variant.with_dynamic_shared(99, 1).is_err(), "no entry 99");
+    }
+
     #[test]
     fn all_equal_scores_take_the_overflow_path_and_stay_correct() {
         let Some((_turn, ctx)) = gpu() else { return };

@@ -2,7 +2,8 @@
 //! variant of it (`Variant`): what a wrapper receives.
 
 use std::fmt::Debug;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
@@ -42,6 +43,27 @@ pub struct Variant<P> {
     functions: Vec<CudaFunction>,
     /// Per entry, the first [`Residency`] asked of it (see `resident_blocks`).
     residency: Vec<OnceLock<Residency>>,
+    /// Per entry, the dynamic shared memory its limit has been raised to (see
+    /// `with_dynamic_shared`).
+    shared_allowed: Vec<SharedLimit>,
+}
+
+/// An entry's dynamic shared memory limit as this process last raised it: read
+/// without a lock on every launch, raised under one (so that two raises never leave
+/// the driver's limit below what the cache says).
+#[derive(Debug, Default)]
+struct SharedLimit {
+    bytes: AtomicU32,
+    raise: Mutex<()>,
+}
+
+impl Clone for SharedLimit {
+    fn clone(&self) -> Self {
+        Self {
+            bytes: AtomicU32::new(self.bytes.load(Ordering::Acquire)),
+            raise: Mutex::new(()),
+        }
+    }
 }
 
 /// How many blocks of one launch shape fit on a device at once.
@@ -73,6 +95,7 @@ impl<P: Params> Variant<P> {
             name: name.into(),
             params,
             residency: functions.iter().map(|_| OnceLock::new()).collect(),
+            shared_allowed: functions.iter().map(|_| SharedLimit::default()).collect(),
             functions,
         }
     }
@@ -117,6 +140,41 @@ impl<P: Params> Variant<P> {
         &self.functions
     }
 
+    /// Entry `entry`'s kernel, its dynamic shared memory limit raised to at least
+    /// `bytes` ([`allow_dynamic_shared`]): the driver is asked the first time, and
+    /// again only for a launch that needs more, not on every call of a dispatch path.
+    pub fn with_dynamic_shared(
+        &self,
+        entry: usize,
+        bytes: u32,
+    ) -> Result<&CudaFunction, KernelError> {
+        let (Some(function), Some(limit)) =
+            (self.functions.get(entry), self.shared_allowed.get(entry))
+        else {
+            return Err(self.no_entry(entry));
+        };
+        if limit.bytes.load(Ordering::Acquire) >= bytes {
+            return Ok(function);
+        }
+        let _raising = limit
+            .raise
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if limit.bytes.load(Ordering::Acquire) < bytes {
+            allow_dynamic_shared(function, bytes)?;
+            limit.bytes.store(bytes, Ordering::Release);
+        }
+        Ok(function)
+    }
+
+    fn no_entry(&self, entry: usize) -> KernelError {
+        KernelError::Arguments(format!(
+            "{} has {} entries, not an entry {entry}",
+            self.name,
+            self.functions.len()
+        ))
+    }
+
     /// How many blocks of entry `entry` fit on the stream's device at once with
     /// `threads` threads and `shared` bytes of dynamic shared memory each: the grid
     /// of a persistent kernel, and the most a cooperative launch may ask for (the
@@ -134,11 +192,7 @@ impl<P: Params> Variant<P> {
     ) -> Result<u32, KernelError> {
         let (Some(function), Some(cache)) = (self.functions.get(entry), self.residency.get(entry))
         else {
-            return Err(KernelError::Arguments(format!(
-                "{} has {} entries, not an entry {entry}",
-                self.name,
-                self.functions.len()
-            )));
+            return Err(self.no_entry(entry));
         };
         if let Some(blocks) = cache.get().and_then(|r| r.of(threads, shared)) {
             return Ok(blocks);
