@@ -13,20 +13,30 @@
 #   tune   the same after retuning every kernel the build finds stale or forced
 #          (local search, AUTOTUNE_BUDGET points per key, 36 unless given).
 # BENCHES, TESTS and EXAMPLE=0 narrow what runs after that (all of it by default).
-# The tables live in target/h200-run/tuning (AUTOTUNE_TABLES_DIR, ignored by git), not
-# kernels/tuning: every call of the device tool copies this machine's working tree
-# again, which would put the committed tables back under a running build. Every cargo
-# command below sees the same AUTOTUNE_TABLES_DIR, so each bakes those tables.
-# In session 8 the `tune` run was lost that way (item 24); the committed tables came
-# from the foreground command in bench/results/h200-session8/README.md.
+# Every call of the device tool copies this machine's working tree again, replacing
+# tracked files under a running job: in session 9 that put the committed tables back
+# under a running build, in session 10 a poll made the hopper_gemm test's nvcc find
+# kernels/gemm.cu missing. So the job runs in a private copy of the tree
+# (/tmp/tune-and-bench-tree, with its own target/), and writes its results, the tables
+# among them (target/h200-run/tuning, AUTOTUNE_TABLES_DIR, which every cargo command
+# below sees and bakes), to target/h200-run of the tree the polls read (ignored by git,
+# so the copies leave it alone).
 set -uo pipefail
-dir=target/h200-run
+if [ -z "${TUNE_AND_BENCH_RESULTS:-}" ]; then
+  copy=/tmp/tune-and-bench-tree
+  rm -rf "$copy" && mkdir -p "$copy" target
+  tar --exclude=./target --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$copy"
+  TUNE_AND_BENCH_RESULTS=$PWD/target/h200-run exec bash "$copy/bench/h200/tune-and-bench.sh" "$@"
+fi
+cd "$(dirname "$0")/../.."
+dir=$TUNE_AND_BENCH_RESULTS
 rm -rf "$dir" && mkdir -p "$dir"
 exec > "$dir/run.log" 2>&1
+echo "running in $PWD (a copy), results in $dir"
 export AUTOTUNE_SEED=${AUTOTUNE_SEED:-20261201}
 export AUTOTUNE_TABLES_DIR=$dir/tuning
 cp -r kernels/tuning "$AUTOTUNE_TABLES_DIR"
-pack() { tar -czf "$dir.tgz" --exclude=results.tgz -C target h200-run && mv "$dir.tgz" "$dir/results.tgz"; }
+pack() { tar -czf "$dir.tgz" --exclude=results.tgz -C "$(dirname "$dir")" "$(basename "$dir")" && mv "$dir.tgz" "$dir/results.tgz"; }
 step() { pack; echo "== $1 ($(date +%T))"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$dir/gpu.txt"
 nvcc --version | tail -n 2 >> "$dir/gpu.txt"
