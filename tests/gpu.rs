@@ -232,6 +232,10 @@ mod topk {
         assert_eq!(limit(), 48 * 1024, "the driver was asked again");
         variant.with_dynamic_shared(0, 120_000).unwrap();
         assert_eq!(limit(), 120_000, "a larger need raises it again");
+        // A clone launches the same function, so it keeps the same record.
+        function.set_attribute(LIMIT, 48 * 1024).unwrap();
+        variant.clone().with_dynamic_shared(0, 120_000).unwrap();
+        assert_eq!(limit(), 48 * 1024, "the clone asked the driver again");
         assert!(variant.with_dynamic_shared(99, 1).is_err(), "no entry 99");
     }
 

@@ -44,26 +44,18 @@ pub struct Variant<P> {
     /// Per entry, the first [`Residency`] asked of it (see `resident_blocks`).
     residency: Vec<OnceLock<Residency>>,
     /// Per entry, the dynamic shared memory its limit has been raised to (see
-    /// `with_dynamic_shared`).
-    shared_allowed: Vec<SharedLimit>,
+    /// `with_dynamic_shared`); shared by the variant's clones, which launch the same
+    /// functions.
+    shared_allowed: Arc<[SharedLimit]>,
 }
 
 /// An entry's dynamic shared memory limit as this process last raised it: read
-/// without a lock on every launch, raised under one (so that two raises never leave
-/// the driver's limit below what the cache says).
+/// without a lock on every launch, raised under one and only upwards, so that two
+/// raises never leave the driver's limit below what the cache says.
 #[derive(Debug, Default)]
 struct SharedLimit {
     bytes: AtomicU32,
     raise: Mutex<()>,
-}
-
-impl Clone for SharedLimit {
-    fn clone(&self) -> Self {
-        Self {
-            bytes: AtomicU32::new(self.bytes.load(Ordering::Acquire)),
-            raise: Mutex::new(()),
-        }
-    }
 }
 
 /// How many blocks of one launch shape fit on a device at once.
