@@ -7,12 +7,14 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use autotune_build::timing::L2Flush;
 use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::{references, samples};
+use autotune_runtime::Selection;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
@@ -63,14 +65,14 @@ fn sweep_best(
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
     let gpu = GpuIdentity::of(ctx)?;
-    // The table the crate baked: AUTOTUNE_TABLES_DIR's where the build was told to
-    // read one there (as the tuning runs on the H200 do), else the committed one.
-    let table = match std::env::var_os("AUTOTUNE_TABLES_DIR") {
-        Some(dir) => std::path::Path::new(&dir).join("nvidia-h200.json"),
-        None => std::path::PathBuf::from(TABLE),
+    let kernel = Gemm::load(ctx)?;
+    // The table the crate baked for this GPU, wherever the build read it (the tuning
+    // runs on the H200 point AUTOTUNE_TABLES_DIR elsewhere), else the committed one.
+    let table = match kernel.selection() {
+        Selection::Tuned { table, .. } => Path::new(env!("CARGO_MANIFEST_DIR")).join(table),
+        Selection::Defaults { .. } => PathBuf::from(TABLE),
     };
     let table = table::read(&table).ok();
-    let kernel = Gemm::load(ctx)?;
     let stream = ctx.default_stream();
     let blas = CudaBlas::new(stream.clone())?;
     let mut flush = L2Flush::new(&stream)?;
