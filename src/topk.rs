@@ -147,14 +147,14 @@ fn score_and_select<P: Params>(
 ) -> Result<(), KernelError> {
     let t = check(q, weights, keys, out, scratch, n_ctx)?;
     let (_, warps, stages) = shape;
-    let histogram = selection == Selection::Incremental;
-    let score = variant.with_dynamic_shared(0, score_shared(warps, stages, histogram))?;
+    let score_bytes = score_shared(warps, stages, selection == Selection::Incremental);
+    let score = variant.with_dynamic_shared(0, score_bytes)?;
     let select = variant.with_dynamic_shared(1, SELECT_SHARED)?;
     launch_score(
         stream,
         score,
         shape,
-        histogram,
+        score_bytes,
         (q, weights, keys, scratch),
         t,
     )?;
@@ -205,11 +205,13 @@ fn score_and_select_fused(
     Ok(())
 }
 
+/// The scoring launch of the two-launch path; `shared` is its dynamic shared memory,
+/// the bytes `with_dynamic_shared` raised the entry's limit to.
 fn launch_score(
     stream: &CudaStream,
     function: &CudaFunction,
-    (chunk, warps, stages): (u32, u32, u32),
-    histogram: bool,
+    (chunk, warps, _): (u32, u32, u32),
+    shared: u32,
     (q, weights, keys, scratch): (
         &CudaSlice<bf16>,
         &CudaSlice<f32>,
@@ -218,7 +220,6 @@ fn launch_score(
     ),
     n_ctx: u32,
 ) -> Result<(), KernelError> {
-    let shared = score_shared(warps, stages, histogram);
     let config = LaunchConfig {
         grid_dim: (n_ctx.div_ceil(chunk), 1, 1),
         block_dim: (warps * 32, 1, 1),
