@@ -224,23 +224,25 @@ __device__ __forceinline__ uint32_t cluster_rank() {
     return rank;
 }
 
-// One TMA box of `map` at (inner, outer) into `dst`, completing on `bar`.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int inner, int outer, uint64_t* bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-        "[%4];\n" ::"r"(smem_address(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar))
-        : "memory");
-}
-
-// tma_load under the L2 cache policy `policy`.
-__device__ __forceinline__ void tma_load_hint(void* dst, const CUtensorMap* map, int inner, int outer, uint64_t* bar,
-                                              unsigned long long policy) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
-        "{%2, %3}], [%4], %5;\n" ::"r"(smem_address(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar)), "l"(policy)
-        : "memory");
+// One TMA box of `map` at (inner, outer) into `dst`, completing on `bar`; with HINT,
+// under the L2 cache policy `policy` (without, no policy at all: on the H200 an
+// explicit evict_normal is not the same as none, see the producer).
+template <bool HINT = false>
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int inner, int outer, uint64_t* bar,
+                                         unsigned long long policy = 0) {
+    if constexpr (HINT) {
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+            "[%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_address(dst)),
+            "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar)), "l"(policy)
+            : "memory");
+    } else {
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+            "[%4];\n" ::"r"(smem_address(dst)),
+            "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(smem_address(bar))
+            : "memory");
+    }
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -373,11 +375,8 @@ extern "C" __global__ void
 #pragma unroll
                         for (int j = 0; j < BN / 64; ++j) {
                             unsigned char* box = stage + A_STAGE_BYTES + j * B_BOX_BYTES;
-                            if constexpr (decltype(evict_first)::value) {
-                                tma_load_hint(box, &map_b, u.n0 + j * 64, t * KSTEP, &full[s], policy);
-                            } else {
-                                tma_load(box, &map_b, u.n0 + j * 64, t * KSTEP, &full[s]);
-                            }
+                            tma_load<decltype(evict_first)::value>(box, &map_b, u.n0 + j * 64, t * KSTEP, &full[s],
+                                                                   policy);
                         }
                     }
                 }

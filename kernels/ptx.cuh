@@ -21,7 +21,10 @@ __device__ __forceinline__ unsigned long long evict_first_policy() {
     return policy;
 }
 
-// The default L2 policy, for a load whose form takes one.
+// An explicit evict_normal L2 policy, for a load whose form takes a policy (the
+// mma.sync GEMM's loads of B outside decode). It is not the same as no policy: on the
+// H200, TMA loads of B under it were about 24% slower than unhinted ones (session 9),
+// so the Hopper GEMM gives those loads none. Not timed against none for cp.async.
 __device__ __forceinline__ unsigned long long evict_normal_policy() {
     unsigned long long policy;
     asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));

@@ -106,8 +106,9 @@ pub fn gemm(
             stages: p.stages,
             split: p.split,
         };
-        let function = variant.with_dynamic_shared(2, point.shared_bytes())?;
-        let resident = variant.resident_blocks(stream, 2, point.threads(), point.shared_bytes())?;
+        let shared = point.shared_bytes();
+        let function = variant.with_dynamic_shared(2, shared)?;
+        let resident = variant.resident_blocks(stream, 2, point.threads(), shared)?;
         return gemm_hopper::launch(stream, function, &point, resident, a, b, c, m, n, k);
     }
     let (bm, bn) = (p.bm as usize, p.bn as usize);

@@ -146,14 +146,14 @@ fn score_and_select<P: Params>(
     n_ctx: usize,
 ) -> Result<(), KernelError> {
     let t = check(q, weights, keys, out, scratch, n_ctx)?;
-    let (_, warps, stages) = shape;
+    let (chunk, warps, stages) = shape;
     let score_bytes = score_shared(warps, stages, selection == Selection::Incremental);
     let score = variant.with_dynamic_shared(0, score_bytes)?;
     let select = variant.with_dynamic_shared(1, SELECT_SHARED)?;
     launch_score(
         stream,
         score,
-        shape,
+        (chunk, warps),
         score_bytes,
         (q, weights, keys, scratch),
         t,
@@ -210,7 +210,7 @@ fn score_and_select_fused(
 fn launch_score(
     stream: &CudaStream,
     function: &CudaFunction,
-    (chunk, warps, _): (u32, u32, u32),
+    (chunk, warps): (u32, u32),
     shared: u32,
     (q, weights, keys, scratch): (
         &CudaSlice<bf16>,

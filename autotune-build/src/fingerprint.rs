@@ -18,7 +18,6 @@ use std::str::FromStr;
 
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
-use autotune_spec::source::SourceSet;
 use autotune_table::hex;
 use autotune_table::table::Fingerprint;
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
@@ -165,13 +164,11 @@ impl KernelInputs {
                 let source = root.join(source);
                 let defines = spec.defines(&spec.default_for_source(index));
                 let args = nvcc::source_args(&flags_of(spec), &defines, &source);
-                let found =
-                    SourceSet::load_with(&source, &absolute(root, nvcc::include_dirs(&args)))
-                        .map_err(BuildError::io("cannot read CUDA source", &source))?;
-                scanned.extend(found.files.into_iter().map(|f| f.path));
+                let found = nvcc::scan(&source, &args, root)
+                    .map_err(BuildError::io("cannot read CUDA source", &source))?;
                 if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
                     let deps = nvcc
-                        .dependencies(&source, &args, root)
+                        .dependencies(&source, &args, root, &found)
                         .map_err(|e| error(e.to_string()))?;
                     for dep in deps {
                         let dep = absolute(root, vec![dep]).remove(0);
@@ -180,6 +177,7 @@ impl KernelInputs {
                         }
                     }
                 }
+                scanned.extend(found);
             }
         }
         let nvcc_env = nvcc.map(Nvcc::environment_flags).unwrap_or_default();

@@ -226,18 +226,19 @@ impl Nvcc {
     }
 
     /// The files nvcc reads to compile `source` with `args` in `dir` (its `-MM`
-    /// list), the toolkit's own headers left out, then every other file the
-    /// include scanner finds through `args`' include folders: what the
-    /// fingerprint and the compile cache hash, and what cargo watches. Relative
-    /// paths are `dir`'s. nvcc lists what `args`' defines include (the default
-    /// point's, for a kernel); a file that only another point includes (`#if ALGO
-    /// == 2` where the default has ALGO = 0) is in the scanner's list alone, which
-    /// reads every branch.
+    /// list), the toolkit's own headers left out, then every other file of
+    /// `scanned` (what the include scanner found for the same source: [`scan`]):
+    /// what the fingerprint and the compile cache hash, and what cargo watches.
+    /// Relative paths are `dir`'s. nvcc lists what `args`' defines include (the
+    /// default point's, for a kernel); a file that only another point includes
+    /// (`#if ALGO == 2` where the default has ALGO = 0) is in the scanner's list
+    /// alone, which reads every branch.
     pub fn dependencies(
         &self,
         source: &Path,
         args: &[String],
         dir: &Path,
+        scanned: &[PathBuf],
     ) -> Result<Vec<PathBuf>, NvccError> {
         let mut all = args.to_vec();
         all.push("-MM".into());
@@ -263,21 +264,28 @@ impl Nvcc {
                 files.push(canonical);
             }
         }
-        let include_dirs: Vec<PathBuf> = include_dirs(args)
-            .into_iter()
-            .map(|d| dir.join(d))
-            .collect();
-        if let Ok(scanned) = SourceSet::load_with(&dir.join(source), &include_dirs) {
-            for file in scanned.files {
-                let canonical = file.path.canonicalize().unwrap_or(file.path);
-                let in_toolkit = toolkit.as_ref().is_some_and(|t| canonical.starts_with(t));
-                if !in_toolkit && !files.contains(&canonical) {
-                    files.push(canonical);
-                }
+        for file in scanned {
+            let file = dir.join(file);
+            let canonical = file.canonicalize().unwrap_or(file);
+            let in_toolkit = toolkit.as_ref().is_some_and(|t| canonical.starts_with(t));
+            if !in_toolkit && !files.contains(&canonical) {
+                files.push(canonical);
             }
         }
         Ok(files)
     }
+}
+
+/// What the include scanner finds for `source` compiled with `args` in `dir`: the
+/// source and, transitively, the headers it includes through `args`' include
+/// folders, in every branch of every `#if` (paths as found, `dir`'s when relative).
+pub fn scan(source: &Path, args: &[String], dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let include_dirs: Vec<PathBuf> = include_dirs(args)
+        .into_iter()
+        .map(|d| dir.join(d))
+        .collect();
+    let found = SourceSet::load_with(&dir.join(source), &include_dirs)?;
+    Ok(found.files.into_iter().map(|f| f.path).collect())
 }
 
 /// The compile time kept beside a cached image, in seconds.

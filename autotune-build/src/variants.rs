@@ -105,7 +105,9 @@ pub fn compile_all(
         let source = root.join(source);
         let defines = spec.defines(&spec.default_for_source(index));
         let args = nvcc::source_args(&flags_of(spec), &defines, &source);
-        for dep in nvcc.dependencies(&source, &args, root)? {
+        // A source the scanner cannot read is nvcc's to report.
+        let scanned = nvcc::scan(&source, &args, root).unwrap_or_default();
+        for dep in nvcc.dependencies(&source, &args, root, &scanned)? {
             let dep = if dep.is_absolute() {
                 dep
             } else {

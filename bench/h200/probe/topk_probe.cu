@@ -7,7 +7,8 @@
 //           timing and triton's do_bench do (it leaves L2 full of dirty lines);
 //   read:   L2 flushed by reading a 256 MiB buffer (it leaves clean lines);
 //   rotate: no flush; the keys rotated through copies exceeding twice the L2.
-// A plain 16-byte read of the keys is timed the same three ways: the floor. The
+// A plain 16-byte read of the keys is timed the same three ways: the floor.
+// PROBE_RAMP=1 makes the scores rise along the context (the top keys in a few blocks). The
 // fused kernel's grid is min(ceil(T / chunk), resident blocks) for each chunk given.
 // For iterating on the kernel; the figures of record come from `cargo bench --bench topk`.
 //   build: bench/h200/probe/build-topk.sh   run: probe-topk-<point> T [T ...]
@@ -163,7 +164,13 @@ int main(int argc, char** argv) {
         std::vector<__nv_bfloat16> hq(kHeads * kDim), hk(size_t(T) * kDim);
         std::vector<float> hw(kHeads);
         for (auto& v : hq) v = __float2bfloat16(u(rng));
-        for (auto& v : hk) v = __float2bfloat16(u(rng));
+        // PROBE_RAMP: key t scaled by 0.05 + t / T, so that the scores rise along the
+        // context and the top keys crowd into the last blocks' shares.
+        const bool ramp = getenv("PROBE_RAMP") != nullptr;
+        for (size_t i = 0; i < hk.size(); ++i) {
+            const float scale = ramp ? 0.05f + float(i / kDim) / float(T) : 1.0f;
+            hk[i] = __float2bfloat16(u(rng) * scale);
+        }
         for (auto& v : hw) v = uw(rng);
         const std::vector<double> ref = cpu_scores(hq, hw, hk, T);
         const size_t key_bytes = size_t(T) * kDim * 2;
