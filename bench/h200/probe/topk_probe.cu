@@ -7,9 +7,9 @@
 //           timing and triton's do_bench do (it leaves L2 full of dirty lines);
 //   read:   L2 flushed by reading a 256 MiB buffer (it leaves clean lines);
 //   rotate: no flush; the keys rotated through copies exceeding twice the L2.
-// A plain 16-byte read of the keys is timed the same three ways: the floor.
-// PROBE_RAMP=1 makes the scores rise along the context (the top keys in a few blocks). The
+// A plain 16-byte read of the keys is timed the same three ways: the floor. The
 // fused kernel's grid is min(ceil(T / chunk), resident blocks) for each chunk given.
+// PROBE_RAMP=1 makes the scores rise along the context (the top keys in a few blocks).
 // For iterating on the kernel; the figures of record come from `cargo bench --bench topk`.
 //   build: bench/h200/probe/build-topk.sh   run: probe-topk-<point> T [T ...]
 #if LAUNCHES != 1
