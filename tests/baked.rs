@@ -9,9 +9,10 @@ mod skip;
 mod toolkit;
 
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
-use autotune_runtime::dispatch::{Baked, Choice, Plan, Selection};
+use autotune_runtime::dispatch::{Baked, Choice, Plan, Selection, choose_in};
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::{Kernel, KernelSpec};
+use autotune_table::ranges::BORROW_LEAD;
 use autotune_table::table;
 
 fn committed() -> table::TuningTable {
@@ -93,6 +94,62 @@ fn the_committed_h200_table_is_what_dispatch_bakes() {
     // The GEMM's fallback is cuBLAS, and says so.
     assert_eq!(Gemm::baked().fallback, "cuBLAS");
     assert_eq!(Gemm::baked().shape_args, ["n", "k"]);
+}
+
+/// Session 12's finding (NOTES item 28): the untuned shape 1 x 6144 x 4096 borrowed
+/// 4096 x 4096's split-K point for M = 1, which led cuBLAS by 1.09x there and ran at
+/// 0.81x at 6144. A shape that was not tuned gets one of our variants only where it
+/// led the fallback by `BORROW_LEAD` at every key measured inside its range.
+#[test]
+fn a_shape_not_tuned_borrows_only_ranges_that_led_cublas_by_the_swing() {
+    let h200 = GpuIdentity {
+        name: "NVIDIA H200".into(),
+        compute_capability: (9, 0),
+        sm_count: 132,
+    };
+    let baked = Gemm::baked();
+    let (plans, _) = baked.plans_for(&h200);
+    assert!(
+        matches!(choose_in(&plans, &[4096, 4096], 1), Choice::Variant(_)),
+        "4096 x 4096 keeps its own split-K point at M = 1"
+    );
+    assert_eq!(choose_in(&plans, &[6144, 4096], 1), Choice::Fallback);
+    let table = committed();
+    for (name, plan) in Gemm::SPEC.tuned_shapes().iter().map(|(n, _)| n).zip(&plans) {
+        let entry = &table.kernels[name];
+        let vendor = entry
+            .variants
+            .iter()
+            .find(|v| v.role == table::Role::Vendor)
+            .expect("cuBLAS is timed");
+        for range in plan.borrowed {
+            let Choice::Variant(index) = range.choice else {
+                continue;
+            };
+            let ours = entry.variant(baked.images[index].name).unwrap();
+            for m in &vendor.measurements {
+                if (range.first..=range.last).contains(&m.key) {
+                    let lead = m.median_us / ours.median_at(m.key).unwrap();
+                    assert!(
+                        lead >= BORROW_LEAD,
+                        "{name}: lent at m={} with a lead of {lead:.2}",
+                        m.key
+                    );
+                }
+            }
+        }
+        // Every key still gets something, and the lent match agrees with the ranges.
+        assert_eq!(plan.borrowed.first().map(|r| r.first), Some(0), "{name}");
+        assert_eq!(
+            plan.borrowed.last().map(|r| r.last),
+            Some(u64::MAX),
+            "{name}"
+        );
+        for range in plan.borrowed {
+            assert_eq!((plan.select_borrowed)(range.first), range.choice, "{name}");
+            assert_eq!((plan.select_borrowed)(range.last), range.choice, "{name}");
+        }
+    }
 }
 
 #[test]

@@ -116,6 +116,12 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
                 skip(format!("names variants `{name}` does not have"));
                 continue;
             };
+            // Only a kernel with shapes lends a plan to a call at another shape.
+            let borrowed = if spec.shapes.is_empty() {
+                ranges.clone()
+            } else {
+                borrowed_ranges(entry, &ranges, &images)
+            };
             baked_plans.push(BakedPlan {
                 table: shown.clone(),
                 gpu: table.gpu.clone(),
@@ -134,6 +140,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
                 },
                 shape: shape.values().to_vec(),
                 ranges,
+                borrowed,
                 above: autotune_table::above::describe(
                     entry.above.as_ref(),
                     &entry.key,
@@ -236,6 +243,42 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             compiled,
         },
     })
+}
+
+/// The ranges a shape that was not tuned takes from `entry`'s plan
+/// ([`autotune_table::ranges::borrowed`]): a variant keeps a range only where it led
+/// the fallback by [`BORROW_LEAD`] at every key measured inside it. The plan itself
+/// where the kernel has no fallback.
+///
+/// [`BORROW_LEAD`]: autotune_table::ranges::BORROW_LEAD
+fn borrowed_ranges(
+    entry: &KernelTable,
+    ranges: &[(u64, u64, ChoiceData)],
+    images: &[ImageData],
+) -> Vec<(u64, u64, ChoiceData)> {
+    let Some(fallback) = entry
+        .variants
+        .iter()
+        .find(|v| matches!(v.role, table::Role::Fallback | table::Role::Vendor))
+    else {
+        return ranges.to_vec();
+    };
+    let keys: Vec<u64> = fallback.measurements.iter().map(|m| m.key).collect();
+    let lead = |choice: ChoiceData, key: u64| {
+        let ChoiceData::Variant(index) = choice else {
+            return None;
+        };
+        let values = &images.get(index)?.values;
+        let record = entry.variants.iter().find(|v| &v.values == values)?;
+        Some(fallback.median_at(key)? / record.median_at(key)?)
+    };
+    autotune_table::ranges::borrowed(
+        ranges,
+        &keys,
+        ChoiceData::Fallback,
+        autotune_table::ranges::BORROW_LEAD,
+        lead,
+    )
 }
 
 /// The ranges of `entry`'s plan as choices among `images` (adding the variants

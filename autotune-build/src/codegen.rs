@@ -37,6 +37,9 @@ pub struct PlanData {
     pub shape: Vec<u64>,
     /// `(first, last, choice)`, ascending, covering `0..=u64::MAX`.
     pub ranges: Vec<(u64, u64, ChoiceData)>,
+    /// The same for a shape that was not tuned and borrows this plan: the ranges
+    /// that led the fallback by enough where they were tuned, the fallback elsewhere.
+    pub borrowed: Vec<(u64, u64, ChoiceData)>,
     /// Which keys were measured and what the ones above them get, in one line.
     pub above: String,
 }
@@ -149,6 +152,17 @@ impl Generated {
             let ranges = format_ident!("RANGES_{}", index);
             plan_items.push(select_fn(&select, &plan.ranges));
             plan_items.push(ranges_static(&ranges, &plan.ranges));
+            // A plan borrowed as it is (no fallback, or every range leads by enough)
+            // shares its match.
+            let (select_borrowed, borrowed) = if plan.borrowed == plan.ranges {
+                (select.clone(), ranges.clone())
+            } else {
+                let select = format_ident!("select_borrowed_{}", index);
+                let ranges = format_ident!("RANGES_BORROWED_{}", index);
+                plan_items.push(select_fn(&select, &plan.borrowed));
+                plan_items.push(ranges_static(&ranges, &plan.borrowed));
+                (select, ranges)
+            };
             let above = &plan.above;
             let shape = plan.shape.iter().map(|v| number(*v));
             let OriginData {
@@ -173,6 +187,8 @@ impl Generated {
                     shape: &[#(#shape),*],
                     ranges: &#ranges,
                     select: #select,
+                    borrowed: &#borrowed,
+                    select_borrowed: #select_borrowed,
                     above: #above,
                 }
             });
@@ -205,6 +221,8 @@ impl Generated {
                     shape: &[],
                     ranges: &RANGES_DEFAULTS,
                     select: select_defaults,
+                    borrowed: &RANGES_DEFAULTS,
+                    select_borrowed: select_defaults,
                     above: "",
                 },
                 note: #note,
@@ -261,6 +279,10 @@ mod tests {
                     (4096, 4096, ChoiceData::Variant(0)),
                     (4097, u64::MAX, ChoiceData::Fallback),
                 ],
+                borrowed: vec![
+                    (0, 4095, ChoiceData::Variant(1)),
+                    (4096, u64::MAX, ChoiceData::Fallback),
+                ],
                 above: "measured up to n=4096; above it, the incumbent".into(),
             }],
             default: 0,
@@ -285,6 +307,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("include_bytes!(\"/tmp/x.fatbin\")"), "{text}");
+        // The borrowed ranges have their own match, which the plan names.
+        assert!(text.contains("fn select_borrowed_0(key: u64)"), "{text}");
+        assert!(
+            text.contains("select_borrowed: select_borrowed_0"),
+            "{text}"
+        );
+        assert!(text.contains("borrowed: &RANGES_BORROWED_0"), "{text}");
         assert!(
             text.contains("above: \"measured up to n=4096; above it, the incumbent\""),
             "{text}"

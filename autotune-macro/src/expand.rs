@@ -402,7 +402,7 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
     } else {
         let names: Vec<String> = shape_idents.iter().map(|i| format!("`{i}`")).collect();
         format!(
-            " The plan is the one tuned at the call's ({}), or at the nearest tuned shape.",
+            " The plan is the one tuned at the call's ({}), or what the nearest tuned shape lends.",
             names.join(", ")
         )
     };
@@ -523,7 +523,7 @@ fn baked_items(spec: &Spec, context: &Context) -> TokenStream {
                     plans: &[],
                     shape_args: &[],
                     fallback: "fallback",
-                    defaults: #rt::dispatch::Plan { origin: ::core::option::Option::None, shape: &[], ranges: &[], select: select_default, above: "" },
+                    defaults: #rt::dispatch::Plan { origin: ::core::option::Option::None, shape: &[], ranges: &[], select: select_default, borrowed: &[], select_borrowed: select_default, above: "" },
                     note: "inside build.rs, where the plans are being made",
                     not_compiled: ::core::option::Option::Some("this is the build script's copy of the wrapper"),
                 };

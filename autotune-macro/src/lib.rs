@@ -77,7 +77,9 @@ mod tunables;
 /// with `Case::with_shape(stream, key, &shape)` (`shape.get("n")`). At run time a
 /// call at a tuned shape uses that shape's plan; any other shape uses the plan of the
 /// nearest tuned one by the sum over dimensions of |log2(a / b)| (ties to the first
-/// declared). The dispatch struct gains `shape_rule(n, k)` (which plan, and why) and
+/// declared), less, with a fallback, the ranges that did not lead it by
+/// `autotune_table::ranges::BORROW_LEAD` where they were tuned (those launch the
+/// fallback). The dispatch struct gains `shape_rule(n, k)` (which plan, and why) and
 /// `ranges_at(n, k)`; `describe` and `variant` take the shape arguments after the key.
 /// Dispatch is still one comparison per tuned shape and a `match` on the key: no
 /// allocation, no lock, no host synchronisation.

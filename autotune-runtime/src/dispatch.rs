@@ -54,6 +54,13 @@ pub struct Plan {
     pub ranges: &'static [Range],
     /// The ranges as a `match` (generated from the same data).
     pub select: fn(u64) -> Choice,
+    /// The ranges a shape that was not tuned gets from this plan: a variant keeps a
+    /// range only where it led the fallback by `autotune_table::ranges::BORROW_LEAD`
+    /// at every key measured inside it, the fallback elsewhere (the same as `ranges`
+    /// without a fallback).
+    pub borrowed: &'static [Range],
+    /// `borrowed` as a `match`.
+    pub select_borrowed: fn(u64) -> Choice,
     /// Which keys were measured and what the keys above them get
     /// (`measured up to m=16384 ...; above it, the pick there (extrapolated)`);
     /// empty for the defaults plan.
@@ -200,6 +207,18 @@ impl Baked {
     }
 }
 
+/// What a call at `shape` launches for `key`, among one GPU's plans (one per tuned
+/// shape, never none): the `match` of `shape`'s own plan, else the borrowed `match` of
+/// the nearest tuned shape's ([`Plan::select_borrowed`]).
+pub fn choose_in(plans: &[&'static Plan], shape: &[u64], key: u64) -> Choice {
+    let (plan, exact) = plan_for_shape(plans, shape);
+    if exact {
+        (plan.select)(key)
+    } else {
+        (plan.select_borrowed)(key)
+    }
+}
+
 /// Among one GPU's plans (one per tuned shape, never none), the plan of `shape`, else
 /// of the nearest tuned shape ([`crate::shape::nearest`]); and whether it was tuned
 /// at `shape` itself.
@@ -277,11 +296,11 @@ impl<P: Params> Loaded<P> {
     }
 
     /// What to launch for `key` at `shape` (a value per shape argument): the plan
-    /// of that shape, else of the nearest tuned one ([`crate::shape`]), then one
+    /// of that shape, else what the nearest tuned one lends ([`choose_in`]), then one
     /// `match` on the key. No allocation, no lock, no host synchronisation.
     #[inline]
     pub fn choose_in(&self, shape: &[u64], key: u64) -> Choice {
-        (self.plan_of(shape).0.select)(key)
+        choose_in(&self.plans, shape, key)
     }
 
     /// The plan `shape` dispatches with, and whether it was tuned at that shape.
@@ -302,8 +321,27 @@ impl<P: Params> Loaded<P> {
             return format!("{asked}: its own plan (tuned at this shape)");
         }
         let tuned = crate::Shape::new(names, plan.shape);
+        let lent = if plan.borrowed == plan.ranges {
+            String::new()
+        } else {
+            let kept = plan
+                .borrowed
+                .iter()
+                .filter(|r| r.choice != Choice::Fallback)
+                .count();
+            let of = plan
+                .ranges
+                .iter()
+                .filter(|r| r.choice != Choice::Fallback)
+                .count();
+            format!(
+                "; it lends {kept} of its {of} ranges of ours, those that led {fallback} by enough \
+                 there (the rest launch {fallback})",
+                fallback = self.baked.fallback
+            )
+        };
         format!(
-            "{asked} is not tuned: the plan of {tuned}, the nearest by sum of |log2 ratio| ({:.2})",
+            "{asked} is not tuned: the plan of {tuned}, the nearest by sum of |log2 ratio| ({:.2}){lent}",
             crate::shape::distance(plan.shape, shape)
         )
     }
@@ -336,7 +374,10 @@ impl<P: Params> Loaded<P> {
 
     /// The ranges of the plan `shape` uses.
     pub fn ranges_in(&self, shape: &[u64]) -> &'static [Range] {
-        self.plan_of(shape).0.ranges
+        match self.plan_of(shape) {
+            (plan, true) => plan.ranges,
+            (plan, false) => plan.borrowed,
+        }
     }
 
     /// The name of what `key` dispatches to (`block=128,stages=2`, `fallback`, or
@@ -399,6 +440,27 @@ impl Baked {
             if !plan.above.is_empty() {
                 out.push_str(&format!("    ({})\n", plan.above));
             }
+            if plan.borrowed != plan.ranges {
+                let lent: Vec<String> = plan
+                    .borrowed
+                    .iter()
+                    .filter(|r| r.choice != Choice::Fallback)
+                    .map(|r| format!("{}..={} {}", r.first, r.last, name(r.choice)))
+                    .collect();
+                out.push_str(&format!(
+                    "    (a shape not tuned that is nearest this one: {}{})\n",
+                    if lent.is_empty() {
+                        "none of these ranges"
+                    } else {
+                        "only "
+                    },
+                    if lent.is_empty() {
+                        format!(", {} for every {key}", self.fallback)
+                    } else {
+                        lent.join(", ")
+                    }
+                ));
+            }
         }
         out.push_str(&format!(
             "  on any other GPU: {} for every {key}\n",
@@ -417,6 +479,10 @@ mod tests {
 
     fn variant_0(_key: u64) -> Choice {
         Choice::Variant(0)
+    }
+
+    fn fallback(_key: u64) -> Choice {
+        Choice::Fallback
     }
 
     fn small_ours_else_fallback(key: u64) -> Choice {
@@ -439,6 +505,9 @@ mod tests {
             shape: &[4096, 4096],
             ranges: &[],
             select: small_ours_else_fallback,
+            // Its small-key range did not lead the fallback by enough to be lent.
+            borrowed: &[],
+            select_borrowed: fallback,
             above: "",
         },
         Plan {
@@ -446,6 +515,8 @@ mod tests {
             shape: &[14336, 4096],
             ranges: &[],
             select: variant_0,
+            borrowed: &[],
+            select_borrowed: variant_0,
             above: "",
         },
     ];
@@ -461,6 +532,8 @@ mod tests {
             shape: &[],
             ranges: &[],
             select: variant_0,
+            borrowed: &[],
+            select_borrowed: variant_0,
             above: "",
         },
         note: "test",
@@ -493,6 +566,16 @@ mod tests {
         assert_eq!(plan.shape, [14336, 4096]);
         // (5000, 4096) is nearer the first.
         assert_eq!(plan_for_shape(&plans, &[5000, 4096]).0.shape, [4096, 4096]);
+    }
+
+    #[test]
+    fn a_shape_not_tuned_launches_what_the_nearest_plan_lends() {
+        let (plans, _) = BAKED.plans_for(&h200());
+        // Its own plan at a tuned shape; the borrowed match elsewhere, which here
+        // gives the first plan's small keys to the fallback and keeps the second's.
+        assert_eq!(choose_in(&plans, &[4096, 4096], 1), Choice::Variant(1));
+        assert_eq!(choose_in(&plans, &[5000, 4096], 1), Choice::Fallback);
+        assert_eq!(choose_in(&plans, &[12288, 4096], 1), Choice::Variant(0));
     }
 
     #[test]

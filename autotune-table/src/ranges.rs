@@ -192,9 +192,89 @@ pub fn ranges(decisions: &[Decision], beyond: usize, extend: bool) -> Vec<(u64, 
     out
 }
 
+/// The lead over the fallback a range must have had where it was tuned for a shape
+/// that was not tuned to borrow it (see [`borrowed`]).
+pub const BORROW_LEAD: f64 = 1.35;
+
+/// The ranges a shape that was not tuned takes from the nearest one that was. A range
+/// keeps its choice `c` there only if, at every key `k` measured inside it where it
+/// was tuned, `lead(c, k) = t_fallback(k) / t_c(k) ≥ min_lead`; the others, and any
+/// range with no measured key inside, launch `fallback`. Adjacent ranges that end up
+/// with the same choice are merged.
+///
+/// Why: a tuned range is a measurement at its own shape only. The one borrowing the
+/// shipped tables have measured (the untuned GEMM 1 x 6144 x 4096, on the H200's
+/// table of session 12) swung by 1.35x: the split-K point that led cuBLAS by 1.09x
+/// at 1 x 4096 x 4096 ran at 0.81x there. So a borrowed range must lead by at least
+/// that swing ([`BORROW_LEAD`]) to be expected not to lose to the fallback, which is
+/// what a user would call instead. `lead` is `None` where either was not timed.
+pub fn borrowed<C: Copy + PartialEq>(
+    ranges: &[(u64, u64, C)],
+    keys: &[u64],
+    fallback: C,
+    min_lead: f64,
+    lead: impl Fn(C, u64) -> Option<f64>,
+) -> Vec<(u64, u64, C)> {
+    let mut out: Vec<(u64, u64, C)> = Vec::with_capacity(ranges.len());
+    for &(first, last, choice) in ranges {
+        let keep = choice == fallback || {
+            let mut inside = keys.iter().filter(|&&k| first <= k && k <= last).peekable();
+            inside.peek().is_some()
+                && inside.all(|&k| lead(choice, k).is_some_and(|l| l >= min_lead))
+        };
+        let choice = if keep { choice } else { fallback };
+        match out.last_mut() {
+            Some(previous) if previous.2 == choice => previous.1 = last,
+            _ => out.push((first, last, choice)),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_borrowed_range_keeps_its_variant_only_where_it_led_by_the_swing() {
+        // Variant 1 owns keys up to 99 (measured at 1 and 64), variant 2 keys 100..=999
+        // (measured at 512), the fallback (0) the rest; 3 owns 1000.. with no key.
+        let ranges = [
+            (0, 99, 1),
+            (100, 999, 2),
+            (1000, 4999, 0),
+            (5000, u64::MAX, 3),
+        ];
+        let keys = [1, 64, 512, 4096];
+        let lead = |c: usize, k: u64| match (c, k) {
+            (1, 1) => Some(1.5),
+            (1, 64) => Some(1.4),
+            (2, 512) => Some(1.09),
+            _ => None,
+        };
+        assert_eq!(
+            borrowed(&ranges, &keys, 0, BORROW_LEAD, lead),
+            vec![(0, 99, 1), (100, u64::MAX, 0)]
+        );
+        // One measured key below the lead is enough to give a range to the fallback.
+        let low_at_64 = |c: usize, k: u64| {
+            if (c, k) == (1, 64) {
+                Some(1.2)
+            } else {
+                lead(c, k)
+            }
+        };
+        assert_eq!(
+            borrowed(&ranges, &keys, 0, BORROW_LEAD, low_at_64),
+            vec![(0, u64::MAX, 0)]
+        );
+        // With no lead asked for, a borrowed plan is the tuned one (less the range that
+        // no measurement supports).
+        assert_eq!(
+            borrowed(&ranges, &keys, 0, 0.0, lead),
+            vec![(0, 99, 1), (100, 999, 2), (1000, u64::MAX, 0)]
+        );
+    }
 
     fn timed(variant: usize, median: f64) -> Timed {
         Timed {
