@@ -153,7 +153,7 @@ fn gemm(ctx: &Arc<CudaContext>) -> Checked {
     println!("\ngemm: {}", kernel.selection());
     let stream = ctx.default_stream();
     let blas = CudaBlas::new(stream.clone())?;
-    // Each tuned (N, K), then one that is not (it takes the nearest plan).
+    // Each tuned (N, K), then one that is not (it gets what the nearest plan lends).
     let mut shapes: Vec<(usize, usize)> = Gemm::SPEC
         .shapes
         .iter()
