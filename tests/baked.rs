@@ -65,13 +65,17 @@ fn check_plan(baked: &Baked, plan: &Plan, entry: &table::KernelTable, name: &str
     }
 }
 
-fn check_selection(baked: &'static Baked, name: &str) {
-    let h200 = GpuIdentity {
+/// The GPU the committed table was tuned on, as dispatch identifies it.
+fn h200() -> GpuIdentity {
+    GpuIdentity {
         name: "NVIDIA H200".into(),
         compute_capability: (9, 0),
         sm_count: 132,
-    };
-    assert!(matches!(baked.plan_for(&h200).1, Selection::Tuned { .. }));
+    }
+}
+
+fn check_selection(baked: &'static Baked, name: &str) {
+    assert!(matches!(baked.plan_for(&h200()).1, Selection::Tuned { .. }));
     let b200 = GpuIdentity {
         name: "NVIDIA B200".into(),
         compute_capability: (10, 0),
@@ -102,13 +106,8 @@ fn the_committed_h200_table_is_what_dispatch_bakes() {
 /// led the fallback by `BORROW_LEAD` at every key measured inside its range.
 #[test]
 fn a_shape_not_tuned_borrows_only_ranges_that_led_cublas_by_the_swing() {
-    let h200 = GpuIdentity {
-        name: "NVIDIA H200".into(),
-        compute_capability: (9, 0),
-        sm_count: 132,
-    };
     let baked = Gemm::baked();
-    let (plans, _) = baked.plans_for(&h200);
+    let (plans, _) = baked.plans_for(&h200());
     assert!(
         matches!(choose_in(&plans, &[4096, 4096], 1), Choice::Variant(_)),
         "4096 x 4096 keeps its own split-K point at M = 1"

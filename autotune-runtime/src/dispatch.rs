@@ -447,18 +447,13 @@ impl Baked {
                     .filter(|r| r.choice != Choice::Fallback)
                     .map(|r| format!("{}..={} {}", r.first, r.last, name(r.choice)))
                     .collect();
+                let lent = if lent.is_empty() {
+                    format!("none of these ranges, {} for every {key}", self.fallback)
+                } else {
+                    format!("only {}", lent.join(", "))
+                };
                 out.push_str(&format!(
-                    "    (a shape not tuned that is nearest this one: {}{})\n",
-                    if lent.is_empty() {
-                        "none of these ranges"
-                    } else {
-                        "only "
-                    },
-                    if lent.is_empty() {
-                        format!(", {} for every {key}", self.fallback)
-                    } else {
-                        lent.join(", ")
-                    }
+                    "    (a shape not tuned that is nearest this one: {lent})\n"
                 ));
             }
         }
