@@ -1,6 +1,8 @@
 """Anchors for the RMSNorm benchmark: torch.nn.functional.rms_norm and an RMSNorm in
 Triton tuned with @triton.autotune over 27 configs, on the same shapes and dtype,
-timed with triton.testing.do_bench (CUDA events, L2 flushed, median).
+timed with triton.testing.do_bench (CUDA events, L2 flushed, median), each called
+eagerly and replayed from a CUDA graph of the same call (its GPU time without
+Python's and the launch's host cost, which shows at the smallest sizes).
 
 Prints one JSON object on stdout. Run by `cargo bench --bench rmsnorm`, in the same
 process tree and on the same GPU as our kernel's timings.
@@ -14,6 +16,8 @@ import time
 import torch
 import triton
 import triton.language as tl
+
+from cuda_graph import capture
 
 
 @triton.autotune(
@@ -81,17 +85,30 @@ def main():
         dst = torch.empty_like(x)
         copy_fn = lambda: dst.copy_(x)
         bench = lambda fn: triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+        # A replay is checked like the eager call it was captured from.
+        torch_replay, torch_out = capture(torch_fn)
+        triton_replay, triton_out = capture(triton_fn)
+        for replay, replayed, eager_err in (
+            (torch_replay, torch_out, torch_err),
+            (triton_replay, triton_out, triton_err),
+        ):
+            replayed.fill_(float("nan"))
+            replay()
+            if rel_error(replayed, ref) > 2 * eager_err + 1e-6:
+                raise SystemExit("a captured RMSNorm anchor is less accurate than its eager call")
         rows_out.append({
             "rows": n_rows,
             "torch_ms": bench(torch_fn),
             "triton_ms": bench(triton_fn),
+            "torch_graph_ms": bench(torch_replay),
+            "triton_graph_ms": bench(triton_replay),
             "copy_ms": bench(copy_fn),
             "triton_config": str(rmsnorm_kernel.best_config),
             "triton_tune_s": tune_s,
             "torch_rel_error": torch_err,
             "triton_rel_error": triton_err,
         })
-        del x, w, ref, out, dst
+        del x, w, ref, out, dst, torch_replay, torch_out, triton_replay, triton_out
         torch.cuda.empty_cache()
     json.dump({"torch": torch.__version__, "triton": triton.__version__, "gpu": torch.cuda.get_device_name(), "rows": rows_out}, sys.stdout)
 

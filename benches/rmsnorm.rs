@@ -80,6 +80,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         });
         let field = |name: &str| anchor.as_ref().and_then(|a| a[name].as_f64());
         let (torch_ms, triton_ms) = (field("torch_ms"), field("triton_ms"));
+        let (torch_graph_ms, triton_graph_ms) = (field("torch_graph_ms"), field("triton_graph_ms"));
         rows.push(json!({
             "rows": n_rows,
             "hidden": TUNED_HIDDEN,
@@ -88,6 +89,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "ours_ms": ours,
             "torch_ms": torch_ms,
             "triton_ms": triton_ms,
+            "torch_graph_ms": torch_graph_ms,
+            "triton_graph_ms": triton_graph_ms,
             "copy_ms": copy_ms,
             "ours_TBps": moved / ours / 1e9,
             "torch_TBps": torch_ms.map(|t| moved / t / 1e9),
@@ -102,7 +105,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let report = json!({
         "gpu": gpu.to_string(),
         "selection": norm.selection().to_string(),
-        "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; anchors: triton.testing.do_bench(return_mode='median'), which also flushes L2",
+        "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; anchors: triton.testing.do_bench(return_mode='median'), which also flushes L2, eager (torch_ms, triton_ms) and replaying a CUDA graph of the same call (*_graph_ms: the GPU time without the host's)",
         "anchors": anchors.as_ref().map(|a| json!({"torch": a["torch"], "triton": a["triton"]})),
         "rows": rows,
     });
@@ -111,7 +114,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         norm.selection()
     );
     println!(
-        "{:>8} {:>9} {:<22} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "{:>8} {:>9} {:<22} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
         "rows",
         "MiB",
         "variant",
@@ -123,13 +126,15 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "triton",
         "copy",
         "vs torch",
-        "vs triton"
+        "vs triton",
+        "vs torch g",
+        "vs trit g"
     );
     for row in &rows {
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:>8} {:>9.0} {:<22} {:>9.4} {:>9.4} {:>9.4} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}x {:>8.2}x",
-            row["rows"],
+            "{:>8} {:>9.0} {:<22} {:>9.4} {:>9.4} {:>9.4} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}x {:>8.2}x {:>8.2}x {:>8.2}x",
+            row["rows"].as_u64().unwrap_or(0),
             f("bytes") / 1048576.0,
             row["variant"].as_str().unwrap_or(""),
             f("ours_ms"),
@@ -141,9 +146,14 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             f("copy_TBps"),
             f("torch_ms") / f("ours_ms"),
             f("triton_ms") / f("ours_ms"),
+            f("torch_graph_ms") / f("ours_ms"),
+            f("triton_graph_ms") / f("ours_ms"),
         );
     }
-    println!("(TB/s count bytes read + written; ratios are anchor time / our time)");
+    println!(
+        "(TB/s count bytes read + written; ratios are anchor time / our time; \
+         g: the anchor replayed from a CUDA graph)"
+    );
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;
         println!("wrote {path}");

@@ -1,7 +1,9 @@
 //! The top-k indexer, side by side in one run: our dispatch (the one-launch or
 //! two-launch kernel or its keep-all fallback, per range), the keep-all kernel
-//! alone, torch (`bench/anchor_topk.py`) on the same GPU, and torch.topk alone on
-//! the scores already computed, with H = 64, D = 128, bf16, top-2048.
+//! alone, torch (`bench/anchor_topk.py`: its fastest formulation whose top-k passes
+//! our check) on the same GPU, eager and replayed from a CUDA graph, the fastest
+//! replay of any torch formulation, and torch.topk alone on the scores already
+//! computed, with H = 64, D = 128, bf16, top-2048.
 //!
 //! `cargo bench --bench topk -- [--out bench/results/h200-topk.json]`
 //!
@@ -72,16 +74,19 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 .launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)
                 .map_err(|e| e.to_string())
         })?;
-        let torch_row = |field: &str| {
+        let torch_value = |field: &str| {
             anchor.as_ref().and_then(|a| {
                 a["rows"]
                     .as_array()?
                     .iter()
-                    .find(|r| r["n_ctx"] == json!(n_ctx))?[field]
-                    .as_f64()
+                    .find(|r| r["n_ctx"] == json!(n_ctx))
+                    .map(|r| r[field].clone())
             })
         };
-        let (torch_ms, torch_topk_ms) = (torch_row("torch_ms"), torch_row("torch_topk_ms"));
+        let torch_row = |field: &str| torch_value(field).and_then(|v| v.as_f64());
+        let (torch_ms, torch_graph_ms) = (torch_row("torch_ms"), torch_row("torch_graph_ms"));
+        let (torch_topk_ms, torch_any_graph_ms) =
+            (torch_row("torch_topk_ms"), torch_row("torch_any_graph_ms"));
         let key_bytes = (n_ctx * DIM * 2) as f64;
         rows.push(json!({
             "kernel": indexer.describe(n_ctx),
@@ -89,8 +94,17 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "ours_ms": ours,
             "keep_all_ms": keep,
             "torch_ms": torch_ms,
+            "torch_graph_ms": torch_graph_ms,
+            "torch_formulation": torch_value("torch_formulation"),
+            "torch_graph_formulation": torch_value("torch_graph_formulation"),
+            "torch_any_graph_ms": torch_any_graph_ms,
+            "torch_any_graph_formulation": torch_value("torch_any_graph_formulation"),
+            "torch_violations": torch_value("torch_violations"),
             "torch_topk_ms": torch_topk_ms,
+            "torch_topk_graph_ms": torch_row("torch_topk_graph_ms"),
             "ratio": torch_ms.map(|t| t / ours),
+            "ratio_graph": torch_graph_ms.map(|t| t / ours),
+            "ratio_any_graph": torch_any_graph_ms.map(|t| t / ours),
             "ratio_keep_all": keep / ours,
             "keys_TBps": key_bytes / ours / 1e9,
             "command": COMMAND,
@@ -100,7 +114,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "gpu": gpu.to_string(),
         "selection": indexer.selection().to_string(),
         "shape": {"heads": HEADS, "dim": DIM, "top_k": TOP_K, "dtype": "bf16 q and keys, f32 head weights"},
-        "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; torch: triton.testing.do_bench(return_mode='median'), which also flushes L2",
+        "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; torch: triton.testing.do_bench(return_mode='median'), which also flushes L2, eager (torch_ms) and replaying a CUDA graph of the same call (torch_graph_ms: its GPU time without the host's), each the fastest formulation whose top-k passes our check (torch_violations: each formulation's violations); torch_any_graph_ms: the fastest replay of any formulation",
         "torch": anchor.as_ref().map(|a| a["torch"].clone()),
         "rows": rows,
     });
@@ -109,35 +123,43 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         indexer.selection()
     );
     println!(
-        "{:>8} {:<40} {:>9} {:>10} {:>9} {:>9} {:>11} {:>11} {:>9}",
+        "{:>8} {:<40} {:>9} {:>10} {:>9} {:>9} {:>11} {:>9} {:>10} {:>9} {:>11} {:>11}",
         "T",
         "dispatch",
         "ours ms",
         "keep-all",
         "torch ms",
         "vs torch",
+        "torch graph",
+        "vs graph",
+        "any graph",
+        "vs any",
         "vs keep-all",
-        "torch.topk",
-        "keys TB/s"
+        "torch.topk"
     );
     for row in &rows {
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:>8} {:<40} {:>9.4} {:>10.4} {:>9.4} {:>8.2}x {:>10.2}x {:>11.4} {:>9.2}",
-            row["T"],
+            "{:>8} {:<40} {:>9.4} {:>10.4} {:>9.4} {:>8.2}x {:>11.4} {:>8.2}x {:>10.4} {:>8.2}x {:>10.2}x {:>11.4}",
+            row["T"].as_u64().unwrap_or(0),
             row["kernel"].as_str().unwrap_or(""),
             f("ours_ms"),
             f("keep_all_ms"),
             f("torch_ms"),
             f("ratio"),
+            f("torch_graph_ms"),
+            f("ratio_graph"),
+            f("torch_any_graph_ms"),
+            f("ratio_any_graph"),
             f("ratio_keep_all"),
             f("torch_topk_ms"),
-            f("keys_TBps")
         );
     }
     println!(
-        "(ratios: the other's time / ours; torch.topk: torch's selection alone on the scores \
-         already computed, ms; keys TB/s: key bytes read / our whole call's time)"
+        "(ratios: the other's time / ours. torch: eager, its fastest formulation whose top-k \
+         passes our check; torch graph: the same replayed from a CUDA graph, torch's GPU time \
+         without the host's; any graph: the fastest replay of any formulation, passing or not; \
+         torch.topk: torch's selection alone on f32 scores already computed, eager, ms)"
     );
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;
