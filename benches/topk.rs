@@ -1,9 +1,9 @@
 //! The top-k indexer, side by side in one run: our dispatch (the one-launch or
-//! two-launch kernel or its keep-all fallback, per range), the keep-all kernel
-//! alone, torch (`bench/anchor_topk.py`: its fastest formulation whose top-k passes
-//! our check) on the same GPU, eager and replayed from a CUDA graph, the fastest
-//! replay of any torch formulation, and torch.topk alone on the scores already
-//! computed, with H = 64, D = 128, bf16, top-2048.
+//! two-launch kernel or its keep-all fallback, per range), called and replayed from
+//! a CUDA graph; the keep-all kernel alone; torch (`bench/anchor_topk.py`: its
+//! fastest formulation whose top-k passes our check) on the same GPU, called eagerly
+//! and replayed from a CUDA graph; the fastest replay of any torch formulation; and
+//! torch.topk alone on the scores already computed. H = 64, D = 128, bf16, top-2048.
 //!
 //! `cargo bench --bench topk -- [--out bench/results/h200-topk.json]`
 //!
@@ -18,6 +18,7 @@ use autotune_build::timing::L2Flush;
 use autotune_kernels::samples;
 use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::gpu::GpuIdentity;
 use common::{python_anchor, time_ms};
 use serde_json::json;
@@ -33,7 +34,10 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let gpu = GpuIdentity::of(ctx)?;
     let indexer = TopkIndexer::load(ctx)?;
     let keep_all = TopkKeepAll::load(ctx)?;
-    let stream = ctx.default_stream();
+    // SAFETY: every allocation, copy and launch below is on this one stream, as a
+    // stream capture needs (cudarc's event tracking would record across streams).
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream()?;
     let mut flush = L2Flush::new(&stream)?;
     let mut args: Vec<String> = vec!["--ctx".into()];
     args.extend(CONTEXTS.iter().map(usize::to_string));
@@ -74,6 +78,21 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 .launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)
                 .map_err(|e| e.to_string())
         })?;
+        // Our dispatch replayed from a CUDA graph of the same call, as torch's is.
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)?;
+        let captured = indexer.launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx);
+        let graph = stream.end_capture(CUgraphInstantiate_flags(0))?;
+        captured?;
+        let graph = graph.ok_or("the capture of our dispatch held no graph")?;
+        autotune_runtime::poison(&stream, &mut out_idx)?;
+        graph.launch()?;
+        let verdict = topk::check_top_k(&scores, &stream.clone_dtoh(&out_idx)?);
+        if !verdict.passed() {
+            return Err(format!("our replay is wrong at n_ctx = {n_ctx}: {verdict:?}").into());
+        }
+        let ours_graph = time_ms(&stream, &mut flush, &mut || {
+            graph.launch().map_err(|e| e.to_string())
+        })?;
         let torch_value = |field: &str| {
             anchor.as_ref().and_then(|a| {
                 a["rows"]
@@ -92,6 +111,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "kernel": indexer.describe(n_ctx),
             "T": n_ctx,
             "ours_ms": ours,
+            "ours_graph_ms": ours_graph,
             "keep_all_ms": keep,
             "torch_ms": torch_ms,
             "torch_graph_ms": torch_graph_ms,
@@ -105,6 +125,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "ratio": torch_ms.map(|t| t / ours),
             "ratio_graph": torch_graph_ms.map(|t| t / ours),
             "ratio_any_graph": torch_any_graph_ms.map(|t| t / ours),
+            "ratio_graphs": torch_graph_ms.map(|t| t / ours_graph),
             "ratio_keep_all": keep / ours,
             "keys_TBps": key_bytes / ours / 1e9,
             "command": COMMAND,
@@ -123,15 +144,17 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         indexer.selection()
     );
     println!(
-        "{:>8} {:<40} {:>9} {:>10} {:>9} {:>9} {:>11} {:>9} {:>10} {:>9} {:>11} {:>11}",
+        "{:>8} {:<40} {:>9} {:>10} {:>10} {:>9} {:>9} {:>11} {:>9} {:>12} {:>10} {:>9} {:>11} {:>11}",
         "T",
         "dispatch",
         "ours ms",
+        "ours graph",
         "keep-all",
         "torch ms",
         "vs torch",
         "torch graph",
         "vs graph",
+        "graph/graph",
         "any graph",
         "vs any",
         "vs keep-all",
@@ -140,15 +163,17 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     for row in &rows {
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:>8} {:<40} {:>9.4} {:>10.4} {:>9.4} {:>8.2}x {:>11.4} {:>8.2}x {:>10.4} {:>8.2}x {:>10.2}x {:>11.4}",
+            "{:>8} {:<40} {:>9.4} {:>10.4} {:>10.4} {:>9.4} {:>8.2}x {:>11.4} {:>8.2}x {:>11.2}x {:>10.4} {:>8.2}x {:>10.2}x {:>11.4}",
             row["T"].as_u64().unwrap_or(0),
             row["kernel"].as_str().unwrap_or(""),
             f("ours_ms"),
+            f("ours_graph_ms"),
             f("keep_all_ms"),
             f("torch_ms"),
             f("ratio"),
             f("torch_graph_ms"),
             f("ratio_graph"),
+            f("ratio_graphs"),
             f("torch_any_graph_ms"),
             f("ratio_any_graph"),
             f("ratio_keep_all"),
@@ -158,7 +183,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     println!(
         "(ratios: the other's time / ours. torch: eager, its fastest formulation whose top-k \
          passes our check; torch graph: the same replayed from a CUDA graph, torch's GPU time \
-         without the host's; any graph: the fastest replay of any formulation, passing or not; \
+         without the host's; graph/graph: torch graph / ours replayed from a CUDA graph too; \
+         any graph: the fastest replay of any formulation, passing or not; \
          torch.topk: torch's selection alone on f32 scores already computed, eager, ms)"
     );
     if let Some(path) = out {
