@@ -17,8 +17,8 @@ use std::sync::Arc;
 use autotune_build::timing::L2Flush;
 use autotune_kernels::samples;
 use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
-use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use autotune_runtime::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use autotune_runtime::gpu::GpuIdentity;
 use common::{python_anchor, time_ms};
 use serde_json::json;
@@ -28,6 +28,25 @@ const CONTEXTS: [usize; 5] = [4096, 16384, 65536, 102_400, 131_072];
 
 fn main() -> ExitCode {
     common::bench_main("topk", run)
+}
+
+/// Poisons `out`, runs `launch` (which writes the indices into it) and checks them
+/// against `scores`: `what` is wrong at `n_ctx` if they fail.
+fn checked(
+    stream: &Arc<CudaStream>,
+    out: &mut CudaSlice<i32>,
+    scores: &[f64],
+    what: &str,
+    n_ctx: usize,
+    launch: impl FnOnce(&mut CudaSlice<i32>) -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    autotune_runtime::poison(stream, out)?;
+    launch(out)?;
+    let verdict = topk::check_top_k(scores, &stream.clone_dtoh(out)?);
+    if !verdict.passed() {
+        return Err(format!("{what} is wrong at n_ctx = {n_ctx}: {verdict:?}").into());
+    }
+    Ok(())
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
@@ -57,17 +76,12 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx))?;
         let mut out_idx = stream.alloc_zeros::<i32>(TOP_K)?;
         let scores = topk::scores(&q, &w, &keys);
-        for (name, launch) in [("dispatch", 0), ("keep-all", 1)] {
-            autotune_runtime::poison(&stream, &mut out_idx)?;
-            match launch {
-                0 => indexer.launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)?,
-                _ => keep_all.launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)?,
-            }
-            let verdict = topk::check_top_k(&scores, &stream.clone_dtoh(&out_idx)?);
-            if !verdict.passed() {
-                return Err(format!("{name} is wrong at n_ctx = {n_ctx}: {verdict:?}").into());
-            }
-        }
+        checked(&stream, &mut out_idx, &scores, "dispatch", n_ctx, |out| {
+            Ok(indexer.launch(&stream, &dq, &dw, &dk, out, &mut scratch, n_ctx)?)
+        })?;
+        checked(&stream, &mut out_idx, &scores, "keep-all", n_ctx, |out| {
+            Ok(keep_all.launch(&stream, &dq, &dw, &dk, out, &mut scratch, n_ctx)?)
+        })?;
         let ours = time_ms(&stream, &mut flush, &mut || {
             indexer
                 .launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)
@@ -84,12 +98,9 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let graph = stream.end_capture(CUgraphInstantiate_flags(0))?;
         captured?;
         let graph = graph.ok_or("the capture of our dispatch held no graph")?;
-        autotune_runtime::poison(&stream, &mut out_idx)?;
-        graph.launch()?;
-        let verdict = topk::check_top_k(&scores, &stream.clone_dtoh(&out_idx)?);
-        if !verdict.passed() {
-            return Err(format!("our replay is wrong at n_ctx = {n_ctx}: {verdict:?}").into());
-        }
+        checked(&stream, &mut out_idx, &scores, "our replay", n_ctx, |_| {
+            Ok(graph.launch()?)
+        })?;
         let ours_graph = time_ms(&stream, &mut flush, &mut || {
             graph.launch().map_err(|e| e.to_string())
         })?;
