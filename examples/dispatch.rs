@@ -22,10 +22,20 @@ type Checked = Result<(), Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
     println!("What the build baked (per GPU model with a tuning table, and for any other GPU):\n");
-    println!("{}", RmsNorm::baked().describe(RmsNorm::SPEC.key));
-    println!("{}", TopkIndexer::baked().describe(TopkIndexer::SPEC.key));
-    println!("{}", TopkKeepAll::baked().describe(TopkKeepAll::SPEC.key));
-    println!("{}", Gemm::baked().describe(Gemm::SPEC.key));
+    println!("{}", RmsNorm::baked().describe_plans(RmsNorm::SPEC.key));
+    println!(
+        "{}",
+        TopkIndexer::baked().describe_plans(TopkIndexer::SPEC.key)
+    );
+    println!(
+        "{}",
+        TopkKeepAll::baked().describe_plans(TopkKeepAll::SPEC.key)
+    );
+    println!("{}", Gemm::baked().describe_plans(Gemm::SPEC.key));
+    // The same for every kernel of the crate: said once.
+    if let Some(reason) = RmsNorm::baked().not_compiled {
+        println!("Not compiled at build time: {reason}.\n");
+    }
     let ctx = match gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {

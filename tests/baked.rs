@@ -3,8 +3,6 @@
 //! defaults (said once, in `selection()`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[path = "fixtures/skip.rs"]
-mod skip;
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
@@ -198,12 +196,12 @@ fn baked_images_carry_every_default_architecture() {
             std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
             "AUTOTUNE_REQUIRE_NVCC is set but cuobjdump is not on PATH"
         );
-        skip::skipped("no cuobjdump on PATH");
+        autotune_build::skip("no cuobjdump on PATH");
         return;
     };
     let sass_readable = toolkit::tools_dir(&["cuobjdump", "nvdisasm"]).is_some();
     if !sass_readable {
-        skip::skipped("no nvdisasm beside cuobjdump: the Hopper GEMM's SASS is not read");
+        autotune_build::skip("no nvdisasm beside cuobjdump: the Hopper GEMM's SASS is not read");
     }
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("baked-archs");
     std::fs::create_dir_all(&dir).unwrap();
@@ -218,7 +216,7 @@ fn baked_images_carry_every_default_architecture() {
                 std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
                 "{name}: not compiled: {why}"
             );
-            skip::skipped(why);
+            autotune_build::skip(why);
             return;
         }
         for image in baked.images {

@@ -4,9 +4,6 @@
 //! use are named, not used, and left as they were.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[path = "fixtures/skip.rs"]
-mod skip;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -89,13 +86,10 @@ fn the_autotune_feature_without_a_gpu_tunes_nothing_and_still_builds() {
     let dir = fixture("feature-no-gpu");
     let line = warning(&build(&dir, &["--features", "autotune"], false));
     if autotune_runtime::gpu::driver_present() {
-        skip::skipped("this machine has a CUDA driver");
+        autotune_build::skip("this machine has a CUDA driver");
         return;
     }
-    assert!(
-        line.contains("feature `autotune` is on, but no CUDA driver"),
-        "{line}"
-    );
+    assert!(line.contains("nothing tuned: no CUDA driver"), "{line}");
     assert!(line.contains("scale: defaults (block=128)"), "{line}");
 }
 
@@ -225,7 +219,7 @@ fn nvcc_on_path() -> bool {
     {
         return true;
     }
-    skip::skipped("no nvcc on PATH");
+    autotune_build::skip("no nvcc on PATH");
     false
 }
 
@@ -385,7 +379,7 @@ fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
         1,
     );
     std::fs::write(tables.join("evil.json"), evil).unwrap();
-    let output = build(&dir, &[], false);
+    let output = build(&dir, &["--message-format=json-render-diagnostics"], false);
     let line = warning(&output);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -397,23 +391,42 @@ fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
         "a terminal escape came through: {line:?}"
     );
     assert!(line.contains("tuning/evil.json is unreadable"), "{line}");
+    // The whole account is the summary's notes (the warning is one short line).
+    let notes = summary_notes(&output);
     assert!(
-        line.contains("cargo::warning=INJECTED"),
-        "the text is shown inline: {line}"
+        notes.contains(" cargo::warning=INJECTED") && !notes.contains('\u{1b}'),
+        "the text is shown inline: {notes}"
     );
     assert!(
-        line.contains(
+        notes.contains(
             "tuning/h200-copy.json is unreadable (another table here is for NVIDIA H200 too"
         ),
-        "{line}"
+        "{notes}"
     );
     assert!(
-        line.contains(
+        notes.contains(
             "tuning/nvidia-h200.json holds kernels this crate does not have: removed_kernel"
         ),
-        "{line}"
+        "{notes}"
     );
-    assert!(line.contains("; defaults (block=128)"), "{line}");
+    assert!(notes.contains("; defaults (block=128)"), "{notes}");
+}
+
+/// The build summary's notes (its whole account), one a line, from the build's
+/// JSON messages.
+fn summary_notes(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let out_dir = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "build-script-executed")
+        .filter_map(|m| m["out_dir"].as_str().map(PathBuf::from))
+        .find(|dir| dir.join("autotune/summary.json").is_file())
+        .expect("a build script wrote its summary");
+    let summary =
+        autotune_table::summary::BuildSummary::read(&out_dir.join("autotune/summary.json"))
+            .unwrap();
+    summary.notes.join("\n")
 }
 
 /// Issue 10: without a tables folder, every build reran the build script and
@@ -441,4 +454,80 @@ fn a_missing_tables_folder_does_not_rerun_every_build() {
         })
         .collect();
     assert!(reran.is_empty(), "the build script ran again:\n{stderr}");
+}
+
+/// The one warning is short: at most 200 characters after `autotune: `, with the
+/// missing-nvcc reason once, also in a tuning build (which also lacks a GPU here).
+#[test]
+fn the_warning_is_one_short_line_that_gives_each_reason_once() {
+    let dir = fixture("short-warning");
+    for args in [&[][..], &["--features", "autotune"][..]] {
+        let line = warning(&build(&dir, args, true));
+        let text = line
+            .split_once("autotune: ")
+            .map_or(line.as_str(), |(_, text)| text);
+        assert!(
+            text.chars().count() <= 200,
+            "{} characters: {text}",
+            text.chars().count()
+        );
+        assert_eq!(
+            text.matches("names no nvcc").count(),
+            1,
+            "the nvcc reason once: {text}"
+        );
+        assert!(text.contains("load() will fail"), "{text}");
+        assert!(text.contains("scale: defaults (block=128)"), "{text}");
+    }
+}
+
+/// A release tuning build whose build script is compiled without optimisation
+/// (no `[profile.release.build-override]`, as in a downstream crate that copied
+/// an older quick start) says so, with the fix. `cfg!(debug_assertions)` is off
+/// in release, so only the build script's real optimisation level tells.
+#[test]
+fn a_release_tuning_build_with_an_unoptimised_build_script_says_so() {
+    let dir = fixture("unoptimised");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(!manifest.contains("build-override"), "{manifest}");
+    if !nvcc_on_path() {
+        return;
+    }
+    let line = warning(&build(
+        &dir,
+        &["--release", "--features", "autotune"],
+        false,
+    ));
+    assert!(
+        line.contains("build script unoptimised")
+            && line.contains("[profile.release.build-override] opt-level = 3"),
+        "{line}"
+    );
+}
+
+/// A case that lacks the field the key is read from is a compile error at the
+/// key in the attribute (`key = n`), not at some argument of the signature.
+#[test]
+fn a_case_without_the_key_field_is_an_error_at_the_key() {
+    let dir = fixture("no-key-field");
+    let wrapper = dir.join("src/scale.rs");
+    let text = std::fs::read_to_string(&wrapper).unwrap();
+    let renamed = text
+        .replace("    n: usize,\n    host", "    count: usize,\n    host")
+        .replace(", n, host:", ", count: n, host:")
+        .replace("self.n as u64", "self.count as u64");
+    assert_ne!(renamed, text, "the fixture's case has a field `n`");
+    std::fs::write(&wrapper, &renamed).unwrap();
+    let output = build(&dir, &[], true);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    let key_line = renamed
+        .lines()
+        .position(|l| l.trim_start().starts_with("key = n"))
+        .map(|i| i + 1)
+        .unwrap();
+    assert!(
+        stderr.contains("no field `n`") && stderr.contains(&format!("src/scale.rs:{key_line}:")),
+        "the error points at `key = n` (line {key_line}):\n{stderr}"
+    );
 }

@@ -2,9 +2,6 @@
 //! H200 (see the issue notes for the runs). They take turns on the GPU: a graph
 //! capture in global mode forbids synchronous calls from every other thread.
 
-#[path = "fixtures/skip.rs"]
-mod skip;
-
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
@@ -21,7 +18,7 @@ pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
     match autotune_runtime::gpu::open(0) {
         Ok(ctx) => Some((turn, ctx)),
         Err(why) => {
-            skip::skipped(&format!("no GPU ({why})"));
+            autotune_build::skip(format!("no GPU ({why})"));
             None
         }
     }

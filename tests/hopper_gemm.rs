@@ -10,8 +10,6 @@
 
 #[path = "fixtures/hopper.rs"]
 mod hopper;
-#[path = "fixtures/skip.rs"]
-mod skip;
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
@@ -36,7 +34,7 @@ fn compiled() -> Option<Vec<(HopperParams, Compiled)>> {
         Ok(compiled) => Some(compiled),
         Err(why) => {
             assert!(!required(), "AUTOTUNE_REQUIRE_NVCC is set but {why}");
-            skip::skipped(&why);
+            autotune_build::skip(&why);
             None
         }
     }
@@ -56,7 +54,7 @@ fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
             !required(),
             "AUTOTUNE_REQUIRE_NVCC is set but cuobjdump and nvdisasm are not on PATH"
         );
-        skip::skipped("no cuobjdump with nvdisasm on PATH: the SASS is not read");
+        autotune_build::skip("no cuobjdump with nvdisasm on PATH: the SASS is not read");
     }
     for (point, c) in &compiled {
         let resources = c.resources.expect("ptxas -v says what it used");
@@ -106,7 +104,7 @@ fn every_point_matches_cublas_on_a_hopper_gpu() {
     let ctx = match autotune_runtime::gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {
-            skip::skipped(&format!("no GPU ({why})"));
+            autotune_build::skip(format!("no GPU ({why})"));
             return;
         }
     };
@@ -116,7 +114,7 @@ fn every_point_matches_cublas_on_a_hopper_gpu() {
         )
         .unwrap();
     if major != 9 {
-        skip::skipped(&format!("compute capability {major}.x is not Hopper"));
+        autotune_build::skip(format!("compute capability {major}.x is not Hopper"));
         return;
     }
     let Some(compiled) = compiled() else { return };

@@ -3,9 +3,6 @@
 //! Skips (and says so) where nvcc is missing, unless AUTOTUNE_REQUIRE_NVCC=1.
 //! The same public helper a downstream crate uses (`autotune_build::variants`).
 
-#[path = "fixtures/skip.rs"]
-mod skip;
-
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::{Kernel, KernelSpec};
 
@@ -15,7 +12,7 @@ fn compile_every_point(spec: &'static KernelSpec) {
         Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() => {
             panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
         }
-        Err(why) => skip::skipped(&why.to_string()),
+        Err(why) => autotune_build::skip(&why),
     }
 }
 

@@ -8,9 +8,6 @@
 //! replayed in a CUDA graph. Skips (and says so) without a GPU or nvcc.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[path = "fixtures/skip.rs"]
-mod skip;
-
 use std::path::Path;
 use std::sync::Arc;
 
@@ -66,12 +63,12 @@ fn setup() -> Option<(Arc<CudaContext>, Vec<Variant<TopkParams>>)> {
     let ctx = match autotune_runtime::gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {
-            skip::skipped(&format!("no GPU ({why})"));
+            autotune_build::skip(format!("no GPU ({why})"));
             return None;
         }
     };
     if let Err(why) = Nvcc::find(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
-        skip::skipped(&format!("no nvcc ({why})"));
+        autotune_build::skip(format!("no nvcc ({why})"));
         return None;
     }
     let arch = GpuIdentity::of(&ctx).unwrap().arch();

@@ -22,11 +22,13 @@ pub mod nvcc;
 pub mod ptxas;
 mod record;
 pub mod settings;
+mod skip;
 pub mod sweep;
 pub mod timing;
 mod tunables;
 pub mod tune;
 pub mod variants;
+mod warning;
 pub mod worker;
 mod worker_process;
 pub mod wrapper_files;
@@ -52,6 +54,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 
 pub use error::BuildError;
 pub use settings::{Devices, Settings, SettingsError};
+pub use skip::skip;
 pub use tunables::{Tunable, Tunables};
 
 use fingerprint::KernelInputs;
@@ -217,6 +220,21 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
             return Err(BuildError::DuplicateKernel(spec.name.to_string()));
         }
     }
+    let unknown: Vec<&str> = build
+        .settings
+        .force
+        .iter()
+        .map(String::as_str)
+        .filter(|name| *name != "all" && tunables.find(name).is_none())
+        .collect();
+    if feature && !unknown.is_empty() {
+        let known: Vec<&str> = tunables.specs().map(|spec| spec.name).collect();
+        report.push(format!(
+            "AUTOTUNE_FORCE names no kernel of this crate: {} (its kernels: {})",
+            unknown.join(", "),
+            known.join(", ")
+        ));
+    }
     let nvcc = if docs_rs {
         Err(NvccError::NotAsked("a docs.rs build"))
     } else {
@@ -238,31 +256,30 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
             (Ok(nvcc), Some(Ok((gpu, devices)))) => {
                 report.push(build.tune_stale(&tunables, &inputs, nvcc, gpu, devices)?)
             }
-            _ => {
-                // Say every reason, the GPU's first.
-                let missing: Vec<String> = [
-                    gpu.as_ref()
-                        .and_then(|g| g.as_ref().err())
-                        .map(ToString::to_string),
-                    nvcc.as_ref().err().map(ToString::to_string),
-                ]
-                .into_iter()
-                .flatten()
-                .collect();
-                report.push(format!(
-                    "feature `autotune` is on, but {}: nothing tuned",
-                    missing.join(", and ")
-                ));
-            }
+            (_, Some(Err(why))) => report.push(format!("nothing tuned: {why}")),
+            // Without nvcc (and with a GPU): its own line below says so, once.
+            _ => {}
         }
     }
-    let tuning = feature.then(|| report.last().cloned()).flatten();
-    if feature && cfg!(debug_assertions) {
+    let tuning = feature.then(|| match (&nvcc, &gpu) {
+        (Err(reason), _) => format!("nothing tuned: {reason}"),
+        _ => report.last().cloned().unwrap_or_default(),
+    });
+    // Said where tuning can run (nvcc here); without nvcc, that comes first.
+    if feature && nvcc.is_ok() && build_script_unoptimised() {
         report.push(
-            "this build script was compiled without optimisation, so the sweep's CPU checks \
-             run slowly: tune with `cargo autotune tune` or `cargo build --release --features autotune`"
+            "build script unoptimised: set [profile.release.build-override] opt-level = 3"
                 .to_string(),
         );
+    }
+    if let Err(reason) = &nvcc {
+        let gpu_here = matches!(&gpu, Some(Ok(_)));
+        let outcome = if feature && gpu_here {
+            "nothing tuned, no binaries"
+        } else {
+            "no binaries"
+        };
+        report.push(format!("{reason}: {outcome}, load() will fail"));
     }
     let tables = table::one_per_model(table::read_all(&build.tables_dir));
     report.extend(unknown_entries(&tables, &tunables, &build.root));
@@ -277,12 +294,13 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         archs.push(gpu.arch_specific());
     }
     let (baked, kernels) = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
-    if let Err(reason) = &nvcc {
-        report.push(format!(
-            "{reason}: no kernel binaries baked, load() will fail"
-        ));
-    }
-    report.push(format!("baked {}", baked.join(" | ")));
+    report.push(warning::baked(&kernels, &baked));
+    // Table text may reach the notes: printable, as the warning is.
+    let notes: Vec<String> = report
+        .iter()
+        .chain(&baked)
+        .map(|note| warning::printable(note))
+        .collect();
     let summary = BuildSummary {
         format: SUMMARY_FORMAT,
         package,
@@ -301,14 +319,22 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
         },
         tuning,
         kernels,
+        notes,
     };
     write_summary(&build.out_dir, &summary)?;
     if docs_rs {
         return Ok(());
     }
-    // One warning, one line: cargo shows each `cargo::warning` line separately.
-    println!("cargo::warning=autotune: {}", one_line(&report.join("; ")));
+    // One warning, one short line: cargo shows each `cargo::warning` line apart.
+    println!("cargo::warning=autotune: {}", warning::line(&report));
     Ok(())
+}
+
+/// Whether this library, and so the build script that links it (cargo compiles
+/// build scripts and their dependencies with one profile, `build-override`), was
+/// compiled without optimisation: its own build script recorded `OPT_LEVEL`.
+fn build_script_unoptimised() -> bool {
+    env!("AUTOTUNE_BUILD_OPT_LEVEL") == "0"
 }
 
 /// A line for each table that holds entries no kernel of this crate has (renamed or
@@ -367,14 +393,6 @@ fn bake_all(
         kernels.push(result.summary);
     }
     Ok((baked, kernels))
-}
-
-/// `text` as one line of printable characters: what may follow `cargo::warning=`
-/// without starting a directive of its own or moving a terminal's cursor.
-pub fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 fn write_summary(out_dir: &Path, summary: &BuildSummary) -> Result<(), BuildError> {
@@ -510,7 +528,7 @@ impl Build {
                     .map_err(BuildError::io("cannot move aside", &path))?;
                 println!(
                     "cargo::warning=autotune: {}",
-                    one_line(&format!(
+                    warning::printable(&format!(
                         "{shown} was unreadable ({}); moved to {} and tuning afresh",
                         unreadable.reason,
                         keep.display()

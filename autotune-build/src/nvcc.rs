@@ -36,9 +36,10 @@ pub const ENV: [&str; 11] = [
 /// Why nvcc could not be found, run, or compile something.
 #[derive(Debug, thiserror::Error)]
 pub enum NvccError {
-    #[error(
-        "nvcc not found ($NVCC, $CUDA_PATH, $CUDA_HOME, $CUDA_ROOT, $CUDA_TOOLKIT_ROOT_DIR, PATH, /usr/local/cuda, /opt/cuda)"
-    )]
+    /// Looked for in `$NVCC`, `bin/nvcc` under `$CUDA_PATH`, `$CUDA_HOME`,
+    /// `$CUDA_ROOT` and `$CUDA_TOOLKIT_ROOT_DIR`, then `PATH`, `/usr/local/cuda`,
+    /// `/opt/cuda`.
+    #[error("nvcc not found (set NVCC or CUDA_PATH, or put nvcc on PATH)")]
     NotFound,
     #[error("{variable}={} names no nvcc that answers --version", path.display())]
     Unusable {
@@ -92,6 +93,19 @@ pub struct Nvcc {
     /// A compile cache that nvcc runs under (`sccache`): `AUTOTUNE_NVCC_WRAPPER`, or
     /// `RUSTC_WRAPPER` when it names sccache (as cc-rs does for nvcc).
     pub wrapper: Option<PathBuf>,
+    /// The toolkit's own folders (canonical), as nvcc itself reports them
+    /// (`--dryrun`: `TOP`, `INCLUDES`, `SYSTEM_INCLUDES`): headers under them are
+    /// the toolkit's, not the kernel's, however nvcc was reached (a wrapper
+    /// script, a symlink, `PATH`, `CUDA_PATH`).
+    pub toolkit_dirs: Vec<PathBuf>,
+}
+
+/// What nvcc says of itself, remembered between builds (see [`Nvcc::probe`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    version: String,
+    gpu_codes: Vec<String>,
+    toolkit_dirs: Vec<PathBuf>,
 }
 
 impl Nvcc {
@@ -105,7 +119,22 @@ impl Nvcc {
             ccbin: env("NVCC_CCBIN"),
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
             wrapper: compile_cache_wrapper(),
+            toolkit_dirs: Vec::new(),
         }
+    }
+
+    /// The nvcc at `path`, asked (once: the answers are remembered in
+    /// `cache_dir`, keyed by the file's path, size and time) for its version, its
+    /// machine codes and its toolkit folders, each call under `timeout`; `None`
+    /// when it does not answer `--version`.
+    pub fn probe(path: PathBuf, cache_dir: &Path, timeout: Duration) -> Option<Self> {
+        let identity = cached_identity_of(&path, cache_dir, timeout)?;
+        Some(Self {
+            timeout,
+            gpu_codes: identity.gpu_codes,
+            toolkit_dirs: identity.toolkit_dirs,
+            ..Self::at(path, identity.version)
+        })
     }
 
     /// `$NVCC` (which must then work: a wrong `NVCC` is an error, not a reason to
@@ -122,19 +151,11 @@ impl Nvcc {
                 _ => return Err(NvccError::Timeout(text)),
             },
         };
-        let found = |path: PathBuf, (version, gpu_codes): (String, Vec<String>)| Self {
-            timeout,
-            gpu_codes,
-            ..Self::at(path, version)
-        };
         if let Some(path) = env("NVCC").map(PathBuf::from) {
-            return match cached_version_of(&path, cache_dir) {
-                Some(identity) => Ok(found(path, identity)),
-                None => Err(NvccError::Unusable {
-                    variable: "NVCC",
-                    path,
-                }),
-            };
+            return Self::probe(path.clone(), cache_dir, timeout).ok_or(NvccError::Unusable {
+                variable: "NVCC",
+                path,
+            });
         }
         let mut candidates: Vec<PathBuf> = Vec::new();
         for var in [
@@ -156,8 +177,8 @@ impl Nvcc {
             if !candidate.is_file() {
                 continue;
             }
-            if let Some(identity) = cached_version_of(&candidate, cache_dir) {
-                return Ok(found(candidate, identity));
+            if let Some(nvcc) = Self::probe(candidate, cache_dir, timeout) {
+                return Ok(nvcc);
             }
         }
         Err(NvccError::NotFound)
@@ -179,11 +200,20 @@ impl Nvcc {
             .collect()
     }
 
-    /// The toolkit folder this nvcc belongs to (`bin/..`), whose headers are not
-    /// the crate's sources.
-    pub fn toolkit_root(&self) -> Option<PathBuf> {
-        let root = self.path.parent()?.parent()?;
-        root.canonicalize().ok()
+    /// Whether `file` (canonical) is one of the toolkit's own: under a folder nvcc
+    /// reported, else (an nvcc that reported none) under `bin/..` of the binary,
+    /// symlinks resolved.
+    pub fn in_toolkit(&self, file: &Path) -> bool {
+        if !self.toolkit_dirs.is_empty() {
+            return self.toolkit_dirs.iter().any(|dir| file.starts_with(dir));
+        }
+        let real = self
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| self.path.clone());
+        real.parent()
+            .and_then(Path::parent)
+            .is_some_and(|root| file.starts_with(root))
     }
 
     /// What reaches the compiled code from the environment besides the flags
@@ -252,23 +282,14 @@ impl Nvcc {
                 log: tail(&stderr, 20),
             });
         }
-        let toolkit = self.toolkit_root();
         let mut files = Vec::new();
-        for path in make_rule_prerequisites(&stdout) {
+        let listed = make_rule_prerequisites(&stdout)
+            .into_iter()
+            .map(PathBuf::from);
+        for path in listed.chain(scanned.iter().cloned()) {
             let path = dir.join(path);
             let canonical = path.canonicalize().unwrap_or(path);
-            if toolkit.as_ref().is_some_and(|t| canonical.starts_with(t)) {
-                continue;
-            }
-            if !files.contains(&canonical) {
-                files.push(canonical);
-            }
-        }
-        for file in scanned {
-            let file = dir.join(file);
-            let canonical = file.canonicalize().unwrap_or(file);
-            let in_toolkit = toolkit.as_ref().is_some_and(|t| canonical.starts_with(t));
-            if !in_toolkit && !files.contains(&canonical) {
+            if !self.in_toolkit(&canonical) && !files.contains(&canonical) {
                 files.push(canonical);
             }
         }
@@ -456,8 +477,8 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The version and the machine codes of `nvcc`, remembered in `cache_dir`.
-fn cached_version_of(nvcc: &Path, cache_dir: &Path) -> Option<(String, Vec<String>)> {
+/// What `nvcc` says of itself, remembered in `cache_dir`.
+fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Option<Identity> {
     let meta = std::fs::metadata(nvcc).ok()?;
     if !meta.is_file() {
         return None;
@@ -475,45 +496,109 @@ fn cached_version_of(nvcc: &Path, cache_dir: &Path) -> Option<(String, Vec<Strin
         if lines.next() == Some(key.as_str())
             && let (Some(version), Some(codes)) = (lines.next(), lines.next())
         {
-            let codes = codes.split_whitespace().map(str::to_string).collect();
-            return Some((version.to_string(), codes));
+            return Some(Identity {
+                version: version.to_string(),
+                gpu_codes: codes.split_whitespace().map(str::to_string).collect(),
+                toolkit_dirs: lines.map(PathBuf::from).collect(),
+            });
         }
     }
-    let version = version_of(nvcc)?;
-    let codes = gpu_codes_of(nvcc);
+    // Each question under the timeout: an nvcc that hangs must not hang the build.
+    let ask = |args: &[&str]| {
+        let mut command = Command::new(nvcc);
+        command.args(args).stdin(Stdio::null());
+        let what = format!("`{} {}`", nvcc.display(), args.join(" "));
+        run_with_timeout(command, timeout.min(PROBE_TIMEOUT), &what)
+            .ok()
+            .filter(|(status, _, _)| status.success())
+            .map(|(_, stdout, stderr)| (stdout, stderr))
+    };
+    let version = version_in(&ask(&["--version"])?.0)?;
+    let gpu_codes = ask(&["--list-gpu-code"])
+        .map(|(stdout, _)| gpu_codes_in(&stdout))
+        .unwrap_or_default();
+    // nvcc prints its settings without running anything or reading the source.
+    let toolkit_dirs = ask(&[
+        "--dryrun",
+        "-c",
+        "autotune-probe.cu",
+        "-o",
+        "autotune-probe.o",
+    ])
+    .map(|(stdout, stderr)| toolkit_dirs_in(&format!("{stdout}\n{stderr}")))
+    .unwrap_or_default();
+    let identity = Identity {
+        version,
+        gpu_codes,
+        toolkit_dirs,
+    };
+    let mut text = format!(
+        "{key}\n{}\n{}\n",
+        identity.version,
+        identity.gpu_codes.join(" ")
+    );
+    for dir in &identity.toolkit_dirs {
+        text.push_str(&format!("{}\n", dir.display()));
+    }
     let _ = std::fs::create_dir_all(cache_dir);
-    let _ = std::fs::write(&cache, format!("{key}\n{version}\n{}\n", codes.join(" ")));
-    Some((version, codes))
+    let _ = std::fs::write(&cache, text);
+    Some(identity)
 }
 
-/// `nvcc --list-gpu-code`: `sm_75 sm_80 ...` (empty if it does not answer).
-fn gpu_codes_of(nvcc: &Path) -> Vec<String> {
-    Command::new(nvcc)
-        .arg("--list-gpu-code")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .filter(|code| code.starts_with("sm_"))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+/// The longest any of nvcc's questions about itself may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `nvcc --list-gpu-code`: `sm_75 sm_80 ...`.
+fn gpu_codes_in(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .filter(|code| code.starts_with("sm_"))
+        .map(str::to_string)
+        .collect()
 }
 
-fn version_of(nvcc: &Path) -> Option<String> {
-    let output = Command::new(nvcc).arg("--version").output().ok()?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    // "Cuda compilation tools, release 13.0, V13.0.88"
-    let version = text
-        .rsplit_once(", V")?
-        .1
-        .split_whitespace()
-        .next()?
-        .to_string();
-    Some(version)
+/// `13.0.88` from "Cuda compilation tools, release 13.0, V13.0.88".
+fn version_in(text: &str) -> Option<String> {
+    Some(
+        text.rsplit_once(", V")?
+            .1
+            .split_whitespace()
+            .next()?
+            .to_string(),
+    )
+}
+
+/// The toolkit's folders in `nvcc --dryrun`'s settings (`#$ TOP=...`,
+/// `#$ INCLUDES="-I..."`, `#$ SYSTEM_INCLUDES="-isystem" "..."`), canonical, the
+/// ones that exist.
+fn toolkit_dirs_in(dryrun: &str) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for line in dryrun.lines() {
+        let Some(setting) = line.strip_prefix("#$ ") else {
+            continue;
+        };
+        let Some((name, value)) = setting.split_once('=') else {
+            continue;
+        };
+        let paths: Vec<String> = match name.trim() {
+            "TOP" => vec![value.trim().to_string()],
+            "INCLUDES" | "SYSTEM_INCLUDES" => value
+                .split('"')
+                .map(str::trim)
+                .filter(|word| !word.is_empty() && *word != "-isystem")
+                .map(|word| word.trim_start_matches("-I").to_string())
+                .collect(),
+            _ => continue,
+        };
+        for path in paths {
+            if let Ok(dir) = Path::new(&path).canonicalize()
+                && dir.is_dir()
+                && !dirs.contains(&dir)
+            {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs
 }
 
 /// What to compile to.

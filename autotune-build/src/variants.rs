@@ -13,7 +13,7 @@
 //!     );
 //!     match report {
 //!         Ok(report) => report.assert_clean(),
-//!         Err(no_nvcc) => eprintln!("SKIPPED: {no_nvcc}"),
+//!         Err(no_nvcc) => autotune_build::skip(no_nvcc),
 //!     }
 //! }
 //! ```

@@ -5,9 +5,6 @@
 //! makes the kernel's entry stale, like an edit to the incumbent.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[path = "../../tests/fixtures/skip.rs"]
-mod skip;
-
 use std::path::{Path, PathBuf};
 
 use autotune_build::fingerprint::KernelInputs;
@@ -93,7 +90,7 @@ fn each_point_compiles_from_its_own_source() {
         Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() => {
             panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
         }
-        Err(why) => skip::skipped(&why.to_string()),
+        Err(why) => autotune_build::skip(&why),
     }
 }
 

@@ -5,8 +5,6 @@
 //! the ptxas resource report that pruning reads is there on a cache hit too.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[path = "../../tests/fixtures/skip.rs"]
-mod skip;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -84,7 +82,7 @@ fn a_second_build_compiles_every_variant_from_the_cache() {
             !required,
             "AUTOTUNE_REQUIRE_SCCACHE is set but sccache or nvcc is not on PATH"
         );
-        skip::skipped("sccache or nvcc is not on PATH");
+        autotune_build::skip("sccache or nvcc is not on PATH");
         return;
     };
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache");

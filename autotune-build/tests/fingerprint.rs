@@ -5,9 +5,6 @@
 //! semantic edit of the wrapper. The compile cache follows the same header.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[path = "../../tests/fixtures/skip.rs"]
-mod skip;
-
 use std::path::{Path, PathBuf};
 
 use autotune_build::fingerprint::KernelInputs;
@@ -24,7 +21,7 @@ fn nvcc() -> Option<Nvcc> {
             panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
         }
         Err(why) => {
-            skip::skipped(&why.to_string());
+            autotune_build::skip(&why);
             None
         }
     }
@@ -401,4 +398,69 @@ fn a_header_only_another_point_includes_is_in_the_fingerprint_and_the_cache_key(
         before.differences(&after),
         ["the CUDA source or a header changed"]
     );
+}
+
+/// An nvcc reached through a wrapper script (a logger, a cache) or a symlink is
+/// the same toolkit: its headers stay the toolkit's, so the fingerprint's sources
+/// are the kernel's own files, as with nvcc itself (issue: a wrapper as `NVCC`
+/// counted 58 toolkit headers as the kernel's and called every table stale).
+#[test]
+fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
+    let Some(nvcc) = nvcc() else {
+        return;
+    };
+    let dir = crate_dir("wrapped");
+    // A kernel that includes toolkit headers, as real kernels do.
+    std::fs::write(
+        dir.join("kernels/sub/k.cu"),
+        "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include \"common.cuh\"\n\
+         extern \"C\" __global__ void k(float* y) { y[threadIdx.x] = FACTOR; }\n",
+    )
+    .unwrap();
+    let tools = dir.join("wrapper-bin");
+    std::fs::create_dir_all(&tools).unwrap();
+    let script = tools.join("nvcc");
+    let real = nvcc.path.canonicalize().unwrap();
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> \"$0.log\"\nexec '{}' \"$@\"\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A toolkit reached through a symlinked folder, as `/usr/local/cuda` is one to
+    // `/usr/local/cuda-13.0` (nvcc finds its own files from its folder, so a
+    // symlink to the binary alone is no working nvcc).
+    let link = tools.join("cuda");
+    let _ = std::fs::remove_file(&link);
+    let toolkit = real.parent().and_then(Path::parent).unwrap();
+    std::os::unix::fs::symlink(toolkit, &link).unwrap();
+    let link = link.join("bin").join("nvcc");
+
+    let cache = dir.join("cache");
+    let timeout = std::time::Duration::from_secs(120);
+    let direct = fingerprint(spec(FLAGS), &dir, &nvcc);
+    assert_eq!(
+        direct.sources,
+        ["kernels/sub/k.cu", "kernels/common.cuh"],
+        "the toolkit's headers are not the kernel's"
+    );
+    for (name, path) in [("wrapper script", script), ("symlinked toolkit", link)] {
+        let reached = Nvcc::probe(path.clone(), &cache.join(name), timeout)
+            .unwrap_or_else(|| panic!("the {name} answers --version"));
+        assert!(
+            !reached.toolkit_dirs.is_empty(),
+            "nvcc --dryrun names the toolkit's folders through the {name}"
+        );
+        let through = fingerprint(spec(FLAGS), &dir, &reached);
+        assert_eq!(
+            through.sources,
+            direct.sources,
+            "nvcc reached through a {name} ({})",
+            path.display()
+        );
+    }
 }

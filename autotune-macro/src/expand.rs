@@ -256,11 +256,22 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
     }
 }
 
+/// The case's field for the wrapper's argument `ident`: spanned at `key = ...` in
+/// the attribute for the key, so that a case without that field is an error
+/// there, on the key's name, rather than on an argument of the signature.
+fn case_field(spec: &Spec, ident: &Ident) -> Ident {
+    if *ident == spec.key {
+        Ident::new(&ident.to_string(), spec.key.span())
+    } else {
+        ident.clone()
+    }
+}
+
 /// `self.0.launch(stream, &case.a, ...)`: the vendor's launch with the case's
 /// fields, every argument of the wrapper but the variant.
 fn vendor_call(spec: &Spec, vendor: TokenStream) -> TokenStream {
     let args = spec.signature.args.iter().filter_map(|arg| {
-        let ident = &arg.ident;
+        let ident = &case_field(spec, &arg.ident);
         match (&arg.role, &arg.ty) {
             (ArgumentRole::Stream, _) => Some(quote!(stream)),
             (ArgumentRole::Variant { .. }, _) => None,
@@ -280,7 +291,7 @@ fn vendor_call(spec: &Spec, vendor: TokenStream) -> TokenStream {
 /// argument taken from the case's field of the same name.
 fn launch_call(spec: &Spec, function: &Ident, variant: TokenStream) -> TokenStream {
     let args = spec.signature.args.iter().map(|arg| {
-        let ident = &arg.ident;
+        let ident = &case_field(spec, &arg.ident);
         match (&arg.role, &arg.ty) {
             (ArgumentRole::Stream, _) => quote!(stream),
             (ArgumentRole::Variant { .. }, _) => variant.clone(),

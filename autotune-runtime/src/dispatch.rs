@@ -401,8 +401,19 @@ impl<P: Params> Loaded<P> {
 
 impl Baked {
     /// What dispatch launches per range, per plan, as readable lines: for examples,
-    /// logs and machines without a GPU.
+    /// logs and machines without a GPU; ends with why nothing was compiled, where
+    /// that is so.
     pub fn describe(&self, key: &str) -> String {
+        let mut out = self.describe_plans(key);
+        if let Some(reason) = self.not_compiled {
+            out.push_str(&format!("  not compiled: {reason}\n"));
+        }
+        out
+    }
+
+    /// [`Baked::describe`] without the reason nothing was compiled: for a listing of
+    /// several kernels, which says that reason once ([`Baked::not_compiled`]).
+    pub fn describe_plans(&self, key: &str) -> String {
         let mut out = format!("{}\n", self.note);
         let name = |choice: Choice| match choice {
             Choice::Variant(index) => self.images.get(index).map_or("?", |i| i.name).to_string(),
@@ -461,8 +472,8 @@ impl Baked {
             "  on any other GPU: {} for every {key}\n",
             name((self.defaults.select)(0))
         ));
-        if let Some(reason) = self.not_compiled {
-            out.push_str(&format!("  not compiled: {reason}\n"));
+        if self.not_compiled.is_some() {
+            out.push_str("  not compiled (no kernel binaries: load() fails)\n");
         }
         out
     }

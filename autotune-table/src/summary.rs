@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::table::GpuRecord;
 
 /// The version of this format.
-pub const SUMMARY_FORMAT: u32 = 1;
+pub const SUMMARY_FORMAT: u32 = 2;
 
 /// The variable `cargo autotune check` sets (to `1`): the build step then looks
 /// at the GPU, without tuning, so that the summary can say whether this GPU's
@@ -40,6 +40,9 @@ pub struct BuildSummary {
     /// What tuning did, when it was on.
     pub tuning: Option<String>,
     pub kernels: Vec<KernelSummary>,
+    /// The build's whole account, a line each, of which its one cargo warning is
+    /// the short form: what tuning did, every problem, each kernel's plans.
+    pub notes: Vec<String>,
 }
 
 /// What one kernel got.

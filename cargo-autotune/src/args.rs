@@ -17,6 +17,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Add autotune to the crate here: dependencies, the `autotune` feature,
+    /// build.rs, a tables folder, the build-override, and a sample kernel (its
+    /// wrapper, case, CUDA source and test). Never overwrites a file.
+    Init(InitArgs),
     /// `cargo build --release --features autotune` with these options, with
     /// progress bars and a summary of what was tuned.
     Tune(TuneArgs),
@@ -39,6 +43,13 @@ pub enum Command {
     /// Keep or revert a kernel's candidate sources, per range: tunes it into a
     /// scratch copy of the tables and exits 0 (keep), 1 (revert) or 2 (no verdict).
     Judge(JudgeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The crate's manifest (default `./Cargo.toml`).
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
 }
 
 /// The tables folder: `--tables DIR`, else `kernels/tuning` or `tuning` here.

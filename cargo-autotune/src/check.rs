@@ -3,10 +3,9 @@
 //! tuning) in its JSON summary, found through `cargo build --message-format=json`;
 //! nothing is read from the text of cargo's warnings. Exit code: 0 yes, 1 no.
 
-use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
-use autotune_table::summary::{BuildSummary, CHECK_ENV, KernelSummary, SUMMARY_PATH};
+use autotune_table::summary::{BuildSummary, CHECK_ENV, KernelSummary};
 use autotune_table::table::GpuRecord;
 
 use crate::args::CheckArgs;
@@ -44,10 +43,14 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode, CliError> {
             let verdict = verdict(kernel, summary.gpu.as_ref());
             all_ok &= verdict.is_ok();
             let (mark, note) = match &verdict {
-                Ok(note) => ("ok   ", note.clone()),
-                Err(note) => ("STALE", note.clone()),
+                Ok(note) => ("ok          ", note.clone()),
+                Err(Unfit::Untuned(note)) => ("STALE       ", note.clone()),
+                Err(Unfit::NotCompiled(note)) => ("NOT COMPILED", note.clone()),
             };
             println!("  {:<24} {mark}  {note}", kernel.name);
+        }
+        for note in &summary.notes {
+            println!("  note: {note}");
         }
     }
     Ok(if all_ok {
@@ -57,9 +60,18 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode, CliError> {
     })
 }
 
+/// Why a kernel does not run a fresh tuned plan here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unfit {
+    /// No fresh table for this GPU model: it runs its defaults.
+    Untuned(String),
+    /// A fresh plan, but no binaries (no nvcc at build time): `load()` fails.
+    NotCompiled(String),
+}
+
 /// Whether `kernel` runs a fresh tuned plan on `gpu` (or, with no GPU here, on
 /// some GPU), with what it says either way.
-fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, String> {
+fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, Unfit> {
     let skipped = || {
         let reasons: Vec<String> = kernel
             .skipped
@@ -77,8 +89,15 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, St
         None => kernel.plans.first(),
     };
     match plan {
-        None => Err(format!("defaults ({}){}", kernel.default, skipped())),
-        Some(_) if !kernel.compiled => Err("not compiled (no nvcc): load() would fail".into()),
+        None => Err(Unfit::Untuned(format!(
+            "defaults ({}){}",
+            kernel.default,
+            skipped()
+        ))),
+        Some(plan) if !kernel.compiled => Err(Unfit::NotCompiled(format!(
+            "tuned for {} ({}, fresh), but no nvcc at build time: load() would fail",
+            plan.gpu.name, plan.table
+        ))),
         Some(plan) => Ok(format!(
             "tuned for {} on {} ({})",
             plan.gpu.name, plan.tuned_on, plan.table
@@ -102,29 +121,7 @@ fn build_summaries(args: &CheckArgs) -> Result<Vec<BuildSummary>, CliError> {
     if !output.status.success() {
         return Err(CliError::BuildFailed(output.status.to_string()));
     }
-    let mut summaries = Vec::new();
-    for out_dir in out_dirs(&String::from_utf8_lossy(&output.stdout)) {
-        let path = out_dir.join(SUMMARY_PATH);
-        if path.is_file() {
-            summaries.push(
-                BuildSummary::read(&path).map_err(|reason| CliError::Unreadable {
-                    path: path.display().to_string(),
-                    reason,
-                })?,
-            );
-        }
-    }
-    Ok(summaries)
-}
-
-/// The `out_dir` of every `build-script-executed` message in cargo's JSON output.
-fn out_dirs(messages: &str) -> Vec<PathBuf> {
-    messages
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|m| m.get("reason").and_then(|r| r.as_str()) == Some("build-script-executed"))
-        .filter_map(|m| m.get("out_dir")?.as_str().map(PathBuf::from))
-        .collect()
+    crate::summaries::read(&String::from_utf8_lossy(&output.stdout))
 }
 
 #[cfg(test)]
@@ -176,12 +173,24 @@ mod tests {
         assert!(verdict(&kernel(vec![]), None).is_err());
     }
 
+    /// A fresh table that was only not compiled is not called stale.
     #[test]
-    fn reads_out_dirs_from_cargo_messages() {
-        let messages = r#"{"reason":"compiler-artifact","package_id":"x"}
-{"reason":"build-script-executed","package_id":"k","out_dir":"/t/build/k-1/out"}
-not json
-{"reason":"build-finished","success":true}"#;
-        assert_eq!(out_dirs(messages), [PathBuf::from("/t/build/k-1/out")]);
+    fn not_compiled_is_told_from_stale() {
+        let h200 = gpu("NVIDIA H200");
+        let plan = BakedPlan {
+            table: "tuning/nvidia-h200.json".into(),
+            gpu: h200.clone(),
+            tuned_on: "2026-11-30".into(),
+        };
+        let mut uncompiled = kernel(vec![plan]);
+        uncompiled.compiled = false;
+        assert!(matches!(
+            verdict(&uncompiled, Some(&h200)),
+            Err(Unfit::NotCompiled(_))
+        ));
+        assert!(matches!(
+            verdict(&kernel(vec![]), Some(&h200)),
+            Err(Unfit::Untuned(_))
+        ));
     }
 }

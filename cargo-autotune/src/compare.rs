@@ -28,6 +28,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
             .ok_or_else(|| CliError::NoKernel {
                 kernel: name.clone(),
                 path: path.to_string(),
+                known: crate::summaries::entries_of(&table),
             })
     };
     let comparison = compare(&load(&reference)?, &load(&other)?)?;

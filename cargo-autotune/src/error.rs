@@ -12,8 +12,22 @@ pub enum CliError {
     /// A table, a summary or a progress file that cannot be used as it is.
     #[error("{path}: {reason}")]
     Unreadable { path: String, reason: String },
-    #[error("no kernel `{kernel}` in {path}")]
-    NoKernel { kernel: String, path: String },
+    #[error("no kernel `{kernel}` in {path}; its entries: {known}")]
+    NoKernel {
+        kernel: String,
+        path: String,
+        known: String,
+    },
+    /// A kernel name that the crate (or the tables) does not have.
+    #[error("no kernel `{kernel}` in {whose}; its kernels: {known}")]
+    UnknownKernel {
+        kernel: String,
+        whose: String,
+        known: String,
+    },
+    /// `tune` could not tune what was asked, with why.
+    #[error("nothing tuned: {0}")]
+    NotTuned(String),
     #[error("cannot {action} {}: {source}", .path.display())]
     Io {
         action: &'static str,

@@ -31,11 +31,13 @@ const SCRATCH: &str = "target/autotune-judge";
 pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
     if let Some(path) = &args.table {
         let table = table::read(path).map_err(CliError::unreadable(path.display()))?;
+        let known = crate::summaries::entries_of(&table);
         let judged = of_kernel(table.kernels, &args.kernel);
         if judged.is_empty() {
             return Err(CliError::NoKernel {
                 kernel: args.kernel.clone(),
                 path: path.display().to_string(),
+                known,
             });
         }
         let judgements = judge_all(&judged)?;
@@ -73,9 +75,27 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
     if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
     }
-    let status = command.status().map_err(CliError::Cargo)?;
-    if !status.success() {
-        return Err(CliError::BuildFailed(status.to_string()));
+    let output = command
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(CliError::Cargo)?;
+    if !output.status.success() {
+        return Err(CliError::BuildFailed(output.status.to_string()));
+    }
+    // A name the crate does not have is that, whatever the GPU.
+    let summaries = crate::summaries::read(&String::from_utf8_lossy(&output.stdout))?;
+    let known = crate::summaries::kernels(&summaries);
+    crate::summaries::check_kernel(&args.kernel, &known, "this crate")?;
+    if let Some(why) = summaries.iter().find_map(|s| {
+        s.nvcc_missing
+            .clone()
+            .or_else(|| s.gpu.is_none().then(|| s.gpu_missing.clone()).flatten())
+    }) {
+        return Err(CliError::NoVerdict(format!(
+            "the build could not tune `{}` ({why}): no verdict",
+            args.kernel
+        )));
     }
     let judged: Vec<(String, KernelTable)> = entries(&scratch, &args.kernel)
         .into_iter()

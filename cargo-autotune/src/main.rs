@@ -1,6 +1,7 @@
 //! `cargo autotune`: tuning from the terminal, on the same library path as build.rs.
 //!
 //! ```text
+//! cargo autotune init     [--manifest-path P]   add autotune and a sample kernel to a crate
 //! cargo autotune tune     [--kernel NAME|all] [--devices 0,1|all] [--strategy grid|random|local --budget N|60s]
 //! cargo autotune report   [--tables DIR] [--kernel NAME]
 //! cargo autotune plot     [--tables DIR] [--out DIR]
@@ -21,11 +22,13 @@ mod check;
 mod compare;
 mod context;
 mod error;
+mod init;
 mod judge;
 mod merge;
 mod plot;
 mod report;
 mod simulate;
+mod summaries;
 mod tune;
 
 use std::path::{Path, PathBuf};
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match &cli.command {
+        Command::Init(args) => init::run(args),
         Command::Tune(args) => tune::run(args),
         Command::Report(args) => report::run(args),
         Command::Plot(args) => plot::run(args),

@@ -16,6 +16,15 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     if tables.is_empty() {
         return Err(CliError::NoTables(dir));
     }
+    if let Some(kernel) = kernel {
+        let known =
+            crate::summaries::kernels_in(tables.iter().filter_map(|(_, t)| t.as_ref().ok()));
+        crate::summaries::check_kernel(
+            kernel,
+            &known,
+            &format!("the tables of {}", dir.display()),
+        )?;
+    }
     for (path, table) in tables {
         match table {
             Ok(table) => print!("{}", render(&path.display().to_string(), &table, kernel)),

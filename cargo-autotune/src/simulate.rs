@@ -18,6 +18,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, CliError> {
     let kernel = table.kernels.get(name).ok_or_else(|| CliError::NoKernel {
         kernel: name.clone(),
         path: path.to_string(),
+        known: crate::summaries::entries_of(&table),
     })?;
     let strategy_name = args.strategy.as_str();
     let points = args.budget;

@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use autotune_table::progress::PROGRESS_ENV;
+use autotune_table::summary::BuildSummary;
 use autotune_table::table::{self, KernelTable};
 
 use crate::args::TuneArgs;
@@ -19,7 +20,15 @@ use crate::error::CliError;
 pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
-    command.args(["build", "--release", "--features", "autotune"]);
+    // Diagnostics as text on stderr (above the bars), the build scripts' JSON
+    // messages on stdout: they say where each build's summary is.
+    command.args([
+        "build",
+        "--release",
+        "--features",
+        "autotune",
+        "--message-format=json-render-diagnostics",
+    ]);
     if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
     }
@@ -42,8 +51,17 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
     let mut progress = File::open(&progress_path).map_err(CliError::io("read", &progress_path))?;
     let mut child = command
         .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
         .spawn()
         .map_err(CliError::Cargo)?;
+    let stdout = child.stdout.take();
+    let messages = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut stdout) = stdout {
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        }
+        text
+    });
     // Cargo's own lines (and the build script's warning) go above the bars.
     let (lines, cargo_lines) = std::sync::mpsc::channel::<String>();
     let stderr = child.stderr.take();
@@ -75,20 +93,73 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
     bars.poll(&mut progress);
     bars.finish();
     let _ = std::fs::remove_file(&progress_path);
+    let messages = messages.join().unwrap_or_default();
     if !status.success() {
-        return Ok(ExitCode::from(1));
+        return Err(CliError::BuildFailed(status.to_string()));
+    }
+    let summaries = crate::summaries::read(&messages)?;
+    if summaries.is_empty() {
+        return Err(CliError::Refused(
+            "the build wrote no autotune summary: is this a crate with #[autotune] wrappers \
+             and `autotune_build` in its build.rs?"
+                .into(),
+        ));
+    }
+    if let Some(kernel) = &args.kernel {
+        for name in kernel.split(',').map(str::trim) {
+            crate::summaries::check_kernel(
+                name,
+                &crate::summaries::kernels(&summaries),
+                "this crate",
+            )?;
+        }
     }
     let after = tuned_entries(args);
     let changed: Vec<(&String, &KernelTable)> = after
         .iter()
         .filter(|&(name, entry)| before.get(name) != Some(entry))
         .collect();
-    if changed.is_empty() {
-        println!("nothing was tuned: every table is fresh (--kernel NAME, or all, retunes)");
+    if !changed.is_empty() {
+        println!("{}", summary(&changed));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", summary(&changed));
-    Ok(ExitCode::SUCCESS)
+    Err(match why_nothing_was_tuned(&summaries) {
+        Some(why) => CliError::NotTuned(why),
+        None if args.kernel.is_some() => CliError::NotTuned(
+            "the build tuned none of the kernels asked for (its warning above says why)".into(),
+        ),
+        None => {
+            println!(
+                "nothing to tune: every kernel's table is fresh for {} (--kernel NAME, or all, retunes)",
+                gpu_names(&summaries)
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    })
+}
+
+/// Why the builds could not tune: no nvcc, no GPU, for each build that says so.
+fn why_nothing_was_tuned(summaries: &[BuildSummary]) -> Option<String> {
+    let reasons: Vec<String> = summaries
+        .iter()
+        .filter_map(|s| {
+            s.nvcc_missing
+                .clone()
+                .or_else(|| s.gpu.is_none().then(|| s.gpu_missing.clone()).flatten())
+                .map(|why| format!("{}: {why}", s.package))
+        })
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
+}
+
+/// The GPU models the builds tuned for.
+fn gpu_names(summaries: &[BuildSummary]) -> String {
+    let mut names: Vec<&str> = summaries
+        .iter()
+        .filter_map(|s| s.gpu.as_ref().map(|g| g.name.as_str()))
+        .collect();
+    names.dedup();
+    names.join(", ")
 }
 
 /// An empty file for this run's progress lines, under the system's temp folder.

@@ -3,9 +3,6 @@
 //! No GPU needed: `tune` then builds, tunes nothing, and says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[path = "../../tests/fixtures/skip.rs"]
-mod skip;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -143,7 +140,7 @@ fn in_fixture(dir: &Path, args: &[&str]) -> Output {
 #[test]
 fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
     if autotune_runtime::gpu::driver_present() {
-        skip::skipped("this machine has a CUDA driver (tune would tune)");
+        autotune_build::skip("this machine has a CUDA driver (tune would tune)");
         return;
     }
     let dir = fixture("tune-no-gpu");
@@ -160,13 +157,25 @@ fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
         ],
     );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{stderr}");
-    // Cargo's lines come through, the build script's one warning among them.
+    // It could not tune what was asked: not a success, and it says why (it said
+    // "every table is fresh" and exited 0, for a crate without a table at that).
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("fresh"), "{stdout}");
     assert!(
-        stderr.contains("feature `autotune` is on, but no CUDA driver"),
+        stderr.contains("cargo autotune: nothing tuned: ") && stderr.contains("no CUDA driver"),
         "{stderr}"
     );
-    assert!(stdout.contains("nothing was tuned"), "{stdout}");
+    // Cargo's lines come through, the build script's one warning among them.
+    assert!(stderr.contains("nothing tuned: no CUDA driver"), "{stderr}");
+
+    // A kernel the crate does not have is that, not a GPU problem.
+    let out = in_fixture(&dir, &["tune", "--kernel", "nosuch"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no kernel `nosuch` in this crate; its kernels: scale"),
+        "{stderr}"
+    );
 
     // The judge tunes into a scratch copy of the tables; with nothing tuned there
     // is no verdict (exit 2, said), and the committed tables are untouched.
@@ -175,14 +184,114 @@ fn tune_without_a_gpu_builds_tunes_nothing_and_says_so() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("the build did not tune `scale`"),
+        stderr.contains("the build could not tune `scale` (no CUDA driver"),
         "{stderr}"
     );
+    let out = in_fixture(&dir, &["judge", "--kernel", "nosuch"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("feature `autotune` is on, but no CUDA driver"),
-        "{stderr}"
+        stderr.contains("no kernel `nosuch` in this crate; its kernels: scale"),
+        "not the GPU's fault: {stderr}"
     );
     assert!(!dir.join("tuning").join("judge-journal.jsonl").exists());
+}
+
+/// An unknown kernel is an error that lists the kernels, in every command that
+/// reads tables (they printed a header, or nothing, and exited 0).
+#[test]
+fn an_unknown_kernel_is_an_error_that_lists_the_kernels() {
+    let table = "kernels/tuning/nvidia-h200.json";
+    for args in [
+        &["report", "--kernel", "nosuch"][..],
+        &["context", "--kernel", "nosuch"][..],
+        &["compare", table, table, "--kernel", "nosuch"][..],
+        &["judge", "--kernel", "nosuch", "--table", table][..],
+        &[
+            "simulate",
+            "--table",
+            table,
+            "--kernel",
+            "nosuch",
+            "--strategy",
+            "local",
+            "--budget",
+            "4",
+        ][..],
+    ] {
+        let out = cargo_autotune(root(), args);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains("no kernel `nosuch`") && stderr.contains("rms_norm, topk_indexer"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{args:?} printed: {stdout}");
+    }
+}
+
+/// `init` on a crate fresh from `cargo new` adds exactly the quick start
+/// (`examples/quickstart` is that crate, committed), prints what it did, and a
+/// second run refuses and changes nothing.
+#[test]
+fn init_adds_the_quick_start_to_a_fresh_crate() {
+    // Outside this repository: `cargo new` inside a workspace joins it.
+    let dir = std::env::temp_dir().join(format!("autotune-cli-init-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let made = Command::new(cargo)
+        .args(["new", "--lib", "--vcs", "none", "quickstart"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let krate = dir.join("quickstart");
+    let out = cargo_autotune(&krate, &["init"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "added      [build-dependencies] autotune-build",
+        "created    src/scale.rs",
+    ] {
+        assert!(stdout.contains(line), "{stdout}");
+    }
+    let quickstart = root().join("examples/quickstart");
+    for file in [
+        "build.rs",
+        "src/scale.rs",
+        "kernels/scale.cu",
+        "tests/scale.rs",
+        "tuning/.gitkeep",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(krate.join(file)).unwrap(),
+            std::fs::read_to_string(quickstart.join(file)).unwrap(),
+            "{file} differs from examples/quickstart's"
+        );
+    }
+    let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    assert_eq!(
+        manifest,
+        std::fs::read_to_string(quickstart.join("Cargo.toml")).unwrap(),
+        "the manifest differs from examples/quickstart's"
+    );
+    let before = std::fs::read_to_string(krate.join("src/lib.rs")).unwrap();
+    let again = cargo_autotune(&krate, &["init"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).contains("not overwriting build.rs, src/scale.rs"),
+        "{}",
+        text(&again.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(krate.join("src/lib.rs")).unwrap(),
+        before
+    );
+    assert_eq!(
+        std::fs::read_to_string(krate.join("Cargo.toml")).unwrap(),
+        manifest
+    );
 }
 
 /// A table without candidate sources has nothing to judge: exit 2, said.

@@ -1,0 +1,149 @@
+//! The build's one cargo warning: a single line of at most [`MAX_CHARS`]
+//! characters, problems first, each reason said once. The whole account (every
+//! kernel's plans and every table skipped, with the reason) is the summary's
+//! `notes`, which `cargo autotune check` prints.
+
+use std::collections::BTreeMap;
+
+use autotune_table::summary::KernelSummary;
+
+/// The longest warning line, in characters (after `autotune: `).
+pub const MAX_CHARS: usize = 200;
+
+/// What ends a line that had to be cut.
+const CUT: &str = "… (cargo autotune check)";
+
+/// What was baked, compactly: kernels with a tuned plan grouped by the tables
+/// they came from (`baked gemm, rms_norm from kernels/tuning/nvidia-h200.json`),
+/// then each kernel that got its defaults with the first reason a table was not
+/// used (`scale: defaults (block=128): tuning/x.json is stale for ...`).
+pub fn baked(kernels: &[KernelSummary], lines: &[String]) -> String {
+    let mut by_tables: BTreeMap<Vec<&str>, Vec<&str>> = BTreeMap::new();
+    let mut parts = Vec::new();
+    for (kernel, line) in kernels.iter().zip(lines) {
+        if kernel.plans.is_empty() {
+            // The bake's own line: `scale: <why a table was skipped>; defaults (...)`.
+            parts.push(line.clone());
+        } else {
+            let mut tables: Vec<&str> = kernel.plans.iter().map(|p| p.table.as_str()).collect();
+            tables.dedup();
+            by_tables
+                .entry(tables)
+                .or_default()
+                .push(kernel.name.as_str());
+        }
+    }
+    let mut tuned: Vec<String> = by_tables
+        .into_iter()
+        .map(|(tables, names)| {
+            let names = if names.join(", ").chars().count() > 60 {
+                format!("{} kernels", names.len())
+            } else {
+                names.join(", ")
+            };
+            format!("baked {names} from {}", tables.join(", "))
+        })
+        .collect();
+    tuned.append(&mut parts);
+    tuned.join("; ")
+}
+
+/// The warning: `parts` (problems first, then what was baked) joined, without a
+/// part that repeats an earlier one, in one line of printable characters, cut to
+/// [`MAX_CHARS`].
+pub fn line(parts: &[String]) -> String {
+    let mut kept: Vec<String> = Vec::new();
+    for part in parts {
+        let part = printable(part.trim());
+        if !part.is_empty() && !kept.iter().any(|k| k.contains(&part)) {
+            kept.push(part);
+        }
+    }
+    cut(&kept.join("; "), MAX_CHARS)
+}
+
+/// `text` as one line of printable characters: what may follow `cargo::warning=`
+/// without starting a directive of its own or moving a terminal's cursor.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// `text`, or its first characters and [`CUT`], in at most `max` characters.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let keep = max.saturating_sub(CUT.chars().count());
+    let head: String = text.chars().take(keep).collect();
+    format!("{}{CUT}", head.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autotune_table::summary::BakedPlan;
+    use autotune_table::table::GpuRecord;
+
+    fn kernel(name: &str, table: Option<&str>) -> KernelSummary {
+        KernelSummary {
+            name: name.into(),
+            plans: table
+                .map(|t| BakedPlan {
+                    table: t.into(),
+                    gpu: GpuRecord {
+                        name: "NVIDIA H200".into(),
+                        compute_capability: [9, 0],
+                        sm_count: 132,
+                        driver: "13.0".into(),
+                        l2_bytes: 0,
+                        memory_bytes: 0,
+                        shared_per_block: 0,
+                    },
+                    tuned_on: "2026-12-01".into(),
+                })
+                .into_iter()
+                .collect(),
+            skipped: Vec::new(),
+            default: "block=128".into(),
+            compiled: false,
+        }
+    }
+
+    #[test]
+    fn tuned_kernels_are_grouped_by_table_and_defaults_keep_their_reason() {
+        let kernels = [
+            kernel("gemm", Some("kernels/tuning/nvidia-h200.json")),
+            kernel("scale", None),
+            kernel("rms_norm", Some("kernels/tuning/nvidia-h200.json")),
+        ];
+        let lines = [
+            "gemm: tuned for NVIDIA H200 at n=4096,k=4096 | n=8192,k=8192 on 2026-12-01".into(),
+            "scale: tuning/x.json is stale; defaults (block=128)".into(),
+            "rms_norm: tuned".into(),
+        ];
+        assert_eq!(
+            baked(&kernels, &lines),
+            "baked gemm, rms_norm from kernels/tuning/nvidia-h200.json; \
+             scale: tuning/x.json is stale; defaults (block=128)"
+        );
+    }
+
+    #[test]
+    fn the_line_is_short_printable_and_says_each_reason_once() {
+        let nvcc = "nvcc not found: set NVCC or CUDA_PATH, or put nvcc on PATH".to_string();
+        let long = "x".repeat(400);
+        let text = line(&[
+            nvcc.clone(),
+            nvcc.clone(),
+            "a\nnewline".into(),
+            long.clone(),
+        ]);
+        assert!(text.chars().count() <= MAX_CHARS, "{text}");
+        assert_eq!(text.matches("nvcc not found").count(), 1, "{text}");
+        assert!(text.contains("a newline"), "{text}");
+        assert!(text.ends_with(CUT), "{text}");
+        assert_eq!(line(&["short".into()]), "short");
+    }
+}

@@ -1,0 +1,110 @@
+//! What a build of the crate said about itself: every build script's JSON summary
+//! (`OUT_DIR/autotune/summary.json`), found through cargo's JSON messages, and the
+//! kernel names a command may be asked for.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use autotune_table::summary::{BuildSummary, SUMMARY_PATH};
+use autotune_table::table::TuningTable;
+
+use crate::error::CliError;
+
+/// The summaries of every build script that wrote one, from cargo's JSON messages
+/// (`--message-format=json` or `json-render-diagnostics`).
+pub fn read(messages: &str) -> Result<Vec<BuildSummary>, CliError> {
+    let mut summaries = Vec::new();
+    for out_dir in out_dirs(messages) {
+        let path = out_dir.join(SUMMARY_PATH);
+        if path.is_file() {
+            summaries.push(
+                BuildSummary::read(&path).map_err(|reason| CliError::Unreadable {
+                    path: path.display().to_string(),
+                    reason,
+                })?,
+            );
+        }
+    }
+    Ok(summaries)
+}
+
+/// The `out_dir` of every `build-script-executed` message in cargo's JSON output.
+pub fn out_dirs(messages: &str) -> Vec<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m.get("reason").and_then(|r| r.as_str()) == Some("build-script-executed"))
+        .filter_map(|m| m.get("out_dir")?.as_str().map(PathBuf::from))
+        .collect()
+}
+
+/// The kernels the builds baked.
+pub fn kernels(summaries: &[BuildSummary]) -> BTreeSet<String> {
+    summaries
+        .iter()
+        .flat_map(|s| s.kernels.iter().map(|k| k.name.clone()))
+        .collect()
+}
+
+/// The kernels of `tables` (an entry per shape counts as its kernel).
+pub fn kernels_in<'a>(tables: impl IntoIterator<Item = &'a TuningTable>) -> BTreeSet<String> {
+    tables
+        .into_iter()
+        .flat_map(|t| t.kernels.keys())
+        .map(|entry| entry.split('@').next().unwrap_or(entry).to_string())
+        .collect()
+}
+
+/// The entries of `table`, for an error message.
+pub fn entries_of(table: &TuningTable) -> String {
+    let names: Vec<&str> = table.kernels.keys().map(String::as_str).collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// `Ok` when `asked` is `all` or one of `known`; else the error that lists them.
+pub fn check_kernel(asked: &str, known: &BTreeSet<String>, whose: &str) -> Result<(), CliError> {
+    if asked == "all" || known.contains(asked) {
+        return Ok(());
+    }
+    Err(CliError::UnknownKernel {
+        kernel: asked.to_string(),
+        whose: whose.to_string(),
+        known: if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.iter().cloned().collect::<Vec<_>>().join(", ")
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_out_dirs_from_cargo_messages() {
+        let messages = r#"{"reason":"compiler-artifact","package_id":"x"}
+{"reason":"build-script-executed","package_id":"k","out_dir":"/t/build/k-1/out"}
+not json
+{"reason":"build-finished","success":true}"#;
+        assert_eq!(out_dirs(messages), [PathBuf::from("/t/build/k-1/out")]);
+    }
+
+    #[test]
+    fn an_unknown_kernel_lists_the_known_ones() {
+        let known: BTreeSet<String> = ["gemm".to_string(), "rms_norm".to_string()].into();
+        assert!(check_kernel("gemm", &known, "this crate").is_ok());
+        assert!(check_kernel("all", &known, "this crate").is_ok());
+        let error = check_kernel("nosuch", &known, "this crate")
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some("no kernel `nosuch` in this crate; its kernels: gemm, rms_norm")
+        );
+    }
+}
