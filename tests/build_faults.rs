@@ -394,7 +394,7 @@ fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
     // The whole account is the summary's notes (the warning is one short line).
     let notes = summary_notes(&output);
     assert!(
-        notes.contains(" cargo::warning=INJECTED") && !notes.contains('\u{1b}'),
+        notes.contains("\\u{a}cargo::warning=INJECTED") && !notes.contains('\u{1b}'),
         "the text is shown inline: {notes}"
     );
     assert!(

@@ -229,18 +229,26 @@ impl KernelInputs {
     pub fn fingerprint(&self, recorded: Option<&Fingerprint>) -> Result<Fingerprint, String> {
         let files: Vec<PathBuf> = match (&self.nvcc_sources, recorded) {
             (Some(list), _) => list.clone(),
+            // A committed table names what is read: only files inside the crate.
             (None, Some(recorded)) => recorded
                 .sources
                 .iter()
-                .map(|shown| self.root.join(shown))
-                .collect(),
+                .map(|shown| {
+                    inside_crate(shown)
+                        .then(|| self.root.join(shown))
+                        .ok_or_else(|| {
+                            format!("the table names a source outside the crate: {shown:?}")
+                        })
+                })
+                .collect::<Result<_, _>>()?,
             (None, None) => self.scanned.clone(),
         };
         let mut sources = Sha256::new();
         let mut shown = Vec::new();
         for file in &files {
             let text =
-                std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let name = relative(file, &self.root);
             sources.update(name.as_bytes());
             sources.update([0]);
@@ -425,6 +433,19 @@ fn doc_attribute_len(tokens: &[TokenTree]) -> Option<usize> {
         Some(TokenTree::Ident(ident)) if ident == "doc" => Some(group_at + 1),
         _ => None,
     }
+}
+
+/// Whether a table's recorded source `shown` names a file inside the crate: a
+/// relative path that never climbs out (`..`).
+fn inside_crate(shown: &str) -> bool {
+    let path = Path::new(shown);
+    !shown.is_empty()
+        && path.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
 }
 
 #[cfg(test)]

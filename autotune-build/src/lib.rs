@@ -158,10 +158,12 @@ impl Builder {
 
     /// Runs the build step over `tunables`. See the crate documentation.
     pub fn tune(self, tunables: Tunables) -> Result<(), BuildError> {
-        if let Ok(kernel) = std::env::var(worker::WORKER_ENV) {
-            std::process::exit(worker_main(&tunables, &kernel));
-        }
-        run(self, tunables)
+        let stray_worker = match worker::invited() {
+            Ok(Some(kernel)) => std::process::exit(worker_main(&tunables, &kernel)),
+            Ok(None) => None,
+            Err(why) => Some(why),
+        };
+        run(self, tunables, stray_worker)
     }
 }
 
@@ -174,7 +176,11 @@ fn env_var(name: &'static str) -> Result<String, BuildError> {
     std::env::var(name).map_err(|_| BuildError::MissingEnv { name })
 }
 
-fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
+fn run(
+    builder: Builder,
+    tunables: Tunables,
+    stray_worker: Option<String>,
+) -> Result<(), BuildError> {
     let out_dir = PathBuf::from(env_var("OUT_DIR")?);
     let package = format!(
         "{} {}",
@@ -186,7 +192,7 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     let docs_rs = std::env::var_os("DOCS_RS").is_some();
     let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some() && !docs_rs;
     let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
-    let mut report = Vec::new();
+    let mut report: Vec<String> = stray_worker.into_iter().collect();
     // A bad tuning knob fails a tuning build; any other build warns and goes on.
     let settings = match builder.settings.clone().with_env() {
         Ok(settings) => settings,
@@ -199,13 +205,23 @@ fn run(builder: Builder, tunables: Tunables) -> Result<(), BuildError> {
     let root = tunables.root.clone();
     // `AUTOTUNE_TABLES_DIR` (what `cargo autotune judge` tunes candidates into, so
     // that the committed tables stay as they are) overrides build.rs's folder.
+    let from_env = std::env::var_os(TABLES_DIR_ENV).filter(|dir| !dir.is_empty());
+    let usable = from_env
+        .as_ref()
+        .filter(|dir| dir.to_str().is_some_and(|text| !text.trim().is_empty()));
     let tables_dir = root.join(
-        std::env::var_os(TABLES_DIR_ENV)
-            .filter(|dir| !dir.is_empty())
+        usable
             .map(PathBuf::from)
             .or(builder.tables_dir)
             .unwrap_or_else(|| PathBuf::from("tuning")),
     );
+    // A tuning build makes a missing folder; any other build says it is missing.
+    if let Some(value) = &from_env
+        && let Some(problem) = tables_dir_problem(value, &tables_dir)
+        && !(feature && usable.is_some() && !tables_dir.exists())
+    {
+        report.push(problem);
+    }
     let build = Build {
         root,
         tables_dir,
@@ -415,6 +431,47 @@ struct Build {
     settings: Settings,
 }
 
+/// `cargo::rerun-if-changed` for `path`, unless its name holds a character that
+/// could end the instruction and start another (a newline) or hide what it is:
+/// such a path is not watched.
+fn rerun_if_changed(path: &Path) {
+    match path.to_str() {
+        Some(text) if !autotune_table::shown::has_hidden(text) => {
+            println!("cargo::rerun-if-changed={text}");
+        }
+        _ => {}
+    }
+}
+
+/// Whether `path` lies inside the folder `root` (both as they resolve).
+fn inside(path: &Path, root: &Path) -> bool {
+    match (path.canonicalize(), root.canonicalize()) {
+        (Ok(path), Ok(root)) => path.starts_with(root),
+        _ => false,
+    }
+}
+
+/// What is wrong with the tables folder `AUTOTUNE_TABLES_DIR` names, if anything.
+fn tables_dir_problem(value: &std::ffi::OsStr, dir: &Path) -> Option<String> {
+    let shown = autotune_table::shown::line(&value.to_string_lossy());
+    if value.to_str().is_none_or(|text| text.trim().is_empty()) {
+        return Some(format!(
+            "{TABLES_DIR_ENV}={shown:?} names no folder: ignored"
+        ));
+    }
+    if dir.is_file() {
+        return Some(format!(
+            "{TABLES_DIR_ENV}={shown} is a file, not a folder: no table read"
+        ));
+    }
+    if !dir.exists() {
+        return Some(format!(
+            "{TABLES_DIR_ENV}={shown} does not exist: no table read"
+        ));
+    }
+    None
+}
+
 /// Whether `a` and `b` name one folder (`crate/./tuning/..` is `crate`).
 fn same_dir(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
@@ -438,18 +495,21 @@ impl Build {
                 .filter(|parent| parent.exists() && !same_dir(parent, &self.root))
                 .map(Path::to_path_buf)
         };
-        if let Some(tables) = tables {
-            println!("cargo::rerun-if-changed={}", tables.display());
+        // A folder is scanned whole at every later build: only one inside the crate
+        // (`AUTOTUNE_TABLES_DIR=/` watched the whole file system).
+        if let Some(tables) = tables.filter(|dir| inside(dir, &self.root)) {
+            rerun_if_changed(&tables);
         }
         let mut files: Vec<PathBuf> = inputs.iter().flat_map(|(_, i)| i.watched()).collect();
         files.sort();
         files.dedup();
         for file in files {
-            println!("cargo::rerun-if-changed={}", file.display());
+            rerun_if_changed(&file);
         }
         for var in settings::ENV.iter().chain(nvcc::ENV.iter()).chain([
             &CHECK_ENV,
             &TABLES_DIR_ENV,
+            &worker::WORKER_ENV,
             &"PATH",
             &"DOCS_RS",
         ]) {

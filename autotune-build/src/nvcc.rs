@@ -200,6 +200,29 @@ impl Nvcc {
             .collect()
     }
 
+    /// The toolkit's program `name` (`fatbinary`): beside nvcc, else in the `bin`
+    /// folder of the toolkit nvcc reported (nvcc reached through a wrapper script
+    /// stands alone in its folder), else beside the binary a symlink names.
+    pub fn tool(&self, name: &str) -> PathBuf {
+        let beside = self.path.with_file_name(name);
+        let candidates = std::iter::once(beside.clone())
+            .chain(
+                self.toolkit_dirs
+                    .iter()
+                    .map(|dir| dir.join("bin").join(name)),
+            )
+            .chain(
+                self.path
+                    .canonicalize()
+                    .ok()
+                    .map(|real| real.with_file_name(name)),
+            );
+        candidates
+            .into_iter()
+            .find(|path| path.is_file())
+            .unwrap_or(beside)
+    }
+
     /// Whether `file` (canonical) is one of the toolkit's own: under a folder nvcc
     /// reported, else (an nvcc that reported none) under `bin/..` of the binary,
     /// symlinks resolved.
@@ -762,7 +785,7 @@ impl Nvcc {
             .join(format!("{}-{digest}.fatbin", job.label));
         let resources = parts.iter().find_map(|(_, part)| part.resources);
         let cached = parts.iter().all(|(_, part)| part.cached);
-        let fatbinary = self.path.with_file_name("fatbinary");
+        let fatbinary = self.tool("fatbinary");
         let what = format!("`{}` variant {} (fatbinary)", job.kernel, job.label);
         let started = Instant::now();
         let fresh = produce(&binary, |partial| {

@@ -118,41 +118,48 @@ impl Settings {
 
     /// `self`, with every `AUTOTUNE_*` variable that is set taking precedence.
     pub fn with_env(mut self) -> Result<Self, SettingsError> {
-        if let Some(text) = var("AUTOTUNE_SEED") {
+        if let Some(text) = var("AUTOTUNE_SEED")? {
             self.seed = parse(&text, "AUTOTUNE_SEED")?;
         }
-        if let Some(text) = var("AUTOTUNE_CHECK_SEEDS") {
+        if let Some(text) = var("AUTOTUNE_CHECK_SEEDS")? {
             self.check_seeds = parse(&text, "AUTOTUNE_CHECK_SEEDS")?;
         }
-        if let Some(text) = var("AUTOTUNE_TARGET_MS") {
+        if let Some(text) = var("AUTOTUNE_TARGET_MS")? {
             self.timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
         }
-        if let Some(text) = var("AUTOTUNE_GRAPH") {
+        if let Some(text) = var("AUTOTUNE_GRAPH")? {
             self.timing.graph = switch(&text, "AUTOTUNE_GRAPH")?;
         }
-        if let Some(text) = var("AUTOTUNE_DEVICES") {
+        if let Some(text) = var("AUTOTUNE_DEVICES")? {
             self.devices = Devices::parse(&text)?;
         }
-        if let Some(text) = var("AUTOTUNE_ARCH") {
+        if let Some(text) = var("AUTOTUNE_ARCH")? {
             self.archs = list(&text);
+            if let Some(bad) = self.archs.iter().find(|arch| !is_arch(arch)) {
+                return Err(SettingsError::new(
+                    "AUTOTUNE_ARCH",
+                    &text,
+                    format!("names `{bad}`, not an architecture such as sm_90 or sm_90a"),
+                ));
+            }
         }
-        if let Some(text) = var("AUTOTUNE_FORCE") {
+        if let Some(text) = var("AUTOTUNE_FORCE")? {
             self.force = list(&text);
         }
-        if let Some(text) = var("AUTOTUNE_ALLOW_SPILLS") {
+        if let Some(text) = var("AUTOTUNE_ALLOW_SPILLS")? {
             self.allow_spills = switch(&text, "AUTOTUNE_ALLOW_SPILLS")?;
         }
-        if let Some(text) = var("AUTOTUNE_MIN_MARGIN") {
+        if let Some(text) = var("AUTOTUNE_MIN_MARGIN")? {
             self.min_margin = parse(&text, "AUTOTUNE_MIN_MARGIN")?;
         }
-        if let Some(text) = var("AUTOTUNE_REFINE") {
+        if let Some(text) = var("AUTOTUNE_REFINE")? {
             self.refine_rounds = parse(&text, "AUTOTUNE_REFINE")?;
         }
-        if let Some(text) = var("AUTOTUNE_TASK_TIMEOUT_S") {
+        if let Some(text) = var("AUTOTUNE_TASK_TIMEOUT_S")? {
             self.task_timeout = Duration::from_secs(parse(&text, "AUTOTUNE_TASK_TIMEOUT_S")?);
         }
-        let strategy = var("AUTOTUNE_STRATEGY");
-        let budget = var("AUTOTUNE_BUDGET");
+        let strategy = var("AUTOTUNE_STRATEGY")?;
+        let budget = var("AUTOTUNE_BUDGET")?;
         if strategy.is_some() || budget.is_some() {
             let budget = budget
                 .map(|text| {
@@ -171,6 +178,13 @@ impl Settings {
     /// Values no sweep can use: NaN or negative margins, a zero timeout, a
     /// non-positive time budget.
     pub fn validate(&self) -> Result<(), SettingsError> {
+        if let Some(bad) = self.archs.iter().find(|arch| !is_arch(arch)) {
+            return Err(SettingsError::new(
+                "AUTOTUNE_ARCH",
+                bad,
+                "is not an architecture such as sm_90 or sm_90a",
+            ));
+        }
         if !(self.min_margin.is_finite() && self.min_margin >= 0.0) {
             return Err(SettingsError::new(
                 "AUTOTUNE_MIN_MARGIN",
@@ -248,8 +262,31 @@ impl Devices {
     }
 }
 
-fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+/// The variable `name`, unless unset or blank; a value that is not UTF-8 is an
+/// error (it was ignored, silently).
+fn var(name: &'static str) -> Result<Option<String>, SettingsError> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value).filter(|v| !v.trim().is_empty())),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(value)) => Err(SettingsError::new(
+            name,
+            &value.to_string_lossy(),
+            "is not UTF-8",
+        )),
+    }
+}
+
+/// Whether `arch` names a GPU architecture nvcc compiles for: `sm_90`, `sm_90a`,
+/// `sm_100f` (what reaches nvcc's `-gencode`).
+pub fn is_arch(arch: &str) -> bool {
+    let Some(rest) = arch.strip_prefix("sm_") else {
+        return false;
+    };
+    let digits = rest.trim_end_matches(['a', 'f']);
+    !digits.is_empty()
+        && digits.len() <= 4
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && rest.len() - digits.len() <= 1
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -269,6 +306,24 @@ fn parse<T: std::str::FromStr>(text: &str, name: &'static str) -> Result<T, Sett
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn architectures_are_checked_before_they_reach_nvcc() {
+        for good in ["sm_80", "sm_90a", "sm_100f", "sm_120"] {
+            assert!(is_arch(good), "{good}");
+        }
+        for bad in [
+            "sm_",
+            "90",
+            "sm_90 -o /x",
+            "compute_90",
+            "sm_90aa",
+            "-ccbin=/bin/sh",
+            "sm_9x",
+        ] {
+            assert!(!is_arch(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn devices_parse_lists_and_all() {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use autotune_table::shown;
 use autotune_table::summary::KernelSummary;
 
 /// The longest warning line, in characters (after `autotune: `).
@@ -62,12 +63,11 @@ pub fn line(parts: &[String]) -> String {
     cut(&kept.join("; "), MAX_CHARS)
 }
 
-/// `text` as one line of printable characters: what may follow `cargo::warning=`
-/// without starting a directive of its own or moving a terminal's cursor.
+/// `text` as one line of visible characters: what may follow `cargo::warning=`
+/// without starting a directive of its own, moving a terminal's cursor, turning
+/// text around or hiding a character ([`shown::line`]).
 pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    shown::line(text)
 }
 
 /// `text`, or its first characters and [`CUT`], in at most `max` characters.
@@ -142,7 +142,7 @@ mod tests {
         ]);
         assert!(text.chars().count() <= MAX_CHARS, "{text}");
         assert_eq!(text.matches("nvcc not found").count(), 1, "{text}");
-        assert!(text.contains("a newline"), "{text}");
+        assert!(text.contains("a\\u{a}newline"), "{text}");
         assert!(text.ends_with(CUT), "{text}");
         assert_eq!(line(&["short".into()]), "short");
     }

@@ -20,6 +20,27 @@ use autotune_table::table::{Measurement, Stage};
 /// The environment variable that makes `tune()` serve jobs for the kernel it names.
 pub const WORKER_ENV: &str = "AUTOTUNE_WORKER";
 
+/// The supervisor's process id, which the worker it started must see as its
+/// parent: a stray `AUTOTUNE_WORKER` in a user's environment (which made the build
+/// script exit at once, and the crate fail to compile) is ignored.
+pub const SUPERVISOR_ENV: &str = "AUTOTUNE_WORKER_SUPERVISOR";
+
+/// The kernel this process serves as a sweep worker, when its supervisor started
+/// it so: `AUTOTUNE_WORKER` names the kernel and `AUTOTUNE_WORKER_SUPERVISOR` the
+/// parent process. `Err` with the reason when the first is set without the second.
+pub fn invited() -> Result<Option<String>, String> {
+    let Some(kernel) = std::env::var_os(WORKER_ENV) else {
+        return Ok(None);
+    };
+    let parent = std::os::unix::process::parent_id().to_string();
+    match std::env::var(SUPERVISOR_ENV) {
+        Ok(supervisor) if supervisor == parent => Ok(Some(kernel.to_string_lossy().into_owned())),
+        _ => Err(format!(
+            "{WORKER_ENV} is set but this build was not started by a sweep: ignored (unset it)"
+        )),
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Job {
     pub kernel: String,

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use crate::error::BuildError;
-use crate::worker::WORKER_ENV;
+use crate::worker::{SUPERVISOR_ENV, WORKER_ENV};
 
 /// A running worker process: its stdin for jobs, its stdout lines as events, its
 /// stderr collected for the log.
@@ -26,6 +26,7 @@ impl Worker {
     pub fn spawn(exe: &Path, kernel: &str) -> Result<Self, BuildError> {
         let mut child = Command::new(exe)
             .env(WORKER_ENV, kernel)
+            .env(SUPERVISOR_ENV, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

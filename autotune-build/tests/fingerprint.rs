@@ -455,6 +455,12 @@ fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
             !reached.toolkit_dirs.is_empty(),
             "nvcc --dryrun names the toolkit's folders through the {name}"
         );
+        // The toolkit's other programs are found too (they are not beside a script).
+        assert!(
+            reached.tool("fatbinary").is_file(),
+            "fatbinary through the {name}: {}",
+            reached.tool("fatbinary").display()
+        );
         let through = fingerprint(spec(FLAGS), &dir, &reached);
         assert_eq!(
             through.sources,

@@ -555,7 +555,8 @@ pub fn read(path: &Path) -> Result<TuningTable, Unreadable> {
         path: path.to_path_buf(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
+    let text = crate::regular::read_to_string(path, crate::regular::MAX_TABLE_BYTES)
+        .map_err(|e| unreadable(e.to_string()))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| unreadable(format!("not JSON: {e}")))?;
     match value.get("format") {

@@ -1,0 +1,77 @@
+//! Reading a file that a table, a tables folder or the environment names, as
+//! only a regular file and only so much of it: a FIFO (which blocks a reader until
+//! someone writes), a device such as `/dev/zero` (endless) or a symlink to either
+//! is refused, never waited on or read to the end of memory.
+
+use std::io::Read;
+use std::path::Path;
+
+/// The most a tuning table may hold (the shipped H200 table is under 1 MiB).
+pub const MAX_TABLE_BYTES: u64 = 64 << 20;
+
+/// The most a kernel's source file may hold, for the fingerprint.
+pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+
+/// The bytes of `path`, if it is a regular file (symlinks followed) of at most
+/// `max` bytes.
+pub fn read(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(refuse("not a regular file".to_string()));
+    }
+    if meta.len() > max {
+        return Err(refuse(format!("{} bytes, more than {max}", meta.len())));
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        // Never block in open() if the file was swapped for a FIFO after the check.
+        use std::os::unix::fs::OpenOptionsExt;
+        const O_NONBLOCK: i32 = 0o4000;
+        options.custom_flags(O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(refuse("not a regular file".to_string()));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(refuse(format!("more than {max} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// [`read`] as UTF-8 text.
+pub fn read_to_string(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read(path, max)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        let dir = std::env::temp_dir().join(format!("autotune-regular-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.join("t.json");
+        std::fs::write(&file, "{}").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read_to_string(&file, 10).ok().as_deref(), Some("{}"));
+        assert!(read(&file, 1).is_err(), "over the limit");
+        assert!(read(Path::new("/dev/zero"), 1 << 20).is_err(), "a device");
+        assert!(read(&dir, 1 << 20).is_err(), "a folder");
+        let fifo = dir.join("fifo.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            assert!(read(&fifo, 1 << 20).is_err(), "a FIFO, without blocking");
+            let link = dir.join("link.json");
+            std::os::unix::fs::symlink(&fifo, &link).unwrap_or_else(|e| panic!("{e}"));
+            assert!(read(&link, 1 << 20).is_err(), "a symlink to a FIFO");
+        }
+    }
+}
