@@ -174,22 +174,26 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
     }
 }
 
-#[test]
-fn a_table_with_a_foreign_fingerprint_is_not_used() {
-    let dir = fixture("stale");
-    let path = dir.join("tuning/nvidia-h200.json");
-    let foreign = Fingerprint {
+/// A fingerprint that matches nothing the fixture `package` builds.
+fn foreign(package: &str) -> Fingerprint {
+    Fingerprint {
         spec_sha256: "0".repeat(64),
         wrapper_sha256: "1".repeat(64),
         sources: vec!["kernels/scale.cu".into()],
         sources_sha256: "2".repeat(64),
         nvcc: "13.0.88".into(),
         flags: vec!["-O3".into(), "-std=c++17".into()],
-        crate_version: "fixture-scale-stale 0.1.0".into(),
+        crate_version: format!("{package} 0.1.0"),
         tuner_version: env!("CARGO_PKG_VERSION").into(),
         vendor: None,
-    };
-    autotune_table::table::write_atomic(&path, &table(foreign)).unwrap();
+    }
+}
+
+#[test]
+fn a_table_with_a_foreign_fingerprint_is_not_used() {
+    let dir = fixture("stale");
+    let path = dir.join("tuning/nvidia-h200.json");
+    autotune_table::table::write_atomic(&path, &table(foreign("fixture-scale-stale"))).unwrap();
     let before = std::fs::read(&path).unwrap();
     let line = warning(&build(&dir, &[], false));
     assert!(
@@ -530,4 +534,208 @@ fn a_case_without_the_key_field_is_an_error_at_the_key() {
         stderr.contains("no field `n`") && stderr.contains(&format!("src/scale.rs:{key_line}:")),
         "the error points at `key = n` (line {key_line}):\n{stderr}"
     );
+}
+
+// Issue 36: no committed file, path or variable can hang, break or redirect a build.
+
+/// `command`'s output, or a panic once it has run `seconds` (it is killed).
+fn within(mut command: Command, seconds: u64) -> Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drained as it comes, so that a full pipe never stalls cargo.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed().as_secs() >= seconds {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = stderr.join().unwrap_or_default();
+            panic!(
+                "the build hung ({seconds} s):\n{}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
+/// The build script's recorded instructions (`OUT_DIR/../output`), through
+/// cargo's JSON messages.
+fn instructions(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let out_dir = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "build-script-executed")
+        .filter_map(|m| m["out_dir"].as_str().map(PathBuf::from))
+        .find(|dir| dir.join("autotune/summary.json").is_file())
+        .expect("a build script wrote its summary");
+    std::fs::read_to_string(out_dir.parent().unwrap().join("output")).unwrap()
+}
+
+/// Item 1: a right-to-left override in a table's GPU name, or in the name of a
+/// file in the tables folder, reached a comment of the generated code, which rustc
+/// refuses (`text_direction_codepoint_in_comment`, deny by default).
+#[test]
+fn direction_changing_characters_in_a_table_do_not_break_the_crate() {
+    let dir = fixture("bidi");
+    let mut stale = table(foreign("fixture-scale-bidi"));
+    stale.gpu.name = "NVIDIA \u{202e}002H".into();
+    autotune_table::table::write_atomic(&dir.join("tuning/nvidia-h200.json"), &stale).unwrap();
+    std::fs::write(dir.join("tuning/evil\u{202e}nosj.json"), "{}").unwrap();
+    let line = warning(&build(&dir, &[], true));
+    assert!(!line.contains('\u{202e}'), "{line}");
+    assert!(line.contains("\\u{202e}"), "shown escaped: {line}");
+}
+
+/// Item 2: `nvcc --version` ran without a timeout, so an `NVCC` that hangs hung
+/// the build.
+#[test]
+fn an_nvcc_that_hangs_does_not_hang_the_build() {
+    let dir = fixture("hanging-nvcc");
+    let script = dir.join("hanging-nvcc");
+    std::fs::write(&script, "#!/bin/sh\nsleep 600\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = build_command(&dir, &[]);
+    command
+        .env("NVCC", &script)
+        .env("AUTOTUNE_NVCC_TIMEOUT_S", "2");
+    let line = warning(&within(command, 120));
+    assert!(line.contains("names no nvcc that answers --version"), "{line}");
+}
+
+/// Item 3: a committed symlink to a FIFO, or a table whose recorded sources name a
+/// FIFO, `/dev/zero` or a file outside the crate, hung the build, read without end,
+/// or read any file on the machine.
+#[test]
+fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
+    let dir = fixture("fifo");
+    let fifo = dir.join("kernels/pipe.cuh");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::os::unix::fs::symlink(&fifo, dir.join("tuning-link.json")).unwrap();
+    std::fs::create_dir_all(dir.join("tuning")).unwrap();
+    std::fs::rename(dir.join("tuning-link.json"), dir.join("tuning/link.json")).unwrap();
+    for (name, sources) in [
+        ("nvidia-h200.json", vec!["kernels/scale.cu".to_string(), "kernels/pipe.cuh".into()]),
+        ("nvidia-a100.json", vec!["/dev/zero".to_string()]),
+        ("nvidia-l4.json", vec!["../../../../../../etc/hostname".to_string()]),
+    ] {
+        let mut entry = table(foreign("fixture-scale-fifo"));
+        entry.gpu.name = name.trim_end_matches(".json").into();
+        entry.kernels.get_mut("scale").unwrap().fingerprint.sources = sources;
+        autotune_table::table::write_atomic(&dir.join("tuning").join(name), &entry).unwrap();
+    }
+    let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
+    command.env("NVCC", "/nonexistent/nvcc");
+    let output = within(command, 120);
+    let line = warning(&output);
+    let notes = summary_notes(&output);
+    // The symlink (shown by what it resolves to) is named, not waited on.
+    assert!(notes.contains("pipe.cuh is unreadable (not a regular file)"), "{notes}");
+    assert!(notes.contains("kernels/pipe.cuh: not a regular file"), "{notes}");
+    assert!(notes.contains("/dev/zero"), "{notes}");
+    assert!(
+        notes.contains("outside the crate: \"../../../../../../etc/hostname\""),
+        "{notes}"
+    );
+    assert!(line.contains("scale: "), "{line}");
+}
+
+/// Items 4 and 5: `AUTOTUNE_TABLES_DIR=/` made cargo scan the whole file system at
+/// every later build; a tables folder whose name holds a newline injected a cargo
+/// instruction.
+#[test]
+fn only_folders_inside_the_crate_are_watched_and_no_name_injects_an_instruction() {
+    let dir = fixture("watched");
+    let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
+    command.env("NVCC", "/nonexistent/nvcc").env("AUTOTUNE_TABLES_DIR", "/");
+    let output = within(command, 120);
+    let _ = warning(&output);
+    let recorded = instructions(&output);
+    assert!(
+        !recorded.lines().any(|l| l == "cargo::rerun-if-changed=/"),
+        "{recorded}"
+    );
+
+    let evil = "tuning\ncargo::warning=INJECTED";
+    std::fs::create_dir_all(dir.join(evil)).unwrap();
+    let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
+    command.env("NVCC", "/nonexistent/nvcc").env("AUTOTUNE_TABLES_DIR", evil);
+    let output = within(command, 120);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("@0.1.0: INJECTED"), "{stderr}");
+    let recorded = instructions(&output);
+    assert!(
+        !recorded.lines().any(|l| l.starts_with("cargo::warning=INJECTED")),
+        "{recorded}"
+    );
+}
+
+/// Item 6: `AUTOTUNE_WORKER` in the environment made the build script exit 0 at
+/// once; the crate then failed to compile, and stayed broken after the variable was
+/// unset.
+#[test]
+fn a_stray_worker_variable_is_ignored_and_said() {
+    let dir = fixture("stray-worker");
+    let mut command = build_command(&dir, &[]);
+    command
+        .env("NVCC", "/nonexistent/nvcc")
+        .env("AUTOTUNE_WORKER", "scale");
+    let line = warning(&within(command, 300));
+    assert!(line.contains("AUTOTUNE_WORKER is set but"), "{line}");
+    let line = warning(&build(&dir, &[], true));
+    assert!(!line.contains("AUTOTUNE_WORKER"), "rebuilt once unset: {line}");
+}
+
+/// Item 7: a tables folder that is a file, missing or blank, and a variable that
+/// is not UTF-8, were ignored without a word.
+#[test]
+fn a_bad_tables_folder_or_variable_is_named() {
+    let dir = fixture("bad-folder");
+    std::fs::write(dir.join("a-file"), "").unwrap();
+    for (value, said) in [
+        ("a-file", "AUTOTUNE_TABLES_DIR=a-file is a file"),
+        ("no/such/folder", "AUTOTUNE_TABLES_DIR=no/such/folder does not exist"),
+        (" ", "AUTOTUNE_TABLES_DIR=\" \" names no folder"),
+    ] {
+        let mut command = build_command(&dir, &[]);
+        command
+            .env("NVCC", "/nonexistent/nvcc")
+            .env("AUTOTUNE_TABLES_DIR", value);
+        let line = warning(&command.output().unwrap());
+        assert!(line.contains(said), "{value:?}: {line}");
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let mut command = build_command(&dir, &[]);
+    command.env("NVCC", "/nonexistent/nvcc").env(
+        "AUTOTUNE_MIN_MARGIN",
+        std::ffi::OsStr::from_bytes(b"0.0\xff"),
+    );
+    let line = warning(&command.output().unwrap());
+    assert!(line.contains("AUTOTUNE_MIN_MARGIN"), "{line}");
+    assert!(line.contains("is not UTF-8"), "{line}");
 }
