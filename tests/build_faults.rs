@@ -557,8 +557,18 @@ fn within(mut command: Command, seconds: u64) -> Output {
             bytes
         })
     };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let started = std::time::Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -625,7 +635,10 @@ fn an_nvcc_that_hangs_does_not_hang_the_build() {
         .env("NVCC", &script)
         .env("AUTOTUNE_NVCC_TIMEOUT_S", "2");
     let line = warning(&within(command, 120));
-    assert!(line.contains("names no nvcc that answers --version"), "{line}");
+    assert!(
+        line.contains("names no nvcc that answers --version"),
+        "{line}"
+    );
 }
 
 /// Item 3: a committed symlink to a FIFO, or a table whose recorded sources name a
@@ -635,14 +648,26 @@ fn an_nvcc_that_hangs_does_not_hang_the_build() {
 fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
     let dir = fixture("fifo");
     let fifo = dir.join("kernels/pipe.cuh");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     std::os::unix::fs::symlink(&fifo, dir.join("tuning-link.json")).unwrap();
     std::fs::create_dir_all(dir.join("tuning")).unwrap();
     std::fs::rename(dir.join("tuning-link.json"), dir.join("tuning/link.json")).unwrap();
     for (name, sources) in [
-        ("nvidia-h200.json", vec!["kernels/scale.cu".to_string(), "kernels/pipe.cuh".into()]),
+        (
+            "nvidia-h200.json",
+            vec!["kernels/scale.cu".to_string(), "kernels/pipe.cuh".into()],
+        ),
         ("nvidia-a100.json", vec!["/dev/zero".to_string()]),
-        ("nvidia-l4.json", vec!["../../../../../../etc/hostname".to_string()]),
+        (
+            "nvidia-l4.json",
+            vec!["../../../../../../etc/hostname".to_string()],
+        ),
     ] {
         let mut entry = table(foreign("fixture-scale-fifo"));
         entry.gpu.name = name.trim_end_matches(".json").into();
@@ -655,8 +680,14 @@ fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
     let line = warning(&output);
     let notes = summary_notes(&output);
     // The symlink (shown by what it resolves to) is named, not waited on.
-    assert!(notes.contains("pipe.cuh is unreadable (not a regular file)"), "{notes}");
-    assert!(notes.contains("kernels/pipe.cuh: not a regular file"), "{notes}");
+    assert!(
+        notes.contains("pipe.cuh is unreadable (not a regular file)"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("kernels/pipe.cuh: not a regular file"),
+        "{notes}"
+    );
     assert!(notes.contains("/dev/zero"), "{notes}");
     assert!(
         notes.contains("outside the crate: \"../../../../../../etc/hostname\""),
@@ -672,7 +703,9 @@ fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
 fn only_folders_inside_the_crate_are_watched_and_no_name_injects_an_instruction() {
     let dir = fixture("watched");
     let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
-    command.env("NVCC", "/nonexistent/nvcc").env("AUTOTUNE_TABLES_DIR", "/");
+    command
+        .env("NVCC", "/nonexistent/nvcc")
+        .env("AUTOTUNE_TABLES_DIR", "/");
     let output = within(command, 120);
     let _ = warning(&output);
     let recorded = instructions(&output);
@@ -684,13 +717,17 @@ fn only_folders_inside_the_crate_are_watched_and_no_name_injects_an_instruction(
     let evil = "tuning\ncargo::warning=INJECTED";
     std::fs::create_dir_all(dir.join(evil)).unwrap();
     let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
-    command.env("NVCC", "/nonexistent/nvcc").env("AUTOTUNE_TABLES_DIR", evil);
+    command
+        .env("NVCC", "/nonexistent/nvcc")
+        .env("AUTOTUNE_TABLES_DIR", evil);
     let output = within(command, 120);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("@0.1.0: INJECTED"), "{stderr}");
     let recorded = instructions(&output);
     assert!(
-        !recorded.lines().any(|l| l.starts_with("cargo::warning=INJECTED")),
+        !recorded
+            .lines()
+            .any(|l| l.starts_with("cargo::warning=INJECTED")),
         "{recorded}"
     );
 }
@@ -708,7 +745,10 @@ fn a_stray_worker_variable_is_ignored_and_said() {
     let line = warning(&within(command, 300));
     assert!(line.contains("AUTOTUNE_WORKER is set but"), "{line}");
     let line = warning(&build(&dir, &[], true));
-    assert!(!line.contains("AUTOTUNE_WORKER"), "rebuilt once unset: {line}");
+    assert!(
+        !line.contains("AUTOTUNE_WORKER"),
+        "rebuilt once unset: {line}"
+    );
 }
 
 /// Item 7: a tables folder that is a file, missing or blank, and a variable that
@@ -719,7 +759,10 @@ fn a_bad_tables_folder_or_variable_is_named() {
     std::fs::write(dir.join("a-file"), "").unwrap();
     for (value, said) in [
         ("a-file", "AUTOTUNE_TABLES_DIR=a-file is a file"),
-        ("no/such/folder", "AUTOTUNE_TABLES_DIR=no/such/folder does not exist"),
+        (
+            "no/such/folder",
+            "AUTOTUNE_TABLES_DIR=no/such/folder does not exist",
+        ),
         (" ", "AUTOTUNE_TABLES_DIR=\" \" names no folder"),
     ] {
         let mut command = build_command(&dir, &[]);

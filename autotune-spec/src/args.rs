@@ -1,5 +1,6 @@
 //! The raw `name = value` pairs of `#[autotune(...)]`, before validation.
 
+use proc_macro2::{TokenStream, TokenTree};
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
@@ -37,6 +38,7 @@ impl Parse for Entry {
                 format!("expected `=` after `{name}`: every entry is `name = value`"),
             )
         })?;
+        check_size(input, &name)?;
         // `case` is a type, which may have generics (`LayerNormCase<768>`, an
         // expression would read `<` as a comparison); anything else is left to
         // `Spec` to refuse with its own message.
@@ -51,6 +53,66 @@ impl Parse for Entry {
         let value = input.parse()?;
         Ok(Self { name, eq, value })
     }
+}
+
+/// The deepest nesting of brackets a value may have.
+pub const MAX_DEPTH: usize = 32;
+
+/// The most tokens a `where` constraint may have, and any other value.
+pub const MAX_WHERE_TOKENS: usize = 1024;
+pub const MAX_VALUE_TOKENS: usize = 16 * 1024;
+
+/// Refuses, before anything parses it, a value nested deeper than [`MAX_DEPTH`] or
+/// longer than its token limit: the parser and the constraint's evaluator recurse
+/// on its shape, and 3000 nested parentheses or a sum of 20 000 terms overflowed
+/// the compiler's stack inside the macro. The tokens are walked without recursion.
+fn check_size(input: ParseStream<'_>, name: &Ident) -> syn::Result<()> {
+    let mut value = Vec::new();
+    input.fork().step(|cursor| {
+        let mut rest = *cursor;
+        while let Some((tree, next)) = rest.token_tree() {
+            if matches!(&tree, TokenTree::Punct(p) if p.as_char() == ',') {
+                break;
+            }
+            value.push(tree);
+            rest = next;
+        }
+        Ok(((), rest))
+    })?;
+    let limit = if name == "where" {
+        MAX_WHERE_TOKENS
+    } else {
+        MAX_VALUE_TOKENS
+    };
+    let mut stack = vec![(
+        value.into_iter().collect::<TokenStream>().into_iter(),
+        0usize,
+    )];
+    let mut count = 0usize;
+    while let Some((tokens, depth)) = stack.last_mut() {
+        let depth = *depth;
+        let Some(tree) = tokens.next() else {
+            stack.pop();
+            continue;
+        };
+        count += 1;
+        if count > limit {
+            return Err(syn::Error::new(
+                tree.span(),
+                format!("`{name}` is longer than {limit} tokens"),
+            ));
+        }
+        if let TokenTree::Group(group) = tree {
+            if depth + 1 > MAX_DEPTH {
+                return Err(syn::Error::new(
+                    group.span(),
+                    format!("`{name}` nests brackets deeper than {MAX_DEPTH}"),
+                ));
+            }
+            stack.push((group.stream().into_iter(), depth + 1));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -92,5 +154,23 @@ mod tests {
     fn missing_equals_is_an_error() {
         let error = syn::parse_str::<AttrArgs>("block [64]").unwrap_err();
         assert!(error.to_string().contains("expected `=` after `block`"));
+    }
+
+    #[test]
+    fn deep_or_long_values_are_refused_before_parsing() {
+        let deep = format!("where = {}block{} < 4", "(".repeat(3000), ")".repeat(3000));
+        let error = syn::parse_str::<AttrArgs>(&deep).unwrap_err().to_string();
+        assert!(error.contains("nests brackets deeper than 32"), "{error}");
+        let long = format!("where = {} < 4", vec!["block"; 20_000].join(" + "));
+        let error = syn::parse_str::<AttrArgs>(&long).unwrap_err().to_string();
+        assert!(error.contains("longer than 1024 tokens"), "{error}");
+        let fine = format!(
+            "block = [{}], where = ((block)) < 4",
+            (1..=2000)
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        assert!(syn::parse_str::<AttrArgs>(&fine).is_ok());
     }
 }

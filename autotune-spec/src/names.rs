@@ -40,6 +40,64 @@ pub fn is_keyword(name: &str) -> bool {
     KEYWORDS.contains(&name)
 }
 
+/// Macros the C, C++ and CUDA headers a kernel includes define themselves: a
+/// parameter that became one (`-DNULL=64`, `-DNAN=1`, `-DUINT_MAX=8`) would
+/// redefine it in every header.
+const STANDARD_MACROS: [&str; 40] = [
+    "NULL",
+    "NAN",
+    "INFINITY",
+    "HUGE_VAL",
+    "HUGE_VALF",
+    "EOF",
+    "TRUE",
+    "FALSE",
+    "BUFSIZ",
+    "CHAR_BIT",
+    "CHAR_MAX",
+    "CHAR_MIN",
+    "SCHAR_MAX",
+    "SCHAR_MIN",
+    "UCHAR_MAX",
+    "SHRT_MAX",
+    "SHRT_MIN",
+    "USHRT_MAX",
+    "INT_MAX",
+    "INT_MIN",
+    "UINT_MAX",
+    "LONG_MAX",
+    "LONG_MIN",
+    "ULONG_MAX",
+    "LLONG_MAX",
+    "LLONG_MIN",
+    "ULLONG_MAX",
+    "SIZE_MAX",
+    "FLT_MAX",
+    "FLT_MIN",
+    "FLT_EPSILON",
+    "DBL_MAX",
+    "DBL_MIN",
+    "DBL_EPSILON",
+    "RAND_MAX",
+    "EXIT_SUCCESS",
+    "EXIT_FAILURE",
+    "M_PI",
+    "M_E",
+    "ASSERT",
+];
+
+/// Whether the macro `define` (`NULL`) is one the standard headers define, or of a
+/// family they reserve (`INT8_MAX`, `CUDART_INF`, `__CUDA_ARCH__`).
+pub fn is_standard_macro(define: &str) -> bool {
+    STANDARD_MACROS.contains(&define)
+        || define.starts_with('_')
+        || define.starts_with("CUDA")
+        || define.starts_with("CUB_")
+        || define.starts_with("THRUST_")
+        || ((define.starts_with("INT") || define.starts_with("UINT"))
+            && (define.ends_with("_MAX") || define.ends_with("_MIN") || define.ends_with("_C")))
+}
+
 /// `block` -> `BLOCK`: the preprocessor macro a parameter becomes (`-DBLOCK=128`).
 pub fn define(param: &str) -> String {
     param.to_ascii_uppercase()

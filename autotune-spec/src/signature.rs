@@ -139,6 +139,21 @@ pub(crate) fn is_integer(ty: &Type) -> bool {
     integer_max(ty).is_some()
 }
 
+/// Whether `ty` is a signed primitive integer (`i32`, `isize`, ...).
+pub(crate) fn is_signed(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => path.path.get_ident().is_some_and(|i| {
+            matches!(
+                i.to_string().as_str(),
+                "i8" | "i16" | "i32" | "i64" | "isize" | "i128"
+            )
+        }),
+        Type::Paren(inner) => is_signed(&inner.elem),
+        Type::Group(inner) => is_signed(&inner.elem),
+        _ => false,
+    }
+}
+
 /// The largest value of the primitive integer type `ty` (`usize` taken as 64
 /// bits, the targets CUDA runs on), `None` for any other type.
 pub(crate) fn integer_max(ty: &Type) -> Option<u64> {

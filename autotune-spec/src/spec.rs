@@ -10,7 +10,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
 use crate::above::Above;
 use crate::constraint::Constraint;
 use crate::shapes::{Shapes, parse_shapes, size_literal};
-use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer};
+use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer, is_signed};
 use crate::source::SourceSet;
 use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
@@ -36,6 +36,15 @@ pub const OPTIONS: [&str; 14] = [
 /// The most points a space may have before its constraint (each is compiled with
 /// nvcc), unless `max_points = N` says more.
 pub const DEFAULT_MAX_POINTS: u64 = 4096;
+
+/// The most `max_points` may allow: nvcc runs once a point, and the build holds
+/// every point in memory (`max_points = 18446744073709551615` aborted the compiler
+/// on a 16 GiB allocation).
+pub const MAX_POINTS_CEILING: u64 = 65_536;
+
+/// The largest size a kernel may be timed at: tables record sizes as JSON numbers,
+/// exact up to 2^53.
+pub const MAX_SIZE: u64 = 1 << 53;
 
 /// The parameter a kernel with candidate sources gains: which source a point is
 /// compiled from (0, the first listed, is the incumbent).
@@ -123,6 +132,18 @@ impl Spec {
         };
         let max_points =
             limit("max_points", DEFAULT_MAX_POINTS, &mut diag).unwrap_or(DEFAULT_MAX_POINTS);
+        if max_points > MAX_POINTS_CEILING
+            && let Some(entry) = args.entries.iter().find(|e| e.name == "max_points")
+        {
+            diag.at(
+                &entry.value,
+                format!(
+                    "`max_points` is at most {MAX_POINTS_CEILING} (nvcc runs once a point); \
+                     narrow the space or search it (AUTOTUNE_STRATEGY)"
+                ),
+            );
+        }
+        let max_points = max_points.min(MAX_POINTS_CEILING);
         let max_sizes =
             limit("max_sizes", DEFAULT_MAX_SIZES, &mut diag).unwrap_or(DEFAULT_MAX_SIZES);
 
@@ -265,6 +286,10 @@ impl Spec {
                     diag.at(&arg.ty, format!("the key `{ident}` must be a primitive integer (usize, u32, u64, ...) so that dispatch can `match` on ranges of it"));
                     None
                 }
+                Some(arg) if is_signed(&arg.ty) => {
+                    diag.at(&arg.ty, format!("the key `{ident}` must be an unsigned integer (usize, u32, u64, ...): dispatch matches on it as u64, where a negative key would land in the top range"));
+                    None
+                }
                 Some(arg) => Some((ident.clone(), arg.ty.clone())),
             }
         });
@@ -272,7 +297,37 @@ impl Spec {
         if let (Some(sizes), Some(entry), Some((key, key_ty))) = (&sizes, sizes_entry, &key)
             && let (Some(max), Expr::Array(array)) = (integer_max(key_ty), &entry.value)
         {
+            let top = sizes.iter().max().copied().unwrap_or(0);
+            if above == Some(Above::Measure)
+                && top <= max
+                && top.checked_mul(2).is_none_or(|twice| twice > max)
+                && let Some(elem) = array
+                    .elems
+                    .iter()
+                    .zip(sizes)
+                    .find(|(_, s)| **s == top)
+                    .map(|(e, _)| e)
+            {
+                diag.at(
+                    elem,
+                    format!(
+                        "`above = measure` (the default) times the top's pick at twice the largest \
+                         size, and 2 x {top} does not fit the key `{key}: {}`: say `above = extend` or \
+                         `above = incumbent`",
+                        quote::ToTokens::to_token_stream(key_ty)
+                    ),
+                );
+            }
             for (size, elem) in sizes.iter().zip(&array.elems) {
+                if *size > MAX_SIZE {
+                    diag.at(
+                        elem,
+                        format!(
+                            "{size} is larger than any size a table records exactly (at most 2^53)"
+                        ),
+                    );
+                    continue;
+                }
                 if *size > max {
                     diag.at(
                         elem,
@@ -474,6 +529,17 @@ fn parse_param(entry: &Entry, max_points: u64, diag: &mut Diagnostics) -> Option
             format!(
                 "`{name}` is a Rust keyword and cannot name the params struct's field: rename \
                  the parameter (`{name}_`, `kind`, `mode`)"
+            ),
+        );
+        return None;
+    }
+    if names::is_standard_macro(&names::define(&name)) {
+        diag.at(
+            &entry.name,
+            format!(
+                "`{name}` would become `-D{}`, a macro the C and CUDA headers define: rename \
+                 the parameter",
+                names::define(&name)
             ),
         );
         return None;
@@ -848,6 +914,9 @@ fn check_flags(value: &Expr, names: &[String], diag: &mut Diagnostics) {
             continue;
         };
         let flag = text.value();
+        if let Some(why) = refused_flag(&flag) {
+            diag.at(elem, why);
+        }
         let (defined, shown) = match previous.as_deref() {
             Some(option @ ("-D" | "-U" | "--define-macro" | "--undefine-macro")) => {
                 (Some(flag.as_str()), format!("{option} {flag}"))
@@ -873,6 +942,57 @@ fn check_flags(value: &Expr, names: &[String], diag: &mut Diagnostics) {
         }
         previous = Some(flag);
     }
+}
+
+/// Why nvcc must not be given `flag` (after `previous`), if it must not: flags that
+/// redirect its output (`-o`, `-odir`), run programs (`--run`, `-ccbin`, a host
+/// compiler or linker of the flag's choosing), read option files (`-optf`), or
+/// hold several arguments in one string (`"--define-macro BLOCK=3"`, which nvcc
+/// takes as one word the shell would have split).
+fn refused_flag(flag: &str) -> Option<String> {
+    if flag.chars().any(char::is_whitespace) {
+        return Some(format!(
+            "`{flag}` holds several words in one string: give each argument its own string"
+        ));
+    }
+    if flag.is_empty() {
+        return Some("an empty flag".to_string());
+    }
+    let name = flag.split('=').next().unwrap_or(flag);
+    const REFUSED: [(&str, &str); 17] = [
+        ("-o", "chooses where nvcc writes"),
+        ("--output-file", "chooses where nvcc writes"),
+        ("-odir", "chooses where nvcc writes"),
+        ("--output-directory", "chooses where nvcc writes"),
+        ("-MF", "chooses where nvcc writes"),
+        ("--dependency-output", "chooses where nvcc writes"),
+        ("-R", "runs a program"),
+        ("--run", "runs a program"),
+        ("--run-args", "runs a program"),
+        (
+            "-ccbin",
+            "chooses the program nvcc runs as host compiler (NVCC_CCBIN does)",
+        ),
+        (
+            "--compiler-bindir",
+            "chooses the program nvcc runs as host compiler (NVCC_CCBIN does)",
+        ),
+        ("-optf", "reads more options from a file"),
+        ("--options-file", "reads more options from a file"),
+        ("-keep", "leaves nvcc's intermediate files behind"),
+        ("--keep", "leaves nvcc's intermediate files behind"),
+        ("-keep-dir", "leaves nvcc's intermediate files behind"),
+        ("--keep-dir", "leaves nvcc's intermediate files behind"),
+    ];
+    let (option, what) = REFUSED.iter().find(|(option, _)| name == *option)?;
+    let shown = if flag == *option {
+        format!("`{option}`")
+    } else {
+        format!("`{flag}`: `{option}`")
+    };
+    Some(format!(
+        "{shown} {what}; the build decides that, not a kernel's flags"
+    ))
 }
 
 /// The longest point slug (`block128_stages4`) must leave room in a file name.
@@ -912,19 +1032,45 @@ fn lit_str(value: &Expr, option: &str, diag: &mut Diagnostics) -> Option<LitStr>
 fn parse_entries(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<String>> {
     match value {
         Expr::Array(array) if !array.elems.is_empty() => {
-            let names: Vec<String> = array
-                .elems
-                .iter()
-                .filter_map(|e| lit_str(e, "each entry", diag).map(|s| s.value()))
-                .collect();
-            (names.len() == array.elems.len()).then_some(names)
+            let mut names: Vec<String> = Vec::new();
+            for elem in &array.elems {
+                let Some(name) = lit_str(elem, "each entry", diag).map(|s| s.value()) else {
+                    continue;
+                };
+                if !is_symbol(&name) {
+                    diag.at(elem, format!("{name:?} is not a kernel symbol: `extern \"C\"` names are C identifiers (letters, digits, `_`)"));
+                } else if names.contains(&name) {
+                    diag.at(elem, format!("`{name}` is listed twice"));
+                } else {
+                    names.push(name);
+                    continue;
+                }
+                names.push(String::new());
+            }
+            (names.len() == array.elems.len() && names.iter().all(|n| !n.is_empty()))
+                .then_some(names)
         }
         Expr::Array(array) => {
             diag.at(array, "`entry` lists at least one kernel symbol");
             None
         }
-        single => lit_str(single, "entry", diag).map(|s| vec![s.value()]),
+        single => {
+            let name = lit_str(single, "entry", diag)?.value();
+            if is_symbol(&name) {
+                Some(vec![name])
+            } else {
+                diag.at(single, format!("{name:?} is not a kernel symbol: `extern \"C\"` names are C identifiers (letters, digits, `_`)"));
+                None
+            }
+        }
     }
+}
+
+/// Whether `name` is a C identifier, as an `extern "C"` kernel's symbol is.
+fn is_symbol(name: &str) -> bool {
+    name.len() <= 1024
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A type given as an option's value (`case = LayerNormCase<768>`, `vendor = CublasGemm`).

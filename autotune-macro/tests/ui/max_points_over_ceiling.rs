@@ -1,0 +1,9 @@
+use autotune_runtime::prelude::*;
+
+#[autotune(source = "kernels/k.cu", key = n, sizes = [1k], case = Case, block = [64], max_points = 18446744073709551615)]
+fn kernel(stream: &CudaStream, variant: &Variant<Params>, x: &CudaSlice<f32>, n: usize) -> Result<(), KernelError> {
+    let _ = (stream, variant, x, n);
+    Ok(())
+}
+
+fn main() {}
