@@ -782,3 +782,64 @@ fn a_bad_tables_folder_or_variable_is_named() {
     assert!(line.contains("AUTOTUNE_MIN_MARGIN"), "{line}");
     assert!(line.contains("is not UTF-8"), "{line}");
 }
+
+/// Item 17: an nvcc that exits 0 without writing its output gave "cannot write
+/// ...cubin: No such file or directory".
+#[test]
+fn an_nvcc_that_writes_nothing_is_named() {
+    let dir = fixture("silent-nvcc");
+    let script = dir.join("silent-nvcc");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'Cuda compilation tools, release 13.0, V13.0.88';; \
+         --list-gpu-code) echo 'sm_80 sm_90';; esac\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = build_command(&dir, &[]);
+    command.env("NVCC", &script).env("AUTOTUNE_ARCH", "sm_90");
+    let output = within(command, 120);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("nvcc exited 0 but wrote no"), "{stderr}");
+    assert!(!stderr.contains("No such file or directory"), "{stderr}");
+}
+
+/// Item 16: `AUTOTUNE_ARCH` reached nvcc unchecked and `AUTOTUNE_FORCE` names were
+/// never checked.
+#[test]
+fn arch_and_force_variables_are_checked() {
+    let dir = fixture("arch-force");
+    let mut command = build_command(&dir, &["--features", "autotune"]);
+    command
+        .env("NVCC", "/nonexistent/nvcc")
+        .env("AUTOTUNE_FORCE", "nosuch");
+    let line = warning(&command.output().unwrap());
+    assert!(
+        line.contains("AUTOTUNE_FORCE names no kernel of this crate: nosuch (its kernels: scale)"),
+        "{line}"
+    );
+    let mut command = build_command(&dir, &["--features", "autotune"]);
+    command
+        .env("NVCC", "/nonexistent/nvcc")
+        .env("AUTOTUNE_ARCH", "sm_90 -o /tmp/x");
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "a tuning build refuses it: {stderr}"
+    );
+    assert!(stderr.contains("AUTOTUNE_ARCH"), "{stderr}");
+    let line = warning(
+        &build_command(&dir, &[])
+            .env("NVCC", "/nonexistent/nvcc")
+            .env("AUTOTUNE_ARCH", "sm_90 -o /tmp/x")
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        line.contains("AUTOTUNE_ARCH") && line.contains("ignored"),
+        "{line}"
+    );
+}

@@ -583,7 +583,7 @@ impl Build {
         let mut table = match table::read(&path) {
             Ok(table) => table,
             Err(unreadable) if path.exists() => {
-                let keep = path.with_extension("json.unreadable");
+                let keep = table::unused_path(&path.with_extension("json.unreadable"));
                 std::fs::rename(&path, &keep)
                     .map_err(BuildError::io("cannot move aside", &path))?;
                 println!(
@@ -598,11 +598,25 @@ impl Build {
             }
             Err(_) => fresh_table(gpu),
         };
-        if !table.gpu.same_conditions(gpu) {
-            table = fresh_table(gpu);
+        let (rebased, aside) = rebase(table, gpu);
+        table = rebased;
+        if let Some(old) = aside {
+            // Measured under another driver, L2 or memory: kept whole beside it,
+            // entries of kernels this crate lacks included, never dropped.
+            let keep = table::unused_path(&path.with_extension(format!(
+                "json.driver-{}",
+                autotune_spec::names::file_fragment(&old.gpu.driver)
+            )));
+            table::write_atomic(&keep, &old)?;
+            println!(
+                "cargo::warning=autotune: {}",
+                warning::printable(&format!(
+                    "{shown} was measured under driver {}; kept as {} and tuned afresh",
+                    old.gpu.driver,
+                    bake::relative(&keep, &self.root)
+                ))
+            );
         }
-        // Facts the table predates are filled in from this GPU.
-        table.gpu = gpu.clone();
         // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
         let mut todo = stale(&Some(table.clone()));
         let is_a_fallback = |name: &str| {
@@ -625,6 +639,7 @@ impl Build {
             exe,
         };
         let mut done = Vec::new();
+        let mut failed = None;
         for Stale {
             spec,
             entry,
@@ -676,16 +691,28 @@ impl Build {
                 &mut log,
             );
             table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;
-            let tuned = result?;
+            let tuned = match result {
+                Ok(tuned) => tuned,
+                Err(error) => {
+                    failed = Some(error);
+                    break;
+                }
+            };
             done.push(format!("{entry} in {:.1} s", tuned.seconds.total));
             table.kernels.insert(entry.clone(), tuned);
             // A kernel that gained shapes: its entry from before them is superseded.
             if !spec.shapes.is_empty() {
                 table.kernels.remove(spec.name);
             }
+        }
+        // Once, with every entry: the ones kept and the ones tuned before any failure.
+        if !done.is_empty() {
             table::write_atomic(&path, &table)?;
             // The committed report and plots follow the table they show.
             artifacts::write_beside(&self.tables_dir, &shown, &table)?;
+        }
+        if let Some(error) = failed {
+            return Err(error);
         }
         Ok(format!(
             "tuned {} on {} -> {shown}",
@@ -702,6 +729,20 @@ struct Stale<'a> {
     shape: Vec<u64>,
     fingerprint: table::Fingerprint,
     reason: String,
+}
+
+/// The table to tune into on `gpu`: `table` itself with the facts it predates
+/// filled in from this GPU, or, when it was measured under other conditions
+/// (driver, L2, memory), a fresh one and the old one whole, to keep beside it.
+fn rebase(table: TuningTable, gpu: &GpuRecord) -> (TuningTable, Option<TuningTable>) {
+    if table.gpu.same_conditions(gpu) {
+        let mut table = table;
+        table.gpu = gpu.clone();
+        (table, None)
+    } else {
+        let aside = (!table.kernels.is_empty()).then_some(table);
+        (fresh_table(gpu), aside)
+    }
 }
 
 fn fresh_table(gpu: &GpuRecord) -> TuningTable {
@@ -820,5 +861,34 @@ fn worker_main(tunables: &Tunables, kernel: &str) -> i32 {
             eprintln!("autotune worker: {error}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed() -> TuningTable {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/tuning/nvidia-h200.json");
+        table::read(&path).unwrap_or_else(|e| panic!("{}", e.reason))
+    }
+
+    /// A tuning build on a GPU whose driver differs from the table's replaced the
+    /// table, dropping the entries of kernels the crate does not have.
+    #[test]
+    fn a_table_of_other_conditions_is_kept_whole_not_dropped() {
+        let table = committed();
+        let mut gpu = table.gpu.clone();
+        gpu.driver = "13.1".into();
+        let (fresh, aside) = rebase(table.clone(), &gpu);
+        assert!(fresh.kernels.is_empty());
+        assert_eq!(fresh.gpu, gpu);
+        let aside = aside.unwrap_or_else(|| panic!("the old table is kept"));
+        assert_eq!(aside.kernels.len(), table.kernels.len());
+
+        let same = table.gpu.clone();
+        let (kept, aside) = rebase(table.clone(), &same);
+        assert!(aside.is_none());
+        assert_eq!(kept.kernels.len(), table.kernels.len());
     }
 }

@@ -63,6 +63,8 @@ pub enum NvccError {
         what: String,
         log: String,
     },
+    #[error("nvcc exited 0 but wrote no {} (a wrapper or a stand-in that skipped the compile?)", binary.display())]
+    NoOutput { binary: PathBuf },
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,
@@ -395,6 +397,12 @@ fn produce(
             return Err(error);
         }
     };
+    // An nvcc (or a wrapper) that exits 0 without its output is a failed compile.
+    if !partial.is_file() {
+        return Err(NvccError::NoOutput {
+            binary: binary.to_path_buf(),
+        });
+    }
     std::fs::write(&log, &text).map_err(io("cannot write", &log))?;
     std::fs::rename(&partial, binary).map_err(io("cannot write", binary))?;
     Ok(Some(text))

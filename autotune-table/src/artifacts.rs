@@ -2,6 +2,7 @@
 //! (`<gpu>-report.txt`) and one plot per kernel (`plots/<gpu>-<kernel>.svg`).
 //! A tuning build rewrites them with the table, so that they never lag it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use autotune_spec::names::gpu_slug;
@@ -15,17 +16,32 @@ pub fn report_path(dir: &Path, gpu: &str) -> PathBuf {
     dir.join(format!("{}-report.txt", gpu_slug(gpu)))
 }
 
-/// The plot's path for `kernel` in tables of `gpu` in `dir`. The kernel's name
-/// comes from a table: only letters, digits, `_` and `-` reach the file name, so
-/// that a name with `/` or `..` stays one file in `plots/`.
-pub fn plot_path(dir: &Path, gpu: &str, kernel: &str) -> PathBuf {
-    dir.join("plots").join(plot_file_name(gpu, kernel))
-}
-
-/// `nvidia-h200-rms_norm.svg`: the plot's file name, made safe.
-pub fn plot_file_name(gpu: &str, kernel: &str) -> String {
-    let safe = autotune_spec::names::file_fragment(kernel);
-    format!("{}-{safe}.svg", gpu_slug(gpu))
+/// The plot's file name for every kernel entry of `table`, made safe and unique:
+/// only letters, digits, `_` and `-` reach a file name (a name with `/` or `..`
+/// stays one file in `plots/`), and entries whose safe names would be one
+/// (`silu_mul`, `silu/mul`, `silu.mul`) each get a digest of their own name.
+pub fn plot_files(table: &TuningTable) -> BTreeMap<String, String> {
+    let fragment = |name: &str| autotune_spec::names::file_fragment(name);
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    for name in table.kernels.keys() {
+        *count.entry(fragment(name)).or_default() += 1;
+    }
+    let slug = gpu_slug(&table.gpu.name);
+    table
+        .kernels
+        .keys()
+        .map(|name| {
+            let safe = fragment(name);
+            let file = if count.get(&safe).copied().unwrap_or(0) > 1 {
+                use sha2::Digest;
+                let digest = crate::hex(&sha2::Sha256::digest(name.as_bytes())[..4]);
+                format!("{slug}-{safe}-{digest}.svg")
+            } else {
+                format!("{slug}-{safe}.svg")
+            };
+            (name.clone(), file)
+        })
+        .collect()
 }
 
 /// Writes the report and the plots of `table` (at `shown`, the table's path as the
@@ -39,8 +55,12 @@ pub fn write_beside(
     let path = report_path(dir, &table.gpu.name);
     table::write_text_atomic(&path, &report::render(shown, table, None))?;
     written.push(path);
+    let files = plot_files(table);
     for (name, kernel) in &table.kernels {
-        let path = plot_path(dir, &table.gpu.name, name);
+        let Some(file) = files.get(name) else {
+            continue;
+        };
+        let path = dir.join("plots").join(file);
         table::write_text_atomic(&path, &plot::render(name, kernel, table))?;
         written.push(path);
     }
@@ -51,16 +71,42 @@ pub fn write_beside(
 mod tests {
     use super::*;
 
+    fn table_of(names: &[&str]) -> TuningTable {
+        let committed = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../kernels/tuning/nvidia-h200.json"
+        ));
+        let mut table = table::read(committed).unwrap_or_else(|e| panic!("{}", e.reason));
+        let entry = table
+            .kernels
+            .get("rms_norm")
+            .cloned()
+            .unwrap_or_else(|| panic!("rms_norm"));
+        table.kernels = names
+            .iter()
+            .map(|n| (n.to_string(), entry.clone()))
+            .collect();
+        table
+    }
+
     #[test]
     fn kernel_names_from_tables_make_safe_file_names() {
-        let dir = Path::new("t");
-        assert_eq!(
-            plot_path(dir, "NVIDIA H200", "rms_norm"),
-            Path::new("t/plots/nvidia-h200-rms_norm.svg")
-        );
-        assert_eq!(
-            plot_path(dir, "NVIDIA H200", "../../etc/x"),
-            Path::new("t/plots/nvidia-h200-______etc_x.svg")
+        let files = plot_files(&table_of(&["rms_norm", "../../etc/x"]));
+        assert_eq!(files["rms_norm"], "nvidia-h200-rms_norm.svg");
+        assert_eq!(files["../../etc/x"], "nvidia-h200-______etc_x.svg");
+    }
+
+    /// `silu_mul`, `silu/mul` and `silu.mul` all plotted to one file, the last
+    /// one winning.
+    #[test]
+    fn names_that_would_share_a_file_each_get_their_own() {
+        let files = plot_files(&table_of(&["silu_mul", "silu/mul", "silu.mul", "other"]));
+        let unique: std::collections::BTreeSet<&String> = files.values().collect();
+        assert_eq!(unique.len(), 4, "{files:?}");
+        assert_eq!(files["other"], "nvidia-h200-other.svg");
+        assert!(
+            files["silu/mul"].starts_with("nvidia-h200-silu_mul-"),
+            "{files:?}"
         );
     }
 }

@@ -13,6 +13,9 @@ pub enum TableError {
     },
     #[error("cannot serialise the table: {0}")]
     Serialise(serde_json::Error),
+    /// A path that is not written to: a symlink, a folder, a tuning table.
+    #[error("{} {why}", path.display())]
+    Refused { path: PathBuf, why: &'static str },
 }
 
 impl TableError {

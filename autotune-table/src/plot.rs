@@ -287,11 +287,9 @@ mod tests {
     fn the_committed_plots_are_the_committed_table_s() {
         let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
         let table = crate::table::read(&root.join("kernels/tuning/nvidia-h200.json")).unwrap();
+        let files = crate::artifacts::plot_files(&table);
         for (name, kernel) in &table.kernels {
-            let file = format!(
-                "kernels/tuning/plots/{}",
-                crate::artifacts::plot_file_name(&table.gpu.name, name)
-            );
+            let file = format!("kernels/tuning/plots/{}", files[name]);
             let committed = std::fs::read_to_string(root.join(&file)).unwrap();
             assert!(
                 render(name, kernel, &table) == committed,

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -419,6 +420,24 @@ impl KernelTable {
                 ));
             }
         }
+        if parse_date(&self.tuned_on).is_none() {
+            return Err(format!(
+                "tuned_on {:?} is not a date (YYYY-MM-DD)",
+                self.tuned_on.escape_debug().to_string()
+            ));
+        }
+        for variant in &self.variants {
+            for m in &variant.measurements {
+                let times = [m.median_us, m.p25_us, m.p75_us, m.min_us];
+                if !times.iter().all(|t| t.is_finite() && *t > 0.0) {
+                    return Err(format!(
+                        "variant `{}` has a time at key {} that is not a positive number: {times:?}",
+                        variant.name.escape_debug(),
+                        m.key
+                    ));
+                }
+            }
+        }
         let timed: Vec<u64> = self
             .variants
             .iter()
@@ -453,6 +472,16 @@ impl KernelTable {
                     range.variant.escape_debug()
                 ));
             }
+            if let Some(key) = self.lost_throughout(range) {
+                return Err(format!(
+                    "range {index} ({}..={}) names `{}`, which was slower than the default `{}` \
+                     at every key measured in it (first at {key})",
+                    range.first,
+                    range.last,
+                    range.variant.escape_debug(),
+                    self.default.escape_debug()
+                ));
+            }
             if range.last == u64::MAX {
                 return if index + 1 == self.ranges.len() {
                     Ok(())
@@ -465,6 +494,45 @@ impl KernelTable {
         Err(format!(
             "ranges stop at {next} instead of covering every key"
         ))
+    }
+
+    /// The first key where `range`'s variant lost to the default, if it lost at
+    /// every key measured inside the range where both were timed (a pick that the
+    /// decision rule, which keeps the default unless a challenger wins, never makes).
+    fn lost_throughout(&self, range: &RangeRecord) -> Option<u64> {
+        if range.variant == self.default || self.fallback.is_some() {
+            return None;
+        }
+        let picked = self.variant(&range.variant)?;
+        let default = self.variant(&self.default)?;
+        let median = |v: &VariantRecord, key: u64| {
+            v.measurements
+                .iter()
+                .filter(|m| m.key == key)
+                .map(|m| m.median_us)
+                .reduce(f64::min)
+        };
+        let mut keys: Vec<u64> = picked
+            .measurements
+            .iter()
+            .map(|m| m.key)
+            .filter(|k| (range.first..=range.last).contains(k))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut compared = keys
+            .iter()
+            .filter_map(|&k| Some((k, median(picked, k)?, median(default, k)?)))
+            .peekable();
+        compared.peek()?;
+        let mut first = None;
+        for (key, ours, theirs) in compared {
+            if ours <= theirs {
+                return None;
+            }
+            first.get_or_insert(key);
+        }
+        first
     }
 
     pub fn variant(&self, name: &str) -> Option<&VariantRecord> {
@@ -619,6 +687,23 @@ fn from_format_1(mut value: serde_json::Value) -> serde_json::Value {
     value
 }
 
+/// `(year, month, day)` of `YYYY-MM-DD`, if it is one.
+pub fn parse_date(text: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = text.split('-');
+    let (year, month, day) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || year.len() != 4 || month.len() != 2 || day.len() != 2 {
+        return None;
+    }
+    let number = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse::<u32>().ok())
+            .flatten()
+    };
+    let (year, month, day) = (number(year)?, number(month)?, number(day)?);
+    ((1..=12).contains(&month) && (1..=31).contains(&day)).then_some((year, month, day))
+}
+
 /// Every `*.json` table in `dir`, sorted by file name; missing folder = none.
 pub fn read_all(dir: &Path) -> Vec<(PathBuf, Result<TuningTable, Unreadable>)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -694,14 +779,75 @@ pub fn write_atomic(path: &Path, table: &TuningTable) -> Result<(), TableError> 
     write_text_atomic(path, &text)
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes `text` to `path` atomically: into a new temporary file beside it,
+/// flushed to disk, renamed over `path`, the folder flushed too. Never through a
+/// symlink (a link in the plots folder could aim the write at any file) and never
+/// over a folder; a failed write leaves no temporary file behind.
 pub fn write_text_atomic(path: &Path, text: &str) -> Result<(), TableError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(TableError::io("cannot create", dir))?;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        let refused = if meta.file_type().is_symlink() {
+            Some("is a symlink: not written through")
+        } else if meta.is_dir() {
+            Some("is a folder")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Err(TableError::Refused {
+                path: path.to_path_buf(),
+                why,
+            });
+        }
     }
-    let partial = path.with_extension(format!("partial-{}", std::process::id()));
-    std::fs::write(&partial, text).map_err(TableError::io("cannot write", &partial))?;
-    std::fs::rename(&partial, path).map_err(TableError::io("cannot replace", path))
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(TableError::io("cannot create", &dir))?;
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let partial = dir.join(format!(".{name}.partial-{}-{nanos}", std::process::id()));
+    let written = (|| {
+        let mut file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&partial)
+            .map_err(TableError::io("cannot create", &partial))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(TableError::io("cannot write", &partial))?;
+        std::fs::rename(&partial, path).map_err(TableError::io("cannot replace", path))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written?;
+    // The rename itself, on disk.
+    if let Ok(folder) = File::open(&dir) {
+        let _ = folder.sync_all();
+    }
+    Ok(())
+}
+
+/// A path beside `path` that does not exist yet: `path` itself, else with
+/// `.1`, `.2`, ... appended (so that a file moved aside never replaces an earlier
+/// one of that name).
+pub fn unused_path(path: &Path) -> PathBuf {
+    if std::fs::symlink_metadata(path).is_err() {
+        return path.to_path_buf();
+    }
+    (1u32..)
+        .map(|n| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(format!(".{n}"));
+            PathBuf::from(name)
+        })
+        .find(|candidate| std::fs::symlink_metadata(candidate).is_err())
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 /// An exclusive lock on the tables of one folder, held while tuning so that
@@ -742,6 +888,98 @@ pub(crate) mod tests {
         assert!(is_entry_of("gemm@n=4096,k=4096", "gemm"));
         assert!(!is_entry_of("gemm_2", "gemm"));
         assert!(!is_entry_of("gem", "gemm"));
+    }
+
+    /// Every table committed in this repository reads under the rules below.
+    #[test]
+    fn every_committed_table_reads() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        for dir in ["kernels/tuning", "examples/downstream/tuning"] {
+            let tables = read_all(&root.join(dir));
+            assert!(!tables.is_empty(), "{dir}");
+            for (path, table) in tables {
+                if let Err(e) = table {
+                    panic!("{}: {}", path.display(), e.reason);
+                }
+            }
+        }
+    }
+
+    /// Negative or non-finite times, a date that is none, and a range naming a
+    /// variant that lost to the default at every key in it: each makes a table
+    /// unreadable instead of baked (a negative median was baked, `-inf%` in the
+    /// report; `zzzz` won a merge as the newest date).
+    #[test]
+    fn impossible_times_dates_and_picks_are_refused() {
+        let base = committed();
+        let name = "rms_norm";
+        let mut negative = base.kernels[name].clone();
+        negative.variants[0].measurements[0].median_us = -6.98;
+        assert!(
+            negative
+                .validate()
+                .is_err_and(|e| e.contains("not a positive number"))
+        );
+        let mut nan = base.kernels[name].clone();
+        nan.variants[0].measurements[0].p75_us = f64::NAN;
+        assert!(nan.validate().is_err());
+        let mut undated = base.kernels[name].clone();
+        undated.tuned_on = "zzzz".into();
+        assert!(undated.validate().is_err_and(|e| e.contains("not a date")));
+        assert_eq!(parse_date("2026-12-03"), Some((2026, 12, 3)));
+        assert_eq!(parse_date("2026-13-03"), None);
+
+        // A range that names a variant slower than the default everywhere in it.
+        let mut lost = base.kernels[name].clone();
+        let default = lost.default.clone();
+        let slow = lost
+            .variants
+            .iter()
+            .position(|v| v.name != default && v.rejected.is_none())
+            .unwrap();
+        let slowest = lost.variants[slow].name.clone();
+        for m in &mut lost.variants[slow].measurements {
+            m.median_us = 1e6;
+            m.p25_us = 1e6;
+            m.p75_us = 1e6;
+            m.min_us = 1e6;
+        }
+        lost.ranges = vec![RangeRecord {
+            first: 0,
+            last: u64::MAX,
+            variant: slowest,
+        }];
+        assert!(
+            lost.validate()
+                .is_err_and(|e| e.contains("slower than the default")),
+            "{:?}",
+            lost.validate()
+        );
+    }
+
+    /// Writes never go through a symlink or into a folder, leave no temporary
+    /// file behind, and a file moved aside never replaces an earlier one.
+    #[test]
+    fn atomic_writes_refuse_links_and_leave_nothing_behind() {
+        let dir = std::env::temp_dir().join(format!("autotune-atomic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("folder")).unwrap();
+        std::fs::write(dir.join("victim"), "keep").unwrap();
+        std::os::unix::fs::symlink(dir.join("victim"), dir.join("link.svg")).unwrap();
+        assert!(write_text_atomic(&dir.join("link.svg"), "x").is_err());
+        assert_eq!(std::fs::read_to_string(dir.join("victim")).unwrap(), "keep");
+        assert!(write_text_atomic(&dir.join("folder"), "x").is_err());
+        write_text_atomic(&dir.join("t.json"), "{}").unwrap();
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.contains("partial")), "{names:?}");
+        let aside = dir.join("t.json.unreadable");
+        assert_eq!(unused_path(&aside), aside);
+        std::fs::write(&aside, "first").unwrap();
+        assert_eq!(unused_path(&aside), dir.join("t.json.unreadable.1"));
     }
 
     /// The shipped H200 table.

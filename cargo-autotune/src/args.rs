@@ -95,6 +95,16 @@ impl StrategyName {
     }
 }
 
+/// The most replays `simulate` runs per key.
+pub const MAX_RUNS: usize = 100_000;
+
+fn parse_runs(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(runs) if (1..=MAX_RUNS).contains(&runs) => Ok(runs),
+        _ => Err(format!("a whole number from 1 to {MAX_RUNS}")),
+    }
+}
+
 fn parse_budget(text: &str) -> Result<(String, Budget), String> {
     Budget::parse(text).map(|budget| (text.to_string(), budget))
 }
@@ -178,7 +188,8 @@ pub struct SimulateArgs {
     /// Points per key.
     #[arg(long)]
     pub budget: Option<usize>,
-    #[arg(long, default_value_t = 200)]
+    /// Replays per key, 1 to 100000.
+    #[arg(long, default_value_t = 200, value_parser = parse_runs)]
     pub runs: usize,
 }
 
@@ -219,6 +230,21 @@ mod tests {
             "a typo is refused"
         );
         assert!(parse(&["tune", "--budget", "6x"]).is_err());
+        // `--runs 18446744073709551615` panicked on a capacity overflow; 0 printed NaN%.
+        for runs in ["0", "18446744073709551615", "100001"] {
+            let args = [
+                "simulate",
+                "--table",
+                "t.json",
+                "--kernel",
+                "k",
+                "--strategy",
+                "local",
+                "--runs",
+                runs,
+            ];
+            assert!(parse(&args).is_err(), "{runs}");
+        }
         assert!(parse(&["merge", "out.json"]).is_err(), "merge needs inputs");
     }
 }

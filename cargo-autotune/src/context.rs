@@ -46,8 +46,20 @@ pub fn run(args: &ContextArgs) -> Result<ExitCode, CliError> {
             }
         }
     }
+    // Table text reaches a terminal or a file: control, bidi and zero-width
+    // characters escaped.
+    let text = autotune_table::shown::lines(&text);
     match &args.out {
-        Some(out) => std::fs::write(out, &text).map_err(CliError::io("write", out))?,
+        Some(out) => {
+            // Markdown never replaces a tuning table (`--out tuning/nvidia-h200.json`).
+            if table::read(out).is_ok() {
+                return Err(CliError::Refused(format!(
+                    "{} is a tuning table: not overwritten (write the context elsewhere)",
+                    out.display()
+                )));
+            }
+            table::write_text_atomic(out, &text)?
+        }
         None => print!("{text}"),
     }
     Ok(ExitCode::SUCCESS)

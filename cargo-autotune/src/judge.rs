@@ -48,8 +48,22 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
         .as_deref()
         .and_then(Path::parent)
         .unwrap_or(Path::new(""));
+    if args.kernel == "all" {
+        return Err(CliError::Refused(
+            "judge takes one kernel's candidate sources at a time: name the kernel".into(),
+        ));
+    }
     let committed = crate::tables_dir_in(root, &args.tables)?;
     let scratch = root.join(SCRATCH);
+    // The scratch folder is emptied: never when it is (or holds) the tables judged.
+    let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    if resolved(&committed).starts_with(resolved(&scratch)) {
+        return Err(CliError::Refused(format!(
+            "--tables {} is the judge's scratch folder ({SCRATCH}), which it empties: \
+             judge the committed tables",
+            committed.display()
+        )));
+    }
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).map_err(CliError::io("create", &scratch))?;
     let before = entries(&committed, &args.kernel);

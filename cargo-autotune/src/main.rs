@@ -60,7 +60,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("cargo autotune: {message}");
+            eprintln!(
+                "cargo autotune: {}",
+                autotune_table::shown::lines(&message.to_string())
+            );
             ExitCode::from(2)
         }
     }

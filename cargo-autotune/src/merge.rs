@@ -48,14 +48,22 @@ pub fn merge(tables: &[(&str, TuningTable)]) -> Result<TuningTable, CliError> {
                 a.name
             )));
         }
+        // One record for the merged file: times measured under another driver, L2
+        // or memory are not comparable (they were labelled with the last table's).
+        if !a.same_conditions(b) || !b.same_conditions(a) {
+            return Err(CliError::Refused(format!(
+                "{name} was measured under driver {} (L2 {} B, memory {} B), {first_name} under \
+                 driver {} (L2 {} B, memory {} B): retune one of them, or keep them apart",
+                b.driver, b.l2_bytes, b.memory_bytes, a.driver, a.l2_bytes, a.memory_bytes
+            )));
+        }
         for (kernel, entry) in &table.kernels {
-            let newer = merged
-                .kernels
-                .get(kernel)
-                .is_none_or(|have| entry.tuned_on >= have.tuned_on);
+            // Dates as dates (a table's validation refuses one that is none).
+            let newer = merged.kernels.get(kernel).is_none_or(|have| {
+                table::parse_date(&entry.tuned_on) >= table::parse_date(&have.tuned_on)
+            });
             if newer {
                 merged.kernels.insert(kernel.clone(), entry.clone());
-                merged.gpu = table.gpu.clone();
             }
         }
     }
@@ -74,6 +82,23 @@ mod tests {
             "/../kernels/tuning/nvidia-h200.json"
         );
         table::read(std::path::Path::new(path)).unwrap()
+    }
+
+    /// Two H200 tables from drivers 13.0 and 12.4 were merged, 13.0's entries then
+    /// labelled 12.4.
+    #[test]
+    fn tables_measured_under_other_conditions_are_refused() {
+        let a = committed();
+        let mut b = committed();
+        b.gpu.driver = "12.4".into();
+        let error = merge(&[("a.json", a.clone()), ("b.json", b)])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("driver 12.4"), "{error}");
+        let mut c = committed();
+        c.gpu.l2_bytes = 1;
+        assert!(merge(&[("a.json", a), ("c.json", c)]).is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use autotune_table::report::render;
+use autotune_table::shown;
 use autotune_table::table;
 
 use crate::args::ReportArgs;
@@ -27,8 +28,15 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     }
     for (path, table) in tables {
         match table {
-            Ok(table) => print!("{}", render(&path.display().to_string(), &table, kernel)),
-            Err(unreadable) => println!("{}: unreadable: {}\n", path.display(), unreadable.reason),
+            Ok(table) => print!(
+                "{}",
+                shown::lines(&render(&path.display().to_string(), &table, kernel))
+            ),
+            Err(unreadable) => println!(
+                "{}: unreadable: {}\n",
+                shown::line(&path.display().to_string()),
+                shown::line(&unreadable.reason)
+            ),
         }
     }
     Ok(ExitCode::SUCCESS)

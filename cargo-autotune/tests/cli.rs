@@ -344,3 +344,126 @@ const MIMIC: &str = r#"{
     "seconds": { "compile": 0.0, "sweep": 0.0, "total": 0.0 }
   } }
 }"#;
+
+/// A copy of the committed tables folder (the table alone) in a scratch folder.
+fn tables_copy(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-tables")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tuning")).unwrap();
+    std::fs::copy(
+        root().join("kernels/tuning/nvidia-h200.json"),
+        dir.join("tuning/nvidia-h200.json"),
+    )
+    .unwrap();
+    dir
+}
+
+/// Issue 36 items 10 and 12: `plot` wrote through a symlink in the plots folder,
+/// `context --out` replaced a table with Markdown, `merge` into a folder left its
+/// temporary file behind.
+#[test]
+fn commands_write_no_table_no_symlink_target_and_no_leftovers() {
+    let dir = tables_copy("writes");
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let plots = dir.join("tuning/plots");
+    std::fs::create_dir_all(&plots).unwrap();
+    std::os::unix::fs::symlink(&victim, plots.join("nvidia-h200-rms_norm.svg")).unwrap();
+    let out = cargo_autotune(&dir, &["plot"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("is a symlink"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+
+    let table = dir.join("tuning/nvidia-h200.json");
+    let before = std::fs::read(&table).unwrap();
+    let out = cargo_autotune(&dir, &["context", "--out", "tuning/nvidia-h200.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is a tuning table: not overwritten"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&table).unwrap(), before);
+
+    let into = dir.join("a-folder");
+    std::fs::create_dir_all(&into).unwrap();
+    let out = cargo_autotune(&dir, &["merge", "a-folder", "tuning/nvidia-h200.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let leftovers: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Item 13: `judge --tables target/autotune-judge` emptied its own input;
+/// `judge --kernel all` retuned everything and gave no verdict.
+#[test]
+fn judge_never_empties_its_input_and_takes_one_kernel() {
+    let dir = tables_copy("judge-scratch");
+    let scratch = dir.join("target/autotune-judge");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(
+        dir.join("tuning/nvidia-h200.json"),
+        scratch.join("nvidia-h200.json"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    let out = cargo_autotune(
+        &dir,
+        &[
+            "judge",
+            "--kernel",
+            "rms_norm",
+            "--tables",
+            "target/autotune-judge",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("the judge's scratch folder"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        scratch.join("nvidia-h200.json").is_file(),
+        "the input is still there"
+    );
+    let out = cargo_autotune(&dir, &["judge", "--kernel", "all"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("one kernel's candidate sources at a time"));
+}
+
+/// Item 15: `report` and `context` printed a table's escape sequences raw (clear
+/// screen, terminal title, newline).
+#[test]
+fn table_text_reaches_the_terminal_escaped() {
+    let dir = tables_copy("escapes");
+    let path = dir.join("tuning/nvidia-h200.json");
+    let text_of = std::fs::read_to_string(&path).unwrap();
+    let evil = text_of.replacen(
+        "\"name\": \"NVIDIA H200\"",
+        "\"name\": \"NVIDIA H200\\u001b[2J\\u001b]0;owned\\u0007\\u202e\"",
+        1,
+    );
+    assert_ne!(evil, text_of);
+    std::fs::write(&path, evil).unwrap();
+    for args in [&["report"][..], &["context"][..]] {
+        let out = cargo_autotune(&dir, args);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            !stdout.contains('\u{1b}') && !stdout.contains('\u{7}') && !stdout.contains('\u{202e}'),
+            "{args:?} printed raw control characters"
+        );
+        assert!(stdout.contains("\\u{1b}[2J"), "{args:?}: shown escaped");
+    }
+}
