@@ -268,3 +268,24 @@ fn baked_images_carry_every_default_architecture() {
         }
     }
 }
+
+/// The main job lists every kernel's plans and gives a reason nothing was compiled
+/// once: `describe_plans` leaves it out (it stood under each of four kernels).
+#[test]
+fn a_listing_of_plans_gives_the_not_compiled_reason_once() {
+    let all = [
+        RmsNorm::baked(),
+        TopkIndexer::baked(),
+        TopkKeepAll::baked(),
+        Gemm::baked(),
+    ];
+    for baked in all {
+        let plans = baked.describe_plans("n");
+        assert!(!plans.contains("not compiled:"), "{plans}");
+        if let Some(reason) = baked.not_compiled {
+            assert!(!plans.contains(reason), "{plans}");
+            let whole = baked.describe("n");
+            assert_eq!(whole.matches(reason).count(), 1, "{whole}");
+        }
+    }
+}

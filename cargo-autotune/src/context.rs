@@ -12,19 +12,7 @@ use crate::error::CliError;
 
 pub fn run(args: &ContextArgs) -> Result<ExitCode, CliError> {
     let dir = crate::tables_dir(&args.tables)?;
-    let tables = table::read_all(&dir);
-    if tables.is_empty() {
-        return Err(CliError::NoTables(dir));
-    }
-    if let Some(kernel) = args.kernel.as_deref() {
-        let known =
-            crate::summaries::kernels_in(tables.iter().filter_map(|(_, t)| t.as_ref().ok()));
-        crate::summaries::check_kernel(
-            kernel,
-            &known,
-            &format!("the tables of {}", dir.display()),
-        )?;
-    }
+    let tables = crate::summaries::tables_with(&dir, args.kernel.as_deref())?;
     let journal = verdict::read_journal(&dir.join(verdict::JOURNAL_FILE));
     let mut text = String::new();
     for (path, table) in tables {

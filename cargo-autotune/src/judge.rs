@@ -101,11 +101,7 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
     let summaries = crate::summaries::read(&String::from_utf8_lossy(&output.stdout))?;
     let known = crate::summaries::kernels(&summaries);
     crate::summaries::check_kernel(&args.kernel, &known, "this crate")?;
-    if let Some(why) = summaries.iter().find_map(|s| {
-        s.nvcc_missing
-            .clone()
-            .or_else(|| s.gpu.is_none().then(|| s.gpu_missing.clone()).flatten())
-    }) {
+    if let Some(why) = crate::tune::why_nothing_was_tuned(&summaries) {
         return Err(CliError::NoVerdict(format!(
             "the build could not tune `{}` ({why}): no verdict",
             args.kernel

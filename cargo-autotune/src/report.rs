@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use autotune_table::report::render;
 use autotune_table::shown;
-use autotune_table::table;
 
 use crate::args::ReportArgs;
 use crate::error::CliError;
@@ -13,19 +12,7 @@ use crate::error::CliError;
 pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     let dir = crate::tables_dir(&args.tables)?;
     let kernel = args.kernel.as_deref();
-    let tables = table::read_all(&dir);
-    if tables.is_empty() {
-        return Err(CliError::NoTables(dir));
-    }
-    if let Some(kernel) = kernel {
-        let known =
-            crate::summaries::kernels_in(tables.iter().filter_map(|(_, t)| t.as_ref().ok()));
-        crate::summaries::check_kernel(
-            kernel,
-            &known,
-            &format!("the tables of {}", dir.display()),
-        )?;
-    }
+    let tables = crate::summaries::tables_with(&dir, kernel)?;
     for (path, table) in tables {
         match table {
             Ok(table) => print!(

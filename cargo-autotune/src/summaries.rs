@@ -3,10 +3,10 @@
 //! kernel names a command may be asked for.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use autotune_table::summary::{BuildSummary, SUMMARY_PATH};
-use autotune_table::table::TuningTable;
+use autotune_table::table::{self, TuningTable};
 
 use crate::error::CliError;
 
@@ -53,6 +53,23 @@ pub fn kernels_in<'a>(tables: impl IntoIterator<Item = &'a TuningTable>) -> BTre
         .flat_map(|t| t.kernels.keys())
         .map(|entry| entry.split('@').next().unwrap_or(entry).to_string())
         .collect()
+}
+
+/// A table file of a folder, read or not.
+pub type ReadTable = (PathBuf, Result<TuningTable, table::Unreadable>);
+
+/// The tables of `dir` (at least one), after checking that `kernel`, where one
+/// is asked for, is among their kernels.
+pub fn tables_with(dir: &Path, kernel: Option<&str>) -> Result<Vec<ReadTable>, CliError> {
+    let tables = table::read_all(dir);
+    if tables.is_empty() {
+        return Err(CliError::NoTables(dir.to_path_buf()));
+    }
+    if let Some(kernel) = kernel {
+        let known = kernels_in(tables.iter().filter_map(|(_, t)| t.as_ref().ok()));
+        check_kernel(kernel, &known, &format!("the tables of {}", dir.display()))?;
+    }
+    Ok(tables)
 }
 
 /// The entries of `table`, for an error message.

@@ -138,15 +138,15 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
     })
 }
 
-/// Why the builds could not tune: no nvcc, no GPU, for each build that says so.
-fn why_nothing_was_tuned(summaries: &[BuildSummary]) -> Option<String> {
+/// Why the builds could not tune (no GPU, no nvcc: each that is so, the GPU's
+/// first), for each build that says so.
+pub fn why_nothing_was_tuned(summaries: &[BuildSummary]) -> Option<String> {
     let reasons: Vec<String> = summaries
         .iter()
         .filter_map(|s| {
-            s.nvcc_missing
-                .clone()
-                .or_else(|| s.gpu.is_none().then(|| s.gpu_missing.clone()).flatten())
-                .map(|why| format!("{}: {why}", s.package))
+            let gpu = s.gpu.is_none().then(|| s.gpu_missing.clone()).flatten();
+            let missing: Vec<String> = gpu.into_iter().chain(s.nvcc_missing.clone()).collect();
+            (!missing.is_empty()).then(|| format!("{}: {}", s.package, missing.join(", and ")))
         })
         .collect();
     (!reasons.is_empty()).then(|| reasons.join("; "))

@@ -1,0 +1,278 @@
+//! The build step, whole: settings and the tables folder, the GPU and nvcc looked
+//! for, stale kernels retuned ([`crate::retune`]), every kernel baked, the summary
+//! written and the one warning printed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use autotune_runtime::KernelSpec;
+use autotune_table::summary::{
+    BuildSummary, CHECK_ENV, SUMMARY_FORMAT, SUMMARY_PATH, TABLES_DIR_ENV,
+};
+use autotune_table::table::{self, TuningTable};
+
+use crate::fingerprint::KernelInputs;
+use crate::nvcc::{Nvcc, NvccError};
+use crate::probe::probe;
+use crate::settings::Settings;
+use crate::watch::tables_dir_problem;
+use crate::{BuildError, Builder, Tunables, bake, warning};
+
+fn env_var(name: &'static str) -> Result<String, BuildError> {
+    std::env::var(name).map_err(|_| BuildError::MissingEnv { name })
+}
+
+pub(crate) fn run(
+    builder: Builder,
+    tunables: Tunables,
+    stray_worker: Option<String>,
+) -> Result<(), BuildError> {
+    let out_dir = PathBuf::from(env_var("OUT_DIR")?);
+    let package = format!(
+        "{} {}",
+        env_var("CARGO_PKG_NAME")?,
+        env_var("CARGO_PKG_VERSION")?
+    );
+    // docs.rs builds the documentation with neither nvcc nor a GPU: bake the plans
+    // (the crate must compile), probe nothing, say nothing.
+    let docs_rs = std::env::var_os("DOCS_RS").is_some();
+    let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some() && !docs_rs;
+    let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
+    let mut report: Vec<String> = stray_worker.into_iter().collect();
+    // A bad tuning knob fails a tuning build; any other build warns and goes on.
+    let settings = match builder.settings.clone().with_env() {
+        Ok(settings) => settings,
+        Err(error) if feature => return Err(error.into()),
+        Err(error) => {
+            report.push(format!("{error} (ignored: not tuning)"));
+            builder.settings.clone()
+        }
+    };
+    let root = tunables.root.clone();
+    // `AUTOTUNE_TABLES_DIR` (what `cargo autotune judge` tunes candidates into, so
+    // that the committed tables stay as they are) overrides build.rs's folder.
+    let from_env = std::env::var_os(TABLES_DIR_ENV).filter(|dir| !dir.is_empty());
+    let usable = from_env
+        .as_ref()
+        .filter(|dir| dir.to_str().is_some_and(|text| !text.trim().is_empty()));
+    let tables_dir = root.join(
+        usable
+            .map(PathBuf::from)
+            .or(builder.tables_dir)
+            .unwrap_or_else(|| PathBuf::from("tuning")),
+    );
+    // A tuning build makes a missing folder; any other build says it is missing.
+    if let Some(value) = &from_env
+        && let Some(problem) = tables_dir_problem(value, &tables_dir)
+        && !(feature && usable.is_some() && !tables_dir.exists())
+    {
+        report.push(problem);
+    }
+    let build = Build {
+        root,
+        tables_dir,
+        out_dir: out_dir.clone(),
+        cache_dir: out_dir.join("autotune").join("bin"),
+        crate_version: package.clone(),
+        settings,
+    };
+    let mut seen = BTreeSet::new();
+    for spec in tunables.specs() {
+        if !seen.insert(spec.name) {
+            return Err(BuildError::DuplicateKernel(spec.name.to_string()));
+        }
+    }
+    let unknown: Vec<&str> = build
+        .settings
+        .force
+        .iter()
+        .map(String::as_str)
+        .filter(|name| *name != "all" && tunables.find(name).is_none())
+        .collect();
+    if feature && !unknown.is_empty() {
+        let known: Vec<&str> = tunables.specs().map(|spec| spec.name).collect();
+        report.push(format!(
+            "AUTOTUNE_FORCE names no kernel of this crate: {} (its kernels: {})",
+            unknown.join(", "),
+            known.join(", ")
+        ));
+    }
+    let nvcc = if docs_rs {
+        Err(NvccError::NotAsked("a docs.rs build"))
+    } else {
+        Nvcc::find(&build.cache_dir)
+    };
+    // Every kernel's inputs, gathered once (nvcc asked once per kernel).
+    let mut inputs = Vec::new();
+    for spec in tunables.specs() {
+        inputs.push((
+            spec,
+            KernelInputs::gather(spec, &build.root, nvcc.as_ref().ok(), &build.crate_version)?,
+        ));
+    }
+    build.watch(&inputs);
+    // The driver is only touched when tuning or checking was asked for.
+    let gpu = (feature || check).then(|| probe(&build.settings.devices));
+    if feature {
+        match (&nvcc, &gpu) {
+            (Ok(nvcc), Some(Ok((gpu, devices)))) => {
+                report.push(build.tune_stale(&tunables, &inputs, nvcc, gpu, devices)?)
+            }
+            (_, Some(Err(why))) => report.push(format!("nothing tuned: {why}")),
+            // Without nvcc (and with a GPU): its own line below says so, once.
+            _ => {}
+        }
+    }
+    let tuning = feature.then(|| match (&nvcc, &gpu) {
+        (Err(reason), _) => format!("nothing tuned: {reason}"),
+        _ => report.last().cloned().unwrap_or_default(),
+    });
+    // Said where tuning can run (nvcc here); without nvcc, that comes first.
+    if feature && nvcc.is_ok() && build_script_unoptimised() {
+        report.push(
+            "build script unoptimised: set [profile.release.build-override] opt-level = 3"
+                .to_string(),
+        );
+    }
+    if let Err(reason) = &nvcc {
+        let gpu_here = matches!(&gpu, Some(Ok(_)));
+        let outcome = if feature && gpu_here {
+            "nothing tuned, no binaries"
+        } else {
+            "no binaries"
+        };
+        report.push(format!("{reason}: {outcome}, load() will fail"));
+    }
+    let tables = table::one_per_model(table::read_all(&build.tables_dir));
+    report.extend(unknown_entries(&tables, &tunables, &build.root));
+    // AUTOTUNE_ARCH, else every default architecture this nvcc has; the local GPU's
+    // too when tuning, and (in bake) each baked table's.
+    let mut archs = if build.settings.archs.is_empty() {
+        nvcc.as_ref().map(Nvcc::default_archs).unwrap_or_default()
+    } else {
+        build.settings.archs.clone()
+    };
+    if let Some(Ok((gpu, _))) = &gpu {
+        archs.push(gpu.arch_specific());
+    }
+    let (baked, kernels) = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
+    report.push(warning::baked(&kernels, &baked));
+    // Table text may reach the notes: printable, as the warning is.
+    let notes: Vec<String> = report
+        .iter()
+        .chain(&baked)
+        .map(|note| warning::printable(note))
+        .collect();
+    let summary = BuildSummary {
+        format: SUMMARY_FORMAT,
+        package,
+        nvcc: nvcc.as_ref().ok().map(|n| n.version.clone()),
+        nvcc_missing: nvcc.as_ref().err().map(ToString::to_string),
+        gpu: gpu
+            .as_ref()
+            .and_then(|g| g.as_ref().ok())
+            .map(|(g, _)| g.clone()),
+        gpu_missing: match &gpu {
+            None => Some(format!(
+                "not looked at (neither feature `autotune` nor {CHECK_ENV}=1)"
+            )),
+            Some(Err(reason)) => Some(reason.to_string()),
+            Some(Ok(_)) => None,
+        },
+        tuning,
+        kernels,
+        notes,
+    };
+    write_summary(&build.out_dir, &summary)?;
+    if docs_rs {
+        return Ok(());
+    }
+    // One warning, one short line: cargo shows each `cargo::warning` line apart.
+    println!("cargo::warning=autotune: {}", warning::line(&report));
+    Ok(())
+}
+
+/// Whether this library, and so the build script that links it (cargo compiles
+/// build scripts and their dependencies with one profile, `build-override`), was
+/// compiled without optimisation: its own build script recorded `OPT_LEVEL`.
+fn build_script_unoptimised() -> bool {
+    env!("AUTOTUNE_BUILD_OPT_LEVEL") == "0"
+}
+
+/// A line for each table that holds entries no kernel of this crate has (renamed or
+/// removed wrappers, or shapes no longer declared).
+fn unknown_entries(
+    tables: &[(PathBuf, Result<TuningTable, table::Unreadable>)],
+    tunables: &Tunables,
+    root: &Path,
+) -> Vec<String> {
+    let known: BTreeSet<String> = tunables
+        .specs()
+        .flat_map(|spec| spec.tuned_shapes().into_iter().map(|(entry, _)| entry))
+        .collect();
+    let mut lines = Vec::new();
+    for (path, table) in tables {
+        let Ok(table) = table else { continue };
+        let unknown: Vec<&str> = table
+            .kernels
+            .keys()
+            .filter(|name| !known.contains(*name))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            lines.push(format!(
+                "{} holds kernels this crate does not have: {}",
+                bake::relative(path, root),
+                unknown.join(", ")
+            ));
+        }
+    }
+    lines
+}
+
+/// Bakes every kernel: the warning's line for each, and the summary's record.
+fn bake_all(
+    build: &Build,
+    inputs: &[(&'static KernelSpec, KernelInputs)],
+    tables: &[(PathBuf, Result<TuningTable, table::Unreadable>)],
+    nvcc: Result<&Nvcc, &NvccError>,
+    archs: &[String],
+) -> Result<(Vec<String>, Vec<autotune_table::summary::KernelSummary>), BuildError> {
+    let mut baked = Vec::new();
+    let mut kernels = Vec::new();
+    for (spec, inputs) in inputs {
+        let result = bake::bake(&bake::BakeInput {
+            spec,
+            root: &build.root,
+            tables,
+            inputs,
+            nvcc,
+            archs,
+            out_dir: &build.out_dir,
+            cache_dir: &build.cache_dir,
+        })?;
+        baked.push(result.line);
+        kernels.push(result.summary);
+    }
+    Ok((baked, kernels))
+}
+
+fn write_summary(out_dir: &Path, summary: &BuildSummary) -> Result<(), BuildError> {
+    let text =
+        serde_json::to_string_pretty(summary).map_err(|e| BuildError::Summary(e.to_string()))?;
+    let path = out_dir.join(SUMMARY_PATH);
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        table::write_text_atomic(&path, &text)?;
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+pub(crate) struct Build {
+    pub(crate) root: PathBuf,
+    pub(crate) tables_dir: PathBuf,
+    pub(crate) out_dir: PathBuf,
+    pub(crate) cache_dir: PathBuf,
+    pub(crate) crate_version: String,
+    pub(crate) settings: Settings,
+}
