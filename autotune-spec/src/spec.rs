@@ -867,6 +867,20 @@ fn parse_sources(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<LitStr>> {
 /// A wrapper's name must map to generated names no other wrapper's can: lower
 /// snake case, each `_` between two words that start with a letter (`probe` and
 /// `probe_`, or `gemm2` and `gemm_2`, would both make `Probe` / `Gemm2`).
+/// A wrapper name that keeps the rule: digits joined to the word before them,
+/// empty words dropped, lower case (`layer_norm_768` -> `layer_norm768`).
+fn suggestion(name: &str) -> String {
+    let mut out = String::new();
+    for word in name.split('_').filter(|w| !w.is_empty()) {
+        let word = word.to_ascii_lowercase();
+        if !out.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push('_');
+        }
+        out.push_str(&word);
+    }
+    out
+}
+
 fn check_wrapper_name(ident: &Ident, diag: &mut Diagnostics) {
     let name = ident.to_string();
     let name = name.strip_prefix("r#").unwrap_or(&name);
@@ -878,13 +892,30 @@ fn check_wrapper_name(ident: &Ident, diag: &mut Diagnostics) {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !regular {
+        // The rule the name breaks, said as such (`layer_norm_768` is lower snake
+        // case: its fault is the word that starts with a digit).
+        let why = if let Some(word) = words
+            .iter()
+            .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        {
+            format!(
+                "its word `{word}` starts with a digit, so `{}` could also come from `{}`",
+                names::dispatch_struct(name),
+                name.replacen(&format!("_{word}"), word, 1)
+            )
+        } else if words.iter().any(|w| w.is_empty()) {
+            "it has a leading, trailing or doubled `_`".to_string()
+        } else {
+            "it holds characters other than lower-case letters, digits and `_`".to_string()
+        };
         diag.at(
             ident,
             format!(
                 "`{name}` would give generated items (`{}`, its params type, files) names another \
-                 wrapper could also get: name it in lower snake case, each `_` followed by a \
-                 letter, none leading, trailing or doubled",
-                names::dispatch_struct(name)
+                 wrapper could also get: {why}; every `_` must be followed by a letter \
+                 (`{}`)",
+                names::dispatch_struct(name),
+                suggestion(name)
             ),
         );
     } else if name.len() > names::MAX_WRAPPER_NAME {
