@@ -520,7 +520,13 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
         .as_nanos();
-    let key = format!("{} {} {modified}", nvcc.display(), meta.len());
+    // The format is part of the key: an entry of an earlier format (which held no
+    // toolkit folders) is asked again, not read as an nvcc that reported none.
+    let key = format!(
+        "{IDENTITY_FORMAT} {} {} {modified}",
+        nvcc.display(),
+        meta.len()
+    );
     let cache = cache_dir.join("nvcc-identity");
     if let Ok(text) = std::fs::read_to_string(&cache) {
         let mut lines = text.lines();
@@ -575,6 +581,10 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
     let _ = std::fs::write(&cache, text);
     Some(identity)
 }
+
+/// The layout of the `nvcc-identity` cache: key, version, machine codes, then
+/// the toolkit's folders, a line each.
+const IDENTITY_FORMAT: &str = "identity-2";
 
 /// The longest any of nvcc's questions about itself may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -983,6 +993,32 @@ fn tail(text: &str, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The toolkit's folders as `nvcc --dryrun` prints them, canonical, the ones
+    /// that exist; nothing else of its settings.
+    #[test]
+    fn toolkit_folders_are_read_from_dryrun_settings() {
+        let top = std::env::temp_dir().join(format!("autotune-dryrun-{}", std::process::id()));
+        std::fs::create_dir_all(top.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(top.join("include/cccl")).unwrap_or_else(|e| panic!("{e}"));
+        let t = top.display();
+        let dryrun = format!(
+            "#$ _HERE_={t}/bin\n#$ TOP={t}/bin/..\n\
+             #$ INCLUDES=\"-I{t}/bin/..//include\"  \n\
+             #$ SYSTEM_INCLUDES=\"-isystem\" \"{t}/bin/..//include/cccl\"  \n\
+             #$ LIBRARIES=  \"-L{t}/bin/..//lib64\"\n#$ gcc -E x.cu\n"
+        );
+        let real = top.canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            toolkit_dirs_in(&dryrun),
+            [
+                real.clone(),
+                real.join("include"),
+                real.join("include/cccl")
+            ]
+        );
+        assert!(toolkit_dirs_in("nvcc fatal: no input files").is_empty());
+    }
 
     #[test]
     fn fatbin_carries_ptx_of_the_lowest_portable_arch() {

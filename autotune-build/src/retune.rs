@@ -8,13 +8,14 @@ use std::path::Path;
 use autotune_runtime::KernelSpec;
 use autotune_spec::names::gpu_slug;
 use autotune_table::artifacts;
+use autotune_table::shown;
 use autotune_table::table::{self, GpuRecord, TuningTable};
 
 use crate::fingerprint::KernelInputs;
 use crate::nvcc::Nvcc;
 use crate::probe::on_devices;
 use crate::step::Build;
-use crate::{BuildError, Tunables, bake, tune, warning};
+use crate::{BuildError, Tunables, bake, tune};
 
 impl Build {
     /// Tunes every kernel whose entry in this GPU's table is missing or stale,
@@ -88,7 +89,7 @@ impl Build {
                     .map_err(BuildError::io("cannot move aside", &path))?;
                 println!(
                     "cargo::warning=autotune: {}",
-                    warning::printable(&format!(
+                    shown::line(&format!(
                         "{shown} was unreadable ({}); moved to {} and tuning afresh",
                         unreadable.reason,
                         keep.display()
@@ -110,7 +111,7 @@ impl Build {
             table::write_atomic(&keep, &old)?;
             println!(
                 "cargo::warning=autotune: {}",
-                warning::printable(&format!(
+                shown::line(&format!(
                     "{shown} was measured under driver {}; kept as {} and tuned afresh",
                     old.gpu.driver,
                     bake::relative(&keep, &self.root)

@@ -134,14 +134,8 @@ impl Settings {
             self.devices = Devices::parse(&text)?;
         }
         if let Some(text) = var("AUTOTUNE_ARCH")? {
+            // Checked with the rest in `validate`, below.
             self.archs = list(&text);
-            if let Some(bad) = self.archs.iter().find(|arch| !is_arch(arch)) {
-                return Err(SettingsError::new(
-                    "AUTOTUNE_ARCH",
-                    &text,
-                    format!("names `{bad}`, not an architecture such as sm_90 or sm_90a"),
-                ));
-            }
         }
         if let Some(text) = var("AUTOTUNE_FORCE")? {
             self.force = list(&text);

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
+use autotune_table::shown;
 use autotune_table::summary::{
     BuildSummary, CHECK_ENV, SUMMARY_FORMAT, SUMMARY_PATH, TABLES_DIR_ENV,
 };
@@ -15,7 +16,6 @@ use crate::fingerprint::KernelInputs;
 use crate::nvcc::{Nvcc, NvccError};
 use crate::probe::probe;
 use crate::settings::Settings;
-use crate::watch::tables_dir_problem;
 use crate::{BuildError, Builder, Tunables, bake, warning};
 
 fn env_var(name: &'static str) -> Result<String, BuildError> {
@@ -113,19 +113,19 @@ pub(crate) fn run(
     build.watch(&inputs);
     // The driver is only touched when tuning or checking was asked for.
     let gpu = (feature || check).then(|| probe(&build.settings.devices));
-    if feature {
-        match (&nvcc, &gpu) {
-            (Ok(nvcc), Some(Ok((gpu, devices)))) => {
-                report.push(build.tune_stale(&tunables, &inputs, nvcc, gpu, devices)?)
-            }
-            (_, Some(Err(why))) => report.push(format!("nothing tuned: {why}")),
-            // Without nvcc (and with a GPU): its own line below says so, once.
-            _ => {}
+    // What tuning did, for the warning (where nvcc is missing, its own line below
+    // says so, once) and for the summary (which names the missing nvcc first).
+    let outcome = match (feature, &nvcc, &gpu) {
+        (true, Ok(nvcc), Some(Ok((gpu, devices)))) => {
+            Some(build.tune_stale(&tunables, &inputs, nvcc, gpu, devices)?)
         }
-    }
-    let tuning = feature.then(|| match (&nvcc, &gpu) {
-        (Err(reason), _) => format!("nothing tuned: {reason}"),
-        _ => report.last().cloned().unwrap_or_default(),
+        (true, _, Some(Err(why))) => Some(format!("nothing tuned: {why}")),
+        _ => None,
+    };
+    report.extend(outcome.clone());
+    let tuning = feature.then(|| match &nvcc {
+        Err(reason) => format!("nothing tuned: {reason}"),
+        Ok(_) => outcome.unwrap_or_default(),
     });
     // Said where tuning can run (nvcc here); without nvcc, that comes first.
     if feature && nvcc.is_ok() && build_script_unoptimised() {
@@ -157,11 +157,11 @@ pub(crate) fn run(
     }
     let (baked, kernels) = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
     report.push(warning::baked(&kernels, &baked));
-    // Table text may reach the notes: printable, as the warning is.
+    // Table text may reach the notes: escaped, as in the warning.
     let notes: Vec<String> = report
         .iter()
         .chain(&baked)
-        .map(|note| warning::printable(note))
+        .map(|note| shown::line(note))
         .collect();
     let summary = BuildSummary {
         format: SUMMARY_FORMAT,
@@ -190,6 +190,27 @@ pub(crate) fn run(
     // One warning, one short line: cargo shows each `cargo::warning` line apart.
     println!("cargo::warning=autotune: {}", warning::line(&report));
     Ok(())
+}
+
+/// What is wrong with the tables folder `AUTOTUNE_TABLES_DIR` names, if anything.
+fn tables_dir_problem(value: &std::ffi::OsStr, dir: &Path) -> Option<String> {
+    let shown = shown::line(&value.to_string_lossy());
+    if value.to_str().is_none_or(|text| text.trim().is_empty()) {
+        return Some(format!(
+            "{TABLES_DIR_ENV}={shown:?} names no folder: ignored"
+        ));
+    }
+    if dir.is_file() {
+        return Some(format!(
+            "{TABLES_DIR_ENV}={shown} is a file, not a folder: no table read"
+        ));
+    }
+    if !dir.exists() {
+        return Some(format!(
+            "{TABLES_DIR_ENV}={shown} does not exist: no table read"
+        ));
+    }
+    None
 }
 
 /// Whether this library, and so the build script that links it (cargo compiles

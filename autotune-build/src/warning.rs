@@ -55,19 +55,14 @@ pub fn baked(kernels: &[KernelSummary], lines: &[String]) -> String {
 pub fn line(parts: &[String]) -> String {
     let mut kept: Vec<String> = Vec::new();
     for part in parts {
-        let part = printable(part.trim());
+        // One line of visible characters (`shown::line`): what may follow
+        // `cargo::warning=` without starting a directive of its own.
+        let part = shown::line(part.trim());
         if !part.is_empty() && !kept.iter().any(|k| k.contains(&part)) {
             kept.push(part);
         }
     }
     cut(&kept.join("; "), MAX_CHARS)
-}
-
-/// `text` as one line of visible characters: what may follow `cargo::warning=`
-/// without starting a directive of its own, moving a terminal's cursor, turning
-/// text around or hiding a character ([`shown::line`]).
-pub fn printable(text: &str) -> String {
-    shown::line(text)
 }
 
 /// `text`, or its first characters and [`CUT`], in at most `max` characters.

@@ -31,27 +31,6 @@ fn inside(path: &Path, root: &Path) -> bool {
     }
 }
 
-/// What is wrong with the tables folder `AUTOTUNE_TABLES_DIR` names, if anything.
-pub(crate) fn tables_dir_problem(value: &std::ffi::OsStr, dir: &Path) -> Option<String> {
-    let shown = autotune_table::shown::line(&value.to_string_lossy());
-    if value.to_str().is_none_or(|text| text.trim().is_empty()) {
-        return Some(format!(
-            "{TABLES_DIR_ENV}={shown:?} names no folder: ignored"
-        ));
-    }
-    if dir.is_file() {
-        return Some(format!(
-            "{TABLES_DIR_ENV}={shown} is a file, not a folder: no table read"
-        ));
-    }
-    if !dir.exists() {
-        return Some(format!(
-            "{TABLES_DIR_ENV}={shown} does not exist: no table read"
-        ));
-    }
-    None
-}
-
 /// Whether `a` and `b` name one folder (`crate/./tuning/..` is `crate`).
 fn same_dir(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {

@@ -975,7 +975,7 @@ fn check_flags(value: &Expr, names: &[String], diag: &mut Diagnostics) {
     }
 }
 
-/// Why nvcc must not be given `flag` (after `previous`), if it must not: flags that
+/// Why nvcc must not be given `flag`, if it must not: flags that
 /// redirect its output (`-o`, `-odir`), run programs (`--run`, `-ccbin`, a host
 /// compiler or linker of the flag's choosing), read option files (`-optf`), or
 /// hold several arguments in one string (`"--define-macro BLOCK=3"`, which nvcc
@@ -1061,40 +1061,33 @@ fn lit_str(value: &Expr, option: &str, diag: &mut Diagnostics) -> Option<LitStr>
 }
 
 fn parse_entries(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<String>> {
-    match value {
-        Expr::Array(array) if !array.elems.is_empty() => {
-            let mut names: Vec<String> = Vec::new();
-            for elem in &array.elems {
-                let Some(name) = lit_str(elem, "each entry", diag).map(|s| s.value()) else {
-                    continue;
-                };
-                if !is_symbol(&name) {
-                    diag.at(elem, format!("{name:?} is not a kernel symbol: `extern \"C\"` names are C identifiers (letters, digits, `_`)"));
-                } else if names.contains(&name) {
-                    diag.at(elem, format!("`{name}` is listed twice"));
-                } else {
-                    names.push(name);
-                    continue;
-                }
-                names.push(String::new());
-            }
-            (names.len() == array.elems.len() && names.iter().all(|n| !n.is_empty()))
-                .then_some(names)
-        }
-        Expr::Array(array) => {
+    let (elems, what): (Vec<&Expr>, &str) = match value {
+        Expr::Array(array) if array.elems.is_empty() => {
             diag.at(array, "`entry` lists at least one kernel symbol");
-            None
+            return None;
         }
-        single => {
-            let name = lit_str(single, "entry", diag)?.value();
-            if is_symbol(&name) {
-                Some(vec![name])
-            } else {
-                diag.at(single, format!("{name:?} is not a kernel symbol: `extern \"C\"` names are C identifiers (letters, digits, `_`)"));
-                None
-            }
+        Expr::Array(array) => (array.elems.iter().collect(), "each entry"),
+        single => (vec![single], "entry"),
+    };
+    // Every element is looked at, so that all of its errors are said at once.
+    let mut names: Vec<String> = Vec::new();
+    let mut valid = true;
+    for elem in elems {
+        let Some(name) = lit_str(elem, what, diag).map(|s| s.value()) else {
+            valid = false;
+            continue;
+        };
+        if !is_symbol(&name) {
+            diag.at(elem, format!("{name:?} is not a kernel symbol: `extern \"C\"` names are C identifiers (letters, digits, `_`)"));
+            valid = false;
+        } else if names.contains(&name) {
+            diag.at(elem, format!("`{name}` is listed twice"));
+            valid = false;
+        } else {
+            names.push(name);
         }
     }
+    valid.then_some(names)
 }
 
 /// Whether `name` is a C identifier, as an `extern "C"` kernel's symbol is.

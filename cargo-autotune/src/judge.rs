@@ -101,7 +101,7 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
     let summaries = crate::summaries::read(&String::from_utf8_lossy(&output.stdout))?;
     let known = crate::summaries::kernels(&summaries);
     crate::summaries::check_kernel(&args.kernel, &known, "this crate")?;
-    if let Some(why) = crate::tune::why_nothing_was_tuned(&summaries) {
+    if let Some(why) = crate::summaries::why_nothing_was_tuned(&summaries) {
         return Err(CliError::NoVerdict(format!(
             "the build could not tune `{}` ({why}): no verdict",
             args.kernel

@@ -11,7 +11,8 @@ use autotune_table::table::{self, TuningTable};
 use crate::error::CliError;
 
 /// The summaries of every build script that wrote one, from cargo's JSON messages
-/// (`--message-format=json` or `json-render-diagnostics`).
+/// (`--message-format=json` or `json-render-diagnostics`); refused when none did
+/// (a crate without `#[autotune]` wrappers has nothing to check, tune or judge).
 pub fn read(messages: &str) -> Result<Vec<BuildSummary>, CliError> {
     let mut summaries = Vec::new();
     for out_dir in out_dirs(messages) {
@@ -25,6 +26,13 @@ pub fn read(messages: &str) -> Result<Vec<BuildSummary>, CliError> {
             );
         }
     }
+    if summaries.is_empty() {
+        return Err(CliError::Refused(
+            "the build wrote no autotune summary: is this a crate with #[autotune] wrappers \
+             and `autotune_build` in its build.rs?"
+                .into(),
+        ));
+    }
     Ok(summaries)
 }
 
@@ -36,6 +44,20 @@ pub fn out_dirs(messages: &str) -> Vec<PathBuf> {
         .filter(|m| m.get("reason").and_then(|r| r.as_str()) == Some("build-script-executed"))
         .filter_map(|m| m.get("out_dir")?.as_str().map(PathBuf::from))
         .collect()
+}
+
+/// Why the builds could not tune (no GPU, no nvcc: each that is so, the GPU's
+/// first), for each build that says so.
+pub fn why_nothing_was_tuned(summaries: &[BuildSummary]) -> Option<String> {
+    let reasons: Vec<String> = summaries
+        .iter()
+        .filter_map(|s| {
+            let gpu = s.gpu.is_none().then(|| s.gpu_missing.clone()).flatten();
+            let missing: Vec<String> = gpu.into_iter().chain(s.nvcc_missing.clone()).collect();
+            (!missing.is_empty()).then(|| format!("{}: {}", s.package, missing.join(", and ")))
+        })
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 /// The kernels the builds baked.
