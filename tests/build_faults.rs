@@ -100,12 +100,15 @@ fn a_corrupt_table_is_named_not_used_and_left_alone() {
     std::fs::create_dir_all(table.parent().unwrap()).unwrap();
     let text = "{ \"format\": 1, \"gpu\": ";
     std::fs::write(&table, text).unwrap();
-    let line = warning(&build(&dir, &[], false));
+    let output = build(&dir, &["--message-format=json-render-diagnostics"], false);
+    let line = warning(&output);
     assert!(
         line.contains("tuning/nvidia-h200.json is unreadable (not JSON"),
         "{line}"
     );
-    assert!(line.contains("; defaults (block=128)"), "{line}");
+    // The rest of the account, whole (the line is cut where nvcc is missing too).
+    let notes = summary_notes(&output);
+    assert!(notes.contains("; defaults (block=128)"), "{notes}");
     assert_eq!(
         std::fs::read_to_string(&table).unwrap(),
         text,
@@ -195,19 +198,22 @@ fn a_table_with_a_foreign_fingerprint_is_not_used() {
     let path = dir.join("tuning/nvidia-h200.json");
     autotune_table::table::write_atomic(&path, &table(foreign("fixture-scale-stale"))).unwrap();
     let before = std::fs::read(&path).unwrap();
-    let line = warning(&build(&dir, &[], false));
+    let output = build(&dir, &["--message-format=json-render-diagnostics"], false);
+    let line = warning(&output);
     assert!(
         line.contains("tuning/nvidia-h200.json is stale for NVIDIA H200"),
         "{line}"
     );
+    // Every reason, in the whole account (the line is cut where nvcc is missing too).
+    let notes = summary_notes(&output);
     for reason in [
         "the #[autotune] spec changed",
         "the wrapper's Rust code changed",
         "the CUDA source or a header changed",
     ] {
-        assert!(line.contains(reason), "{reason}: {line}");
+        assert!(notes.contains(reason), "{reason}: {notes}");
     }
-    assert!(line.contains("; defaults (block=128)"), "{line}");
+    assert!(notes.contains("; defaults (block=128)"), "{notes}");
     assert_eq!(
         std::fs::read(&path).unwrap(),
         before,
@@ -394,9 +400,9 @@ fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
         !line.contains('\u{1b}'),
         "a terminal escape came through: {line:?}"
     );
-    assert!(line.contains("tuning/evil.json is unreadable"), "{line}");
     // The whole account is the summary's notes (the warning is one short line).
     let notes = summary_notes(&output);
+    assert!(notes.contains("tuning/evil.json is unreadable"), "{notes}");
     assert!(
         notes.contains("\\u{a}cargo::warning=INJECTED") && !notes.contains('\u{1b}'),
         "the text is shown inline: {notes}"
