@@ -53,7 +53,7 @@ fn check_plan(baked: &Baked, plan: &Plan, entry: &table::KernelTable, name: &str
             Choice::Fallback => table::FALLBACK,
         };
         assert_eq!(
-            picked, record.variant,
+            picked, record.choice,
             "{name} at {}..={}",
             range.first, range.last
         );

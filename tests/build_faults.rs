@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use autotune_table::table::{
-    FORMAT, Fingerprint, GpuRecord, KernelTable, Measurement, RangeRecord, Role, Seconds,
+    FORMAT, Fingerprint, GpuRecord, KernelTable, Measurement, KeyRange, Role, Seconds,
     TuningTable, VariantRecord,
 };
 
@@ -149,10 +149,10 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         min_margin: 0.01,
         variants: vec![variant],
         sizes: vec![],
-        ranges: vec![RangeRecord {
+        ranges: vec![KeyRange {
             first: 0,
             last: u64::MAX,
-            variant: "block=64".into(),
+            choice: "block=64".into(),
         }],
         above: None,
         seconds: Seconds {

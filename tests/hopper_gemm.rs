@@ -15,7 +15,7 @@ mod toolkit;
 
 use std::path::PathBuf;
 
-use autotune_build::nvcc::Compiled;
+use autotune_build::testing::Compiled;
 use autotune_kernels::gemm_hopper::{self, HopperParams};
 use autotune_kernels::references;
 use autotune_kernels::samples;

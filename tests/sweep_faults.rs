@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use autotune_build::nvcc::{CompileJob, Nvcc, Target};
-use autotune_build::sweep::{self, SweepPlan};
+use autotune_build::testing::{CompileJob, Nvcc, Target};
+use autotune_build::testing::{KeyRange, SweepPlan, run_sweep};
 use autotune_build::timing::TimingConfig;
-use autotune_build::worker::{self, JobVariant};
+use autotune_build::testing::{JobVariant, WORKER_ENV, emit_line, serve};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use autotune_runtime::{
     Case, CaseError, Guarded, Inspection, Kernel, KernelSpec, LaunchError, Params, Variant,
@@ -165,9 +165,9 @@ impl Kernel for Planted {
 }
 
 fn main() {
-    if std::env::var_os(worker::WORKER_ENV).is_some() {
+    if std::env::var_os(WORKER_ENV).is_some() {
         let mut input = std::io::stdin().lock();
-        let result = worker::serve::<Planted>(&mut input, &mut |event| worker::emit_line(&event));
+        let result = serve::<Planted>(&mut input, &mut |event| emit_line(&event));
         std::process::exit(if result.is_ok() { 0 } else { 1 });
     }
     if let Err(why) = autotune_runtime::gpu::open(0) {
@@ -186,7 +186,7 @@ fn main() {
     let variants = compile(&nvcc, root, &work);
     if std::env::var_os("SWEEP_FAULTS_CHILD").is_some() {
         // The sweep that the resume test kills.
-        let _ = sweep::run(
+        let _ = run_sweep(
             &plan(&RESUME, &variants[..1], &work, "resume"),
             &Progress::silent("test"),
             &mut std::io::sink(),
@@ -255,7 +255,7 @@ fn plan(
         work_dir: work.to_path_buf(),
         variants: variants.to_vec(),
         rejected: vec![None; variants.len()],
-        incumbents: vec![(0, u64::MAX, 0)],
+        incumbents: vec![KeyRange::new(0, u64::MAX, 0)],
         devices: vec![0],
         seed: 7,
         check_seeds: 2,
@@ -279,7 +279,7 @@ fn plan(
 
 fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], work: &Path) {
     let mut log = Vec::new();
-    let result = sweep::run(
+    let result = run_sweep(
         &plan(&SPEC, variants, work, "faults"),
         &Progress::silent("test"),
         &mut log,
@@ -374,7 +374,7 @@ fn a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(
     plan.timing.graph = true;
     let mut log = Vec::new();
     let result =
-        sweep::run(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+        run_sweep(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
     let log = String::from_utf8_lossy(&log);
     println!("{log}");
     assert_eq!(
@@ -414,7 +414,7 @@ fn a_killed_sweep_resumes_from_its_journal(variants: &[JobVariant], work: &Path)
         .count()
         - 1;
     let mut log = Vec::new();
-    let result = sweep::run(
+    let result = run_sweep(
         &plan(&RESUME, &variants[..1], work, "resume"),
         &Progress::silent("test"),
         &mut log,

@@ -11,8 +11,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use autotune_build::nvcc::{Nvcc, Target};
-use autotune_build::tune::{PointJob, compile_jobs};
+use autotune_build::testing::{Nvcc, Target};
+use autotune_build::testing::{PointJob, compile_jobs};
 use autotune_kernels::samples::{self, TopkInputs};
 use autotune_kernels::topk::{self, DIM, TOP_K, TopkIndexer, TopkParams};
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};

@@ -9,11 +9,12 @@ use autotune_table::progress::Progress;
 use autotune_table::summary::{BakedPlan, KernelSummary, SkippedTable};
 use autotune_table::table::{self, FALLBACK, KernelTable, TuningTable, Unreadable};
 
-use crate::codegen::{ChoiceData, Generated, ImageData, OriginData, PlanData};
+use autotune_runtime::dispatch::{Choice, Range};
+
+use crate::codegen::{Generated, ImageData, OriginData, PlanData};
 use crate::error::BuildError;
-use crate::fingerprint::KernelInputs;
+use crate::fingerprint::{KernelInputs, relative};
 use crate::nvcc::{CompileJob, Nvcc, NvccError, Target, arch_number};
-use crate::tune::{point_job, slug};
 
 #[derive(Debug)]
 pub struct BakeInput<'a> {
@@ -35,17 +36,6 @@ pub struct Baked {
     /// `rms_norm: tuned for NVIDIA H200 (kernels/tuning/nvidia-h200.json)`.
     pub line: String,
     pub summary: KernelSummary,
-}
-
-/// `path` relative to `root` where inside it (as tables, messages and generated
-/// code show it), else as it is; both taken canonical where they exist.
-pub fn relative(path: &Path, root: &Path) -> String {
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    path.strip_prefix(&root)
-        .unwrap_or(&path)
-        .to_string_lossy()
-        .into_owned()
 }
 
 pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
@@ -178,9 +168,9 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             let jobs: Vec<CompileJob> = images
                 .iter()
                 .map(|image| {
-                    let label = slug(spec, &image.values);
+                    let label = spec.slug(&image.values);
                     let target = Target::Fatbin(archs.clone());
-                    point_job(
+                    CompileJob::of_point(
                         spec,
                         input.root,
                         label,
@@ -253,9 +243,9 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
 /// [`BORROW_LEAD`]: autotune_table::ranges::BORROW_LEAD
 fn borrowed_ranges(
     entry: &KernelTable,
-    ranges: &[(u64, u64, ChoiceData)],
+    ranges: &[Range],
     images: &[ImageData],
-) -> Vec<(u64, u64, ChoiceData)> {
+) -> Vec<Range> {
     let Some(fallback) = entry
         .variants
         .iter()
@@ -264,8 +254,8 @@ fn borrowed_ranges(
         return ranges.to_vec();
     };
     let keys: Vec<u64> = fallback.measurements.iter().map(|m| m.key).collect();
-    let lead = |choice: ChoiceData, key: u64| {
-        let ChoiceData::Variant(index) = choice else {
+    let lead = |choice: Choice, key: u64| {
+        let Choice::Variant(index) = choice else {
             return None;
         };
         let values = &images.get(index)?.values;
@@ -275,7 +265,7 @@ fn borrowed_ranges(
     autotune_table::ranges::borrowed(
         ranges,
         &keys,
-        ChoiceData::Fallback,
+        Choice::Fallback,
         autotune_table::ranges::BORROW_LEAD,
         lead,
     )
@@ -288,16 +278,16 @@ fn plan_ranges(
     spec: &KernelSpec,
     entry: &KernelTable,
     images: &mut Vec<ImageData>,
-) -> Option<Vec<(u64, u64, ChoiceData)>> {
+) -> Option<Vec<Range>> {
     let mut ranges = Vec::new();
     for range in &entry.ranges {
-        let choice = if range.variant == FALLBACK {
+        let choice = if range.choice == FALLBACK {
             if !spec.has_fallback() {
                 return None;
             }
-            ChoiceData::Fallback
+            Choice::Fallback
         } else {
-            let record = entry.variant(&range.variant)?;
+            let record = entry.variant(&range.choice)?;
             if !spec.points.contains(&record.values.as_slice()) {
                 return None;
             }
@@ -312,9 +302,9 @@ fn plan_ranges(
                     images.len() - 1
                 }
             };
-            ChoiceData::Variant(index)
+            Choice::Variant(index)
         };
-        ranges.push((range.first, range.last, choice));
+        ranges.push(Range::new(range.first, range.last, choice));
     }
     Some(ranges)
 }

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use crate::error::BuildError;
+use autotune_runtime::dispatch::{Choice, Range};
 use autotune_table::shown;
+
+use crate::error::BuildError;
 
 /// A variant to embed; `binary` is `None` when nvcc was unavailable.
 #[derive(Debug, Clone)]
@@ -15,12 +17,6 @@ pub struct ImageData {
     pub name: String,
     pub values: Vec<u32>,
     pub binary: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChoiceData {
-    Variant(usize),
-    Fallback,
 }
 
 #[derive(Debug, Clone)]
@@ -36,11 +32,11 @@ pub struct PlanData {
     pub origin: OriginData,
     /// The shape the plan was tuned at; empty without shapes.
     pub shape: Vec<u64>,
-    /// `(first, last, choice)`, ascending, covering `0..=u64::MAX`.
-    pub ranges: Vec<(u64, u64, ChoiceData)>,
+    /// Ascending, covering `0..=u64::MAX`.
+    pub ranges: Vec<Range>,
     /// The same for a shape that was not tuned and borrows this plan: the ranges
     /// that led the fallback by enough where they were tuned, the fallback elsewhere.
-    pub borrowed: Vec<(u64, u64, ChoiceData)>,
+    pub borrowed: Vec<Range>,
     /// Which keys were measured and what the ones above them get, in one line.
     pub above: String,
 }
@@ -79,27 +75,27 @@ fn number(value: u64) -> TokenStream {
         .map_or_else(|_| quote!(#value), |lit| quote!(#lit))
 }
 
-fn choice(choice: ChoiceData) -> TokenStream {
+fn choice(choice: Choice) -> TokenStream {
     match choice {
-        ChoiceData::Variant(index) => {
+        Choice::Variant(index) => {
             let index = proc_macro2::Literal::usize_unsuffixed(index);
             quote!(::autotune_runtime::Choice::Variant(#index))
         }
-        ChoiceData::Fallback => quote!(::autotune_runtime::Choice::Fallback),
+        Choice::Fallback => quote!(::autotune_runtime::Choice::Fallback),
     }
 }
 
-fn select_fn(name: &proc_macro2::Ident, ranges: &[(u64, u64, ChoiceData)]) -> TokenStream {
-    if let [(_, _, only)] = ranges {
-        let only = choice(*only);
+fn select_fn(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
+    if let [only] = ranges {
+        let only = choice(only.choice);
         return quote! {
             fn #name(_key: u64) -> ::autotune_runtime::Choice {
                 #only
             }
         };
     }
-    let arms = ranges.iter().map(|&(first, last, c)| {
-        let c = choice(c);
+    let arms = ranges.iter().map(|range| {
+        let (first, last, c) = (range.first, range.last, choice(range.choice));
         if last == u64::MAX {
             quote!(_ => #c,)
         } else if first == last {
@@ -119,12 +115,12 @@ fn select_fn(name: &proc_macro2::Ident, ranges: &[(u64, u64, ChoiceData)]) -> To
     }
 }
 
-fn ranges_static(name: &proc_macro2::Ident, ranges: &[(u64, u64, ChoiceData)]) -> TokenStream {
+fn ranges_static(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
     let count = proc_macro2::Literal::usize_unsuffixed(ranges.len());
-    let items = ranges.iter().map(|&(first, last, c)| {
-        let c = choice(c);
-        let (first, last) = (number(first), number(last));
-        quote!(::autotune_runtime::dispatch::Range { first: #first, last: #last, choice: #c })
+    let items = ranges.iter().map(|range| {
+        let c = choice(range.choice);
+        let (first, last) = (number(range.first), number(range.last));
+        quote!(::autotune_runtime::dispatch::Range::new(#first, #last, #c))
     });
     quote!(static #name: [::autotune_runtime::dispatch::Range; #count] = [#(#items),*];)
 }
@@ -198,7 +194,7 @@ impl Generated {
             });
         }
         let plan_count = proc_macro2::Literal::usize_unsuffixed(plans.len());
-        let defaults = vec![(0, u64::MAX, ChoiceData::Variant(self.default))];
+        let defaults = vec![Range::new(0, u64::MAX, Choice::Variant(self.default))];
         let select_defaults = select_fn(&format_ident!("select_defaults"), &defaults);
         let ranges_defaults = ranges_static(&format_ident!("RANGES_DEFAULTS"), &defaults);
         let note = shown::line(&self.note);
@@ -280,13 +276,13 @@ mod tests {
                 },
                 shape: Vec::new(),
                 ranges: vec![
-                    (0, 4095, ChoiceData::Variant(1)),
-                    (4096, 4096, ChoiceData::Variant(0)),
-                    (4097, u64::MAX, ChoiceData::Fallback),
+                    Range::new(0, 4095, Choice::Variant(1)),
+                    Range::new(4096, 4096, Choice::Variant(0)),
+                    Range::new(4097, u64::MAX, Choice::Fallback),
                 ],
                 borrowed: vec![
-                    (0, 4095, ChoiceData::Variant(1)),
-                    (4096, u64::MAX, ChoiceData::Fallback),
+                    Range::new(0, 4095, Choice::Variant(1)),
+                    Range::new(4096, u64::MAX, Choice::Fallback),
                 ],
                 above: "measured up to n=4096; above it, the incumbent".into(),
             }],
@@ -304,7 +300,7 @@ mod tests {
             text.contains("4096 => ::autotune_runtime::Choice::Variant(0),"),
             "{text}"
         );
-        assert!(text.contains("last: u64::MAX"), "{text}");
+        assert!(text.contains("4097,\n        u64::MAX,\n"), "{text}");
         assert_eq!(number(65536).to_string(), "65_536");
         assert_eq!(number(4096).to_string(), "4096");
         assert!(

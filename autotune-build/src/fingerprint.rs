@@ -23,7 +23,6 @@ use autotune_table::table::Fingerprint;
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use sha2::{Digest, Sha256};
 
-use crate::bake::relative;
 use crate::error::BuildError;
 use crate::nvcc::{self, Nvcc};
 use crate::wrapper_files::{self, Dependency};
@@ -447,6 +446,18 @@ fn inside_crate(shown: &str) -> bool {
             )
         })
 }
+
+/// `path` relative to `root` where inside it (as tables, messages and generated
+/// code show it), else as it is; both taken canonical where they exist.
+pub fn relative(path: &Path, root: &Path) -> String {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(&root)
+        .unwrap_or(&path)
+        .to_string_lossy()
+        .into_owned()
+}
+
 
 #[cfg(test)]
 mod tests {

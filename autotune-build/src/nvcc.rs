@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use autotune_runtime::KernelSpec;
 use autotune_spec::source::SourceSet;
 use sha2::{Digest, Sha256};
 
@@ -761,6 +762,31 @@ pub struct CompileJob {
     /// Where nvcc runs: the crate root, against which relative paths in the
     /// kernel's flags (`-Ikernels`) are written.
     pub dir: PathBuf,
+}
+
+impl CompileJob {
+    /// The compile job of the point `values` of `spec` (the sweep's and the bake's
+    /// alike, so that the bake finds the sweep's cubins in the cache).
+    pub fn of_point(
+        spec: &'static KernelSpec,
+        root: &Path,
+        label: String,
+        values: &[u32],
+        target: Target,
+        dependencies: &[PathBuf],
+    ) -> Self {
+        Self {
+            kernel: spec.name.to_string(),
+            label,
+            source: root.join(spec.source_of(values)),
+            entries: spec.entries.iter().map(|e| e.to_string()).collect(),
+            defines: spec.defines(values),
+            flags: spec.flags.iter().map(|f| f.to_string()).collect(),
+            target,
+            dependencies: dependencies.to_vec(),
+            dir: root.to_path_buf(),
+        }
+    }
 }
 
 /// A compiled point.

@@ -9,6 +9,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
 
+use autotune_spec::KeyRange;
 use autotune_table::ranges::{self, Decision, SizeTimings, Timed};
 use autotune_table::table::{Measurement, Rejection, Stage};
 use serde::{Deserialize, Serialize};
@@ -64,8 +65,8 @@ pub struct Facts {
     pub key_name: String,
     /// Each variant's name, for log lines.
     pub names: Vec<String>,
-    /// What a challenger must beat, by ranges of the key `(first, last, variant)`.
-    pub incumbents: Vec<(u64, u64, usize)>,
+    /// What a challenger must beat, by ranges of the key.
+    pub incumbents: Vec<KeyRange<usize>>,
     /// Per variant: whether it comes from a candidate source (which must beat the
     /// incumbent source's best, see [`ranges::decide_with_candidates`]).
     pub candidate: Vec<bool>,
@@ -80,11 +81,11 @@ pub struct Facts {
 }
 
 /// The incumbent at `key` among `incumbents` (variant 0 where none is declared).
-pub fn incumbent_at(incumbents: &[(u64, u64, usize)], key: u64) -> usize {
+pub fn incumbent_at(incumbents: &[KeyRange<usize>], key: u64) -> usize {
     incumbents
         .iter()
-        .find(|&&(first, last, _)| first <= key && key <= last)
-        .map_or(0, |&(_, _, v)| v)
+        .find(|r| r.contains(key))
+        .map_or(0, |r| r.choice)
 }
 
 /// What the sweep has learned so far; the device lanes share it behind a lock.
@@ -446,7 +447,7 @@ mod tests {
         Facts {
             key_name: "n".into(),
             names: vec!["v=0".into(), "v=1".into(), "v=2".into()],
-            incumbents: vec![(0, u64::MAX, 0)],
+            incumbents: vec![KeyRange::new(0, u64::MAX, 0)],
             candidate: vec![false; 3],
             sizes: vec![100],
             min_margin: 0.01,

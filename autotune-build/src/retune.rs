@@ -11,11 +11,11 @@ use autotune_table::artifacts;
 use autotune_table::shown;
 use autotune_table::table::{self, GpuRecord, TuningTable};
 
-use crate::fingerprint::KernelInputs;
+use crate::fingerprint::{self, KernelInputs};
 use crate::nvcc::Nvcc;
 use crate::probe::on_devices;
 use crate::step::Build;
-use crate::{BuildError, Tunables, bake, tune};
+use crate::{BuildError, Tunables, tune};
 
 impl Build {
     /// Tunes every kernel whose entry in this GPU's table is missing or stale,
@@ -31,7 +31,7 @@ impl Build {
         let path = self
             .tables_dir
             .join(format!("{}.json", gpu_slug(&gpu.name)));
-        let shown = bake::relative(&path, &self.root);
+        let shown = fingerprint::relative(&path, &self.root);
         let mut fingerprints = Vec::new();
         for (spec, inputs) in inputs {
             let fingerprint = inputs
@@ -114,7 +114,7 @@ impl Build {
                 shown::line(&format!(
                     "{shown} was measured under driver {}; kept as {} and tuned afresh",
                     old.gpu.driver,
-                    bake::relative(&keep, &self.root)
+                    fingerprint::relative(&keep, &self.root)
                 ))
             );
         }

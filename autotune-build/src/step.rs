@@ -12,18 +12,21 @@ use autotune_table::summary::{
 };
 use autotune_table::table::{self, TuningTable};
 
-use crate::fingerprint::KernelInputs;
+use crate::fingerprint::{self, KernelInputs};
 use crate::nvcc::{Nvcc, NvccError};
 use crate::probe::probe;
 use crate::settings::Settings;
-use crate::{BuildError, Builder, Tunables, bake, warning};
+use crate::{BuildError, Tunables, bake, warning};
 
 fn env_var(name: &'static str) -> Result<String, BuildError> {
     std::env::var(name).map_err(|_| BuildError::MissingEnv { name })
 }
 
+/// The build step: `tables_dir` and `declared` are what build.rs set (the
+/// environment's `AUTOTUNE_*` variables override them).
 pub(crate) fn run(
-    builder: Builder,
+    tables_dir: Option<PathBuf>,
+    declared: Settings,
     tunables: Tunables,
     stray_worker: Option<String>,
 ) -> Result<(), BuildError> {
@@ -40,12 +43,12 @@ pub(crate) fn run(
     let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
     let mut report: Vec<String> = stray_worker.into_iter().collect();
     // A bad tuning knob fails a tuning build; any other build warns and goes on.
-    let settings = match builder.settings.clone().with_env() {
+    let settings = match declared.clone().with_env() {
         Ok(settings) => settings,
         Err(error) if feature => return Err(error.into()),
         Err(error) => {
             report.push(format!("{error} (ignored: not tuning)"));
-            builder.settings.clone()
+            declared
         }
     };
     let root = tunables.root.clone();
@@ -58,7 +61,7 @@ pub(crate) fn run(
     let tables_dir = root.join(
         usable
             .map(PathBuf::from)
-            .or(builder.tables_dir)
+            .or(tables_dir)
             .unwrap_or_else(|| PathBuf::from("tuning")),
     );
     // A tuning build makes a missing folder; any other build says it is missing.
@@ -243,7 +246,7 @@ fn unknown_entries(
         if !unknown.is_empty() {
             lines.push(format!(
                 "{} holds kernels this crate does not have: {}",
-                bake::relative(path, root),
+                fingerprint::relative(path, root),
                 unknown.join(", ")
             ));
         }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
+use autotune_spec::KeyRange;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::ranges::{self, Decision};
 use autotune_table::strategy::Strategy;
@@ -54,7 +55,7 @@ pub struct SweepPlan {
     pub rejected: Vec<Option<Rejection>>,
     /// What a challenger must beat, by ranges of the key `(first, last, variant)`:
     /// the fallback as its own plan runs it when declared, else the default.
-    pub incumbents: Vec<(u64, u64, usize)>,
+    pub incumbents: Vec<KeyRange<usize>>,
     /// The CUDA devices to time on, all of one model. At each key, times are brought
     /// onto the scale of the lowest-numbered one that timed the incumbent there.
     pub devices: Vec<usize>,

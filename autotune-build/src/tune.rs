@@ -8,12 +8,13 @@ use sha2::{Digest, Sha256};
 
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
+use autotune_spec::range::push_merged;
 use autotune_table::above::AboveRecord;
 use autotune_table::hex;
 use autotune_table::progress::Progress;
 use autotune_table::ranges::{self, Decision};
 use autotune_table::table::{
-    FALLBACK, Fingerprint, GpuRecord, KernelTable, RangeRecord, Rejection, Role, Seconds,
+    FALLBACK, Fingerprint, GpuRecord, KernelTable, KeyRange, Rejection, Role, Seconds,
     SizeRecord, Stage, VENDOR, VariantRecord,
 };
 
@@ -62,7 +63,7 @@ pub fn compile_jobs(
     dependencies: &[PathBuf],
 ) -> Vec<PointJob> {
     let job = |spec: &'static KernelSpec, label: String, values: &[u32]| {
-        point_job(spec, root, label, values, target.clone(), dependencies)
+        CompileJob::of_point(spec, root, label, values, target.clone(), dependencies)
     };
     let mut jobs: Vec<PointJob> = spec
         .points
@@ -71,7 +72,7 @@ pub fn compile_jobs(
             name: spec.point_name(point),
             values: point.to_vec(),
             fallback: false,
-            job: job(spec, slug(spec, point), point),
+            job: job(spec, spec.slug(point), point),
         })
         .collect();
     if let Some(fallback) = spec.fallback {
@@ -88,42 +89,13 @@ pub fn compile_jobs(
                 fallback: true,
                 job: job(
                     fallback,
-                    format!("fallback-{}-{}", fallback.name, slug(fallback, point)),
+                    format!("fallback-{}-{}", fallback.name, fallback.slug(point)),
                     point,
                 ),
             });
         }
     }
     jobs
-}
-
-/// The compile job of the point `values` of `spec` (the sweep's and the bake's
-/// alike, so that the bake finds the sweep's cubins in the cache).
-pub fn point_job(
-    spec: &'static KernelSpec,
-    root: &Path,
-    label: String,
-    values: &[u32],
-    target: Target,
-    dependencies: &[PathBuf],
-) -> CompileJob {
-    CompileJob {
-        kernel: spec.name.to_string(),
-        label,
-        source: root.join(spec.source_of(values)),
-        entries: spec.entries.iter().map(|e| e.to_string()).collect(),
-        defines: spec.defines(values),
-        flags: spec.flags.iter().map(|f| f.to_string()).collect(),
-        target,
-        dependencies: dependencies.to_vec(),
-        dir: root.to_path_buf(),
-    }
-}
-
-/// `block128_stages2`: a point of `spec` as a file-name fragment.
-pub fn slug(spec: &KernelSpec, values: &[u32]) -> String {
-    let params: Vec<String> = spec.params.iter().map(|p| p.to_string()).collect();
-    autotune_spec::names::point_slug(&params, values)
 }
 
 impl Tuner<'_> {
@@ -149,16 +121,16 @@ impl Tuner<'_> {
             .fallback
             .map(|f| f.default.to_vec())
             .unwrap_or_default();
-        let fallback_plan: Vec<(u64, u64, Vec<u32>)> = fallback_table
+        let fallback_plan: Vec<KeyRange<Vec<u32>>> = fallback_table
             .map(|table| {
                 plan_points(table)
                     .into_iter()
-                    .map(|(a, b, v)| (a, b, v.unwrap_or_else(|| fallback_default.clone())))
+                    .map(|r| r.map(|v| v.unwrap_or_else(|| fallback_default.clone())))
                     .collect()
             })
             .unwrap_or_default();
         let mut fallback_points: Vec<Vec<u32>> =
-            fallback_plan.iter().map(|(_, _, v)| v.clone()).collect();
+            fallback_plan.iter().map(|r| r.choice.clone()).collect();
         fallback_points.sort();
         fallback_points.dedup();
         // The device's own architecture (sm_90a on an H100 or H200), unless
@@ -282,15 +254,15 @@ impl Tuner<'_> {
                 .iter()
                 .position(|v| v.fallback && v.values == values)
         };
-        let incumbents: Vec<(u64, u64, usize)> = match fallback {
-            None => vec![(0, u64::MAX, default)],
-            Some(first) if fallback_plan.is_empty() => vec![(0, u64::MAX, first)],
+        let incumbents: Vec<KeyRange<usize>> = match fallback {
+            None => vec![KeyRange::new(0, u64::MAX, default)],
+            Some(first) if fallback_plan.is_empty() => vec![KeyRange::new(0, u64::MAX, first)],
             Some(first) => fallback_plan
                 .iter()
-                .map(|(a, b, v)| (*a, *b, index_of(v).unwrap_or(first)))
+                .map(|r| r.as_ref().map(|v| index_of(v).unwrap_or(first)))
                 .collect(),
         };
-        let incumbent = incumbents.last().map_or(default, |&(_, _, v)| v);
+        let incumbent = incumbents.last().map_or(default, |r| r.choice);
         let header = journal_header(entry, fingerprint, self.gpu, &variants, self.settings);
         let plan = SweepPlan {
             spec,
@@ -360,17 +332,9 @@ impl Tuner<'_> {
             .or_else(|| result.decisions.last().map(|d| d.winner))
             .unwrap_or(default);
         let above = above_record(spec, &result.beyond, &result.decisions, incumbent);
-        let mut ranges: Vec<RangeRecord> = Vec::new();
-        for (first, last, index) in ranges::ranges(&result.decisions, beyond, above.extends) {
-            let variant = owner(index);
-            match ranges.last_mut() {
-                Some(previous) if previous.variant == variant => previous.last = last,
-                _ => ranges.push(RangeRecord {
-                    first,
-                    last,
-                    variant,
-                }),
-            }
+        let mut ranges: Vec<KeyRange<String>> = Vec::new();
+        for range in ranges::ranges(&result.decisions, beyond, above.extends) {
+            push_merged(&mut ranges, range.first, range.last, owner(range.choice));
         }
         let records: Vec<VariantRecord> = variants
             .iter()
@@ -472,9 +436,9 @@ fn above_record(
 /// The variants (of `variants`, the fallback's left out) that a table's `plan`
 /// (`plan_points`) baked for its ranges, in the order of the ranges, each once and
 /// only where the space still has it: where a retune starts its search.
-fn seeds(plan: &[(u64, u64, Option<Vec<u32>>)], variants: &[JobVariant]) -> Vec<usize> {
+fn seeds(plan: &[KeyRange<Option<Vec<u32>>>], variants: &[JobVariant]) -> Vec<usize> {
     let mut seeds = Vec::new();
-    for values in plan.iter().filter_map(|(_, _, v)| v.as_ref()) {
+    for values in plan.iter().filter_map(|r| r.choice.as_ref()) {
         if let Some(i) = variants
             .iter()
             .position(|v| !v.fallback && v.values == *values)
@@ -486,19 +450,17 @@ fn seeds(plan: &[(u64, u64, Option<Vec<u32>>)], variants: &[JobVariant]) -> Vec<
     seeds
 }
 
-fn plan_points(table: &KernelTable) -> Vec<(u64, u64, Option<Vec<u32>>)> {
+fn plan_points(table: &KernelTable) -> Vec<KeyRange<Option<Vec<u32>>>> {
     table
         .ranges
         .iter()
         .map(|r| {
-            (
-                r.first,
-                r.last,
+            r.as_ref().map(|name| {
                 table
-                    .variant(&r.variant)
+                    .variant(name)
                     .filter(|v| v.role == Role::Tuned)
-                    .map(|v| v.values.clone()),
-            )
+                    .map(|v| v.values.clone())
+            })
         })
         .collect()
 }
@@ -553,7 +515,7 @@ fn write_summary(table: &KernelTable, log: &mut dyn Write) {
         } else {
             range.last.to_string()
         };
-        let _ = writeln!(log, "    {}..={last}: {}", range.first, range.variant);
+        let _ = writeln!(log, "    {}..={last}: {}", range.first, range.choice);
     }
     let out: Vec<String> = table
         .variants
@@ -613,11 +575,11 @@ mod tests {
             variant(&[4], false),
         ];
         let plan = [
-            (0, 63, Some(vec![4])),
-            (64, 127, None), // the fallback's range
-            (128, 511, Some(vec![2])),
-            (512, 1023, Some(vec![4])),
-            (1024, u64::MAX, Some(vec![8])), // a point the space no longer has
+            KeyRange::new(0, 63, Some(vec![4])),
+            KeyRange::new(64, 127, None), // the fallback's range
+            KeyRange::new(128, 511, Some(vec![2])),
+            KeyRange::new(512, 1023, Some(vec![4])),
+            KeyRange::new(1024, u64::MAX, Some(vec![8])), // a point the space no longer has
         ];
         assert_eq!(seeds(&plan, &variants), [3, 2]);
     }

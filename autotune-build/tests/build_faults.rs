@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 mod support;
 
-use autotune_build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_build::testing::{CompileJob, Nvcc, Target};
 use autotune_table::progress::Progress;
 use autotune_table::table::{self, TablesLock, TuningTable};
 

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use autotune_build::fingerprint::KernelInputs;
+use autotune_build::testing::KernelInputs;
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
 

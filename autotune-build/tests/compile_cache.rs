@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use autotune_build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_build::testing::{CompileJob, Nvcc, Target};
 use autotune_table::progress::Progress;
 
 const TEST: &str = "a_second_build_compiles_every_variant_from_the_cache";

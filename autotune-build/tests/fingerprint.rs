@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use autotune_build::fingerprint::KernelInputs;
-use autotune_build::nvcc::{CompileJob, Nvcc, Target};
+use autotune_build::testing::KernelInputs;
+use autotune_build::testing::{CompileJob, Nvcc, Target};
 use autotune_runtime::KernelSpec;
 use autotune_table::progress::Progress;
 use autotune_table::table::Fingerprint;

@@ -9,9 +9,9 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use autotune_build::sweep::{self, Beyond, SweepPlan, SweepResult};
+use autotune_build::testing::{Beyond, KeyRange, SweepPlan, SweepResult, run_sweep};
 use autotune_build::timing::TimingConfig;
-use autotune_build::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line};
+use autotune_build::testing::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
 use autotune_table::progress::{Phase, Progress};
@@ -93,7 +93,7 @@ fn winner_at(result: &SweepResult, key: u64) -> Option<usize> {
 /// Runs the sweep of `plan`, with its log.
 fn run_logged(plan: &SweepPlan) -> (SweepResult, String) {
     let mut log = Vec::new();
-    let result = sweep::run(plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+    let result = run_sweep(plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
     (result, String::from_utf8_lossy(&log).into_owned())
 }
 
@@ -210,7 +210,7 @@ fn plan(work: &Path, variants: &[JobVariant]) -> SweepPlan {
         work_dir: work.to_path_buf(),
         variants: variants.to_vec(),
         rejected: vec![None; variants.len()],
-        incumbents: vec![(0, u64::MAX, 0)],
+        incumbents: vec![KeyRange::new(0, u64::MAX, 0)],
         devices: vec![0],
         seed: 1,
         check_seeds: 2,
@@ -245,7 +245,7 @@ fn main() {
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sweep-protocol");
     if std::env::var_os("SCRIPTED_CHILD").is_some() {
         // The sweep that the resume test kills.
-        let _ = sweep::run(
+        let _ = run_sweep(
             &plan(&work.join("killed"), &variants(3)),
             &Progress::silent("test"),
             &mut std::io::sink(),
@@ -366,7 +366,7 @@ fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
     let vendor = 2;
     let owners = |shape: u64| {
         let mut plan = plan(&work.join(format!("shape{shape}")), &variants);
-        plan.incumbents = vec![(0, u64::MAX, vendor)];
+        plan.incumbents = vec![KeyRange::new(0, u64::MAX, vendor)];
         plan.shape = vec![shape];
         plan.entry = format!("scripted@s={shape}");
         let (result, log) = run_logged(&plan);
@@ -380,14 +380,14 @@ fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
     assert_eq!(winner_at(&result, 1600), Some(1), "{log}");
     assert_eq!(winner_at(&result, 6400), Some(1), "{log}");
     assert!(
-        ranges.iter().any(|&(_, _, v)| v == vendor) && ranges.iter().any(|&(_, _, v)| v == 1),
+        ranges.iter().any(|r| r.choice == vendor) && ranges.iter().any(|r| r.choice == 1),
         "the vendor and v=1 each own ranges at shape [1]: {ranges:?}"
     );
-    assert_eq!(ranges.first().map(|r| r.2), Some(vendor), "{ranges:?}");
+    assert_eq!(ranges.first().map(|r| r.choice), Some(vendor), "{ranges:?}");
     // v=1 loses at twice the top (14 us): the vendor owns the keys above it.
-    assert_eq!(ranges.last().map(|r| r.2), Some(vendor), "{ranges:?}");
+    assert_eq!(ranges.last().map(|r| r.choice), Some(vendor), "{ranges:?}");
     let (ranges, result, log) = owners(2);
-    assert_eq!(ranges, vec![(0, u64::MAX, vendor)], "{log}");
+    assert_eq!(ranges, vec![KeyRange::new(0, u64::MAX, vendor)], "{log}");
     assert!(result.rejected.iter().all(Option::is_none), "{log}");
     println!("a vendor owns what no variant wins, a plan per shape: ok");
 }
@@ -441,7 +441,7 @@ fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {
     plan.devices = vec![0, 1];
     let mut log = Vec::new();
     let progress = Progress::silent("test");
-    let result = sweep::run(&plan, &progress, &mut log).expect("the sweep finishes");
+    let result = run_sweep(&plan, &progress, &mut log).expect("the sweep finishes");
     let log = String::from_utf8_lossy(&log);
     assert_eq!(result.devices.len(), 2);
     // The bars end full, though a worker crashed and one hung on the way.

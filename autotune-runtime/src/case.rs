@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtrMut, DriverError};
+use cudarc::driver::CudaStream;
 use half::{bf16, f16};
 
-use crate::guard::Inspection;
+pub use crate::error::CaseError;
+pub use crate::guard::{Inspection, poison};
 use crate::parallel;
 use crate::shape::Shape;
 
@@ -72,21 +73,6 @@ pub trait Case: Sized + 'static {
 pub struct Work {
     pub bytes: u64,
     pub flops: u64,
-}
-
-/// A case could not be built or checked.
-#[derive(Debug, thiserror::Error)]
-pub enum CaseError {
-    #[error("CUDA driver: {0}")]
-    Driver(#[from] DriverError),
-    #[error("{0}")]
-    Other(String),
-}
-
-impl From<String> for CaseError {
-    fn from(message: String) -> Self {
-        Self::Other(message)
-    }
 }
 
 /// The outcome of comparing outputs with the reference.
@@ -389,20 +375,6 @@ pub fn compare<T: Element>(out: &[T], reference: &[f64]) -> Verdict {
         ));
     }
     error_sum(out, reference).verdict::<T>(out.len())
-}
-
-/// Fills `dst` with `0xFF` bytes, stream-ordered: NaN for every float type, `-1` for
-/// signed integers. A launch that leaves any output unwritten then fails its check.
-pub fn poison<T, D: DevicePtrMut<T>>(
-    stream: &Arc<CudaStream>,
-    dst: &mut D,
-) -> Result<(), DriverError> {
-    stream.context().bind_to_thread()?;
-    let bytes = dst.num_bytes();
-    let (ptr, _record) = dst.device_ptr_mut(stream);
-    // SAFETY: `ptr` spans `bytes` bytes of a live allocation owned by `dst`, and the
-    // memset is ordered on `stream` like any other use of it.
-    unsafe { cudarc::driver::result::memset_d8_async(ptr, 0xFF, bytes, stream.cu_stream()) }
 }
 
 #[cfg(test)]

@@ -78,12 +78,7 @@ pub struct TableOrigin {
 }
 
 /// `first..=last` of the key launches `choice`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
-    pub first: u64,
-    pub last: u64,
-    pub choice: Choice,
-}
+pub type Range = autotune_spec::KeyRange<Choice>;
 
 /// What dispatch launches for a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

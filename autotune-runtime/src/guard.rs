@@ -15,7 +15,7 @@ use cudarc::driver::{
     CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, ValidAsZeroBits,
 };
 
-use crate::case::CaseError;
+use crate::error::CaseError;
 use crate::parallel;
 
 /// Bytes of guard on each side of a [`Guarded`] buffer: 256 KiB, so that a strided
@@ -69,7 +69,7 @@ impl<T> Guarded<T> {
     /// Fills the buffer with `0xFF` bytes (NaN for floats, see [`crate::poison`])
     /// and rewrites both guards.
     pub fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), DriverError> {
-        crate::case::poison(stream, &mut *self.body)?;
+        poison(stream, &mut *self.body)?;
         let bytes = self.body.len() * std::mem::size_of::<T>();
         fill_guards(stream, &mut self.whole, bytes)
     }
@@ -240,6 +240,20 @@ impl Inspection {
     pub fn into_failure(self) -> Option<String> {
         (!self.findings.is_empty()).then(|| self.findings.join("; "))
     }
+}
+
+/// Fills `dst` with `0xFF` bytes, stream-ordered: NaN for every float type, `-1` for
+/// signed integers. A launch that leaves any output unwritten then fails its check.
+pub fn poison<T, D: DevicePtrMut<T>>(
+    stream: &Arc<CudaStream>,
+    dst: &mut D,
+) -> Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    let bytes = dst.num_bytes();
+    let (ptr, _record) = dst.device_ptr_mut(stream);
+    // SAFETY: `ptr` spans `bytes` bytes of a live allocation owned by `dst`, and the
+    // memset is ordered on `stream` like any other use of it.
+    unsafe { cudarc::driver::result::memset_d8_async(ptr, 0xFF, bytes, stream.cu_stream()) }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 
 pub mod case;
 pub mod dispatch;
+pub mod error;
 pub mod gpu;
 pub mod guard;
 pub mod kernel;
@@ -27,14 +28,13 @@ pub mod spec;
 pub mod vendor;
 
 pub use autotune_macro::{autotune, tunables};
-pub use case::{
-    Case, CaseError, Element, ErrorSum, Verdict, Work, compare, poison, relative_error,
-};
+pub use case::{Case, Element, ErrorSum, Verdict, Work, compare, relative_error};
 pub use cudarc;
 pub use dispatch::{Choice, LoadError, Selection};
-pub use guard::{Guarded, Inspection};
+pub use guard::{Guarded, Inspection, poison};
 pub use half;
-pub use kernel::{Kernel, KernelError, LaunchError};
+pub use error::{CaseError, KernelError, LaunchError};
+pub use kernel::Kernel;
 pub use params::{Params, Variant};
 pub use shape::Shape;
 pub use spec::KernelSpec;
@@ -42,8 +42,9 @@ pub use vendor::{Vendor, VendorCase, VendorSpec};
 
 /// What a wrapper module usually needs.
 pub mod prelude {
-    pub use crate::case::{Case, CaseError, Element, ErrorSum, Verdict, Work, compare, poison};
-    pub use crate::guard::{Guarded, Inspection};
+    pub use crate::case::{Case, Element, ErrorSum, Verdict, Work, compare};
+    pub use crate::error::CaseError;
+    pub use crate::guard::{Guarded, Inspection, poison};
     pub use crate::parallel;
 
     pub use crate::random::{Rng, fill_normal, fill_uniform};

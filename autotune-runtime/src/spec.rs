@@ -55,6 +55,11 @@ impl KernelSpec {
         autotune_spec::names::point_name(self.params, values)
     }
 
+    /// `block128_stages2`: the point as a file-name fragment.
+    pub fn slug(&self, values: &[u32]) -> String {
+        autotune_spec::names::point_slug(self.params, values)
+    }
+
     /// `-DBLOCK=128 -DSTAGES=2`.
     pub fn defines(&self, values: &[u32]) -> Vec<String> {
         self.params

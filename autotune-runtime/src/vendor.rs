@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 
-use crate::kernel::LaunchError;
+use crate::error::LaunchError;
 
 /// A library kernel that can stand as a kernel's fallback.
 pub trait Vendor: Sized + 'static {

@@ -24,8 +24,9 @@
 //! ```
 
 //!
-//! Feature `grammar` (default) holds the parser; without it, only [`above`], [`names`], [`rng`]
-//! and [`source`] remain, for the run-time and tables crates.
+//! Feature `grammar` (default) holds the parser; without it, only [`above`], [`names`],
+//! [`range`], [`rng`] and [`source`] remain, for the run-time and tables crates. Feature
+//! `serde` makes [`KeyRange`] serializable (the tables crate's form of a range).
 
 pub mod above;
 #[cfg(feature = "grammar")]
@@ -35,6 +36,7 @@ mod constraint;
 #[cfg(feature = "grammar")]
 mod diagnostics;
 pub mod names;
+pub mod range;
 pub mod rng;
 #[cfg(feature = "grammar")]
 mod scan;
@@ -48,6 +50,7 @@ mod space;
 #[cfg(feature = "grammar")]
 mod spec;
 
+pub use range::KeyRange;
 #[cfg(feature = "grammar")]
 pub use args::{AttrArgs, Entry};
 #[cfg(feature = "grammar")]

@@ -143,15 +143,15 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
             let _ = writeln!(
                 out,
                 "| {span} | `{}` | (no key timed inside) | | | | |",
-                range.variant
+                range.choice
             );
         }
         for size in inside {
             let valid = |v: &VariantRecord| v.rejected.is_none();
             let baked = k
-                .fastest_at(size.key, |v| valid(v) && is_baked(v, &range.variant))
+                .fastest_at(size.key, |v| valid(v) && is_baked(v, &range.choice))
                 .map(|(_, us)| us);
-            let other = k.fastest_at(size.key, |v| valid(v) && !is_baked(v, &range.variant));
+            let other = k.fastest_at(size.key, |v| valid(v) && !is_baked(v, &range.choice));
             let (other_name, versus) = match (other, baked) {
                 (Some((v, us)), Some(baked)) => (
                     format!("`{}`", v.name),
@@ -163,7 +163,7 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
             let _ = writeln!(
                 out,
                 "| {span} | `{}` | {} | {} | {other_name} | {versus} | {:.1}% |",
-                range.variant,
+                range.choice,
                 size.key,
                 baked.map_or_else(|| "-".into(), |us| format!("{us:.2}")),
                 size.noise * 100.0

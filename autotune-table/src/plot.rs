@@ -62,7 +62,7 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
     let y =
         |ratio: f64| TOP + (yhi.ln() - ratio.clamp(ylo, yhi).ln()) / (yhi.ln() - ylo.ln()) * plot_h;
     let owners: Vec<&str> = {
-        let mut o: Vec<&str> = kernel.ranges.iter().map(|r| r.variant.as_str()).collect();
+        let mut o: Vec<&str> = kernel.ranges.iter().map(|r| r.choice.as_str()).collect();
         o.dedup();
         let mut unique = Vec::new();
         for name in o {
@@ -117,7 +117,7 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
         if b <= a {
             continue;
         }
-        let fill = color(&range.variant).unwrap_or("#999999");
+        let fill = color(&range.choice).unwrap_or("#999999");
         let _ = writeln!(
             svg,
             "<rect x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{plot_h}\" fill=\"{fill}\" opacity=\"{}\"/>",
@@ -125,9 +125,9 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
             if i % 2 == 0 { 0.10 } else { 0.16 }
         );
         let label = if range.last == u64::MAX {
-            format!("{}..: {}", range.first, range.variant)
+            format!("{}..: {}", range.first, range.choice)
         } else {
-            range.variant.clone()
+            range.choice.clone()
         };
         let _ = writeln!(
             svg,
@@ -279,7 +279,7 @@ mod tests {
         let bands = svg.matches("opacity=").count();
         assert_eq!(bands, kernel.ranges.len() - 1, "{svg}");
         for range in &kernel.ranges {
-            assert!(svg.contains(&range.variant), "{} missing", range.variant);
+            assert!(svg.contains(&range.choice), "{} missing", range.choice);
         }
     }
 

@@ -2,6 +2,9 @@
 //! must beat the incumbent by more than the noise), the points worth timing to place
 //! a boundary, and the ranges.
 
+use autotune_spec::KeyRange;
+use autotune_spec::range::push_merged;
+
 /// One variant's times at one key value, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timed {
@@ -158,21 +161,18 @@ fn midpoint(low: u64, high: u64) -> u64 {
     ((low as f64) * (high as f64)).sqrt().round() as u64
 }
 
-/// `(first, last, owner)` ranges covering every key: each decision's winner owns the
+/// Ranges covering every key, each held by its owner's index: each decision's winner owns the
 /// keys up to the geometric midpoint to the next decision with another winner;
 /// the first owner extends down to 0; keys above the largest timed value go to
 /// `beyond` (the fallback, or the default), since nothing was timed there, unless
 /// `extend`: then the last decision's winner keeps them.
-pub fn ranges(decisions: &[Decision], beyond: usize, extend: bool) -> Vec<(u64, u64, usize)> {
+pub fn ranges(decisions: &[Decision], beyond: usize, extend: bool) -> Vec<KeyRange<usize>> {
     let beyond = match decisions.last() {
         Some(last) if extend => last.winner,
         _ => beyond,
     };
-    let mut out: Vec<(u64, u64, usize)> = Vec::new();
-    let mut push = |first: u64, last: u64, owner: usize| match out.last_mut() {
-        Some(previous) if previous.2 == owner => previous.1 = last,
-        _ => out.push((first, last, owner)),
-    };
+    let mut out: Vec<KeyRange<usize>> = Vec::new();
+    let mut push = |first: u64, last: u64, owner: usize| push_merged(&mut out, first, last, owner);
     let mut first = Some(0u64);
     for (index, decision) in decisions.iter().enumerate() {
         let Some(start) = first else { break };
@@ -209,24 +209,22 @@ pub const BORROW_LEAD: f64 = 1.35;
 /// that swing ([`BORROW_LEAD`]) to be expected not to lose to the fallback, which is
 /// what a user would call instead. `lead` is `None` where either was not timed.
 pub fn borrowed<C: Copy + PartialEq>(
-    ranges: &[(u64, u64, C)],
+    ranges: &[KeyRange<C>],
     keys: &[u64],
     fallback: C,
     min_lead: f64,
     lead: impl Fn(C, u64) -> Option<f64>,
-) -> Vec<(u64, u64, C)> {
-    let mut out: Vec<(u64, u64, C)> = Vec::with_capacity(ranges.len());
-    for &(first, last, choice) in ranges {
+) -> Vec<KeyRange<C>> {
+    let mut out: Vec<KeyRange<C>> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let choice = range.choice;
         let keep = choice == fallback || {
-            let mut inside = keys.iter().filter(|&&k| first <= k && k <= last).peekable();
+            let mut inside = keys.iter().filter(|&&k| range.contains(k)).peekable();
             inside.peek().is_some()
                 && inside.all(|&k| lead(choice, k).is_some_and(|l| l >= min_lead))
         };
         let choice = if keep { choice } else { fallback };
-        match out.last_mut() {
-            Some(previous) if previous.2 == choice => previous.1 = last,
-            _ => out.push((first, last, choice)),
-        }
+        push_merged(&mut out, range.first, range.last, choice);
     }
     out
 }
@@ -240,10 +238,10 @@ mod tests {
         // Variant 1 owns keys up to 99 (measured at 1 and 64), variant 2 keys 100..=999
         // (measured at 512), the fallback (0) the rest; 3 owns 1000.. with no key.
         let ranges = [
-            (0, 99, 1),
-            (100, 999, 2),
-            (1000, 4999, 0),
-            (5000, u64::MAX, 3),
+            KeyRange::new(0, 99, 1),
+            KeyRange::new(100, 999, 2),
+            KeyRange::new(1000, 4999, 0),
+            KeyRange::new(5000, u64::MAX, 3),
         ];
         let keys = [1, 64, 512, 4096];
         let lead = |c: usize, k: u64| match (c, k) {
@@ -254,7 +252,7 @@ mod tests {
         };
         assert_eq!(
             borrowed(&ranges, &keys, 0, BORROW_LEAD, lead),
-            vec![(0, 99, 1), (100, u64::MAX, 0)]
+            vec![KeyRange::new(0, 99, 1), KeyRange::new(100, u64::MAX, 0)]
         );
         // One measured key below the lead is enough to give a range to the fallback.
         let low_at_64 = |c: usize, k: u64| {
@@ -266,13 +264,13 @@ mod tests {
         };
         assert_eq!(
             borrowed(&ranges, &keys, 0, BORROW_LEAD, low_at_64),
-            vec![(0, u64::MAX, 0)]
+            vec![KeyRange::new(0, u64::MAX, 0)]
         );
         // With no lead asked for, a borrowed plan is the tuned one (less the range that
         // no measurement supports).
         assert_eq!(
             borrowed(&ranges, &keys, 0, 0.0, lead),
-            vec![(0, 99, 1), (100, 999, 2), (1000, u64::MAX, 0)]
+            vec![KeyRange::new(0, 99, 1), KeyRange::new(100, 999, 2), KeyRange::new(1000, u64::MAX, 0)]
         );
     }
 
@@ -340,17 +338,17 @@ mod tests {
         assert_eq!(
             ranges(&ds, 9, false),
             vec![
-                (0, 800, 1),
-                (801, 3200, 2),
-                (3201, 6400, 0),
-                (6401, u64::MAX, 9)
+                KeyRange::new(0, 800, 1),
+                KeyRange::new(801, 3200, 2),
+                KeyRange::new(3201, 6400, 0),
+                KeyRange::new(6401, u64::MAX, 9)
             ]
         );
-        assert_eq!(ranges(&[decision(10, 3)], 3, false), vec![(0, u64::MAX, 3)]);
-        assert_eq!(ranges(&[], 4, false), vec![(0, u64::MAX, 4)]);
+        assert_eq!(ranges(&[decision(10, 3)], 3, false), vec![KeyRange::new(0, u64::MAX, 3)]);
+        assert_eq!(ranges(&[], 4, false), vec![KeyRange::new(0, u64::MAX, 4)]);
         assert_eq!(
             ranges(&[decision(1, 1), decision(2, 2)], 0, false),
-            vec![(0, 1, 1), (2, 2, 2), (3, u64::MAX, 0)]
+            vec![KeyRange::new(0, 1, 1), KeyRange::new(2, 2, 2), KeyRange::new(3, u64::MAX, 0)]
         );
     }
 
@@ -382,8 +380,8 @@ mod tests {
     #[test]
     fn extend_hands_the_top_to_the_last_winner() {
         let ds = [decision(100, 1), decision(6400, 2), decision(12800, 2)];
-        assert_eq!(ranges(&ds, 0, true), vec![(0, 800, 1), (801, u64::MAX, 2)]);
-        assert_eq!(ranges(&[], 4, true), vec![(0, u64::MAX, 4)]);
+        assert_eq!(ranges(&ds, 0, true), vec![KeyRange::new(0, 800, 1), KeyRange::new(801, u64::MAX, 2)]);
+        assert_eq!(ranges(&[], 4, true), vec![KeyRange::new(0, u64::MAX, 4)]);
     }
 
     #[test]

@@ -58,7 +58,7 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         let _ = writeln!(
             out,
             "  {span:<24} {}{}",
-            range.variant,
+            range.choice,
             if inside.is_empty() {
                 "  (no key timed inside)"
             } else {
@@ -190,7 +190,7 @@ mod tests {
             .iter_mut()
             .find(|r| r.first <= size.key && size.key <= r.last)
             .unwrap();
-        range.variant = other.clone();
+        range.choice = other.clone();
         let first = range.first;
         let text = render("t.json", &table, Some("rms_norm"));
         let line = text

@@ -214,7 +214,7 @@ pub struct KernelTable {
     /// The decision at every timed key value, refinements included.
     pub sizes: Vec<SizeRecord>,
     /// What dispatch launches per range of the key, ascending, covering `0..=u64::MAX`.
-    pub ranges: Vec<RangeRecord>,
+    pub ranges: Vec<KeyRange<String>>,
     /// How the keys above the largest declared size were decided (absent in tables
     /// tuned before the sweep looked there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -351,25 +351,8 @@ pub struct SizeRecord {
     pub refinement: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RangeRecord {
-    pub first: u64,
-    pub last: u64,
-    /// A variant name, or `fallback`.
-    pub variant: String,
-}
-
-impl RangeRecord {
-    /// `first..=last`, or `first..` for the range that runs to the end.
-    pub fn span(&self) -> String {
-        if self.last == u64::MAX {
-            format!("{}..", self.first)
-        } else {
-            format!("{}..={}", self.first, self.last)
-        }
-    }
-}
+/// A range of a table: its choice is a variant's name, or [`FALLBACK`].
+pub use autotune_spec::KeyRange;
 
 /// The most ranges one kernel's plan may have: each becomes an arm of a generated
 /// `match`, and a sweep over 64 sizes with refinement makes a few hundred at most.
@@ -454,22 +437,22 @@ impl KernelTable {
             let known = self
                 .variants
                 .iter()
-                .any(|v| v.name == range.variant && v.rejected.is_none())
-                || (range.variant == FALLBACK && self.fallback.is_some());
+                .any(|v| v.name == range.choice && v.rejected.is_none())
+                || (range.choice == FALLBACK && self.fallback.is_some());
             if !known {
                 return Err(format!(
                     "range {index} names `{}`, which is not a valid variant of the table",
-                    range.variant.escape_debug()
+                    range.choice.escape_debug()
                 ));
             }
-            if let Some(variant) = self.variant(&range.variant)
+            if let Some(variant) = self.variant(&range.choice)
                 && !measured_in_or_next_to(variant, range, &timed)
             {
                 return Err(format!(
                     "range {index} ({}..={}) names `{}`, which was not measured in it or next to it",
                     range.first,
                     range.last,
-                    range.variant.escape_debug()
+                    range.choice.escape_debug()
                 ));
             }
             if let Some(key) = self.lost_throughout(range) {
@@ -478,7 +461,7 @@ impl KernelTable {
                      at every key measured in it (first at {key})",
                     range.first,
                     range.last,
-                    range.variant.escape_debug(),
+                    range.choice.escape_debug(),
                     self.default.escape_debug()
                 ));
             }
@@ -499,11 +482,11 @@ impl KernelTable {
     /// The first key where `range`'s variant lost to the default, if it lost at
     /// every key measured inside the range where both were timed (a pick that the
     /// decision rule, which keeps the default unless a challenger wins, never makes).
-    fn lost_throughout(&self, range: &RangeRecord) -> Option<u64> {
-        if range.variant == self.default || self.fallback.is_some() {
+    fn lost_throughout(&self, range: &KeyRange<String>) -> Option<u64> {
+        if range.choice == self.default || self.fallback.is_some() {
             return None;
         }
-        let picked = self.variant(&range.variant)?;
+        let picked = self.variant(&range.choice)?;
         let default = self.variant(&self.default)?;
         let median = |v: &VariantRecord, key: u64| {
             v.measurements
@@ -567,7 +550,7 @@ impl KernelTable {
     }
 
     /// The decisions at the keys timed inside `range`.
-    pub fn sizes_in(&self, range: &RangeRecord) -> Vec<&SizeRecord> {
+    pub fn sizes_in(&self, range: &KeyRange<String>) -> Vec<&SizeRecord> {
         self.sizes
             .iter()
             .filter(|s| s.key >= range.first && s.key <= range.last)
@@ -599,7 +582,7 @@ fn name_says_values(name: &str, values: &[u32]) -> bool {
 
 /// Whether `variant` was timed at a key inside `range`, or at the timed key just
 /// below or just above it (a range's edges lie between timed keys).
-fn measured_in_or_next_to(variant: &VariantRecord, range: &RangeRecord, timed: &[u64]) -> bool {
+fn measured_in_or_next_to(variant: &VariantRecord, range: &KeyRange<String>, timed: &[u64]) -> bool {
     let below = timed.iter().filter(|&&k| k < range.first).max();
     let above = timed.iter().filter(|&&k| k > range.last).min();
     variant.measurements.iter().any(|m| {
@@ -944,10 +927,10 @@ pub(crate) mod tests {
             m.p75_us = 1e6;
             m.min_us = 1e6;
         }
-        lost.ranges = vec![RangeRecord {
+        lost.ranges = vec![KeyRange {
             first: 0,
             last: u64::MAX,
-            variant: slowest,
+            choice: slowest,
         }];
         assert!(
             lost.validate()
@@ -1039,15 +1022,15 @@ pub(crate) mod tests {
             ],
             sizes: vec![],
             ranges: vec![
-                RangeRecord {
+                KeyRange {
                     first: 0,
                     last: 99,
-                    variant: "block=128".into(),
+                    choice: "block=128".into(),
                 },
-                RangeRecord {
+                KeyRange {
                     first: 100,
                     last: u64::MAX,
-                    variant: "block=64".into(),
+                    choice: "block=64".into(),
                 },
             ],
             above: None,
@@ -1155,7 +1138,7 @@ pub(crate) mod tests {
                 .contains("does not continue from 100")
         );
         let mut table = sample();
-        table.kernels.get_mut("k").unwrap().ranges[0].variant = "block=999".into();
+        table.kernels.get_mut("k").unwrap().ranges[0].choice = "block=999".into();
         std::fs::write(&path, serde_json::to_string(&table).unwrap()).unwrap();
         assert!(
             read(&path)
@@ -1286,10 +1269,10 @@ pub(crate) mod tests {
         let mut table = sample();
         let k = table.kernels.get_mut("k").unwrap();
         k.ranges = (0..=MAX_RANGES as u64)
-            .map(|i| RangeRecord {
+            .map(|i| KeyRange {
                 first: i,
                 last: if i == MAX_RANGES as u64 { u64::MAX } else { i },
-                variant: "block=64".into(),
+                choice: "block=64".into(),
             })
             .collect();
         assert!(k.validate().unwrap_err().contains("4097 ranges"));

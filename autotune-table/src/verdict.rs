@@ -136,12 +136,12 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
     let valid: Vec<&&VariantRecord> = candidates.iter().filter(|v| v.rejected.is_none()).collect();
     let mut ranges = Vec::new();
     for range in &kernel.ranges {
-        let owner = kernel.variants.iter().find(|v| v.name == range.variant);
+        let owner = kernel.variants.iter().find(|v| v.name == range.choice);
         if owner.is_some_and(is_candidate) {
             let won: Vec<String> = kernel
                 .sizes_in(range)
                 .into_iter()
-                .filter(|s| s.winner == range.variant)
+                .filter(|s| s.winner == range.choice)
                 .map(|s| {
                     format!(
                         "{}={}: {:.1}% faster than {} (noise {:.1}%)",
@@ -157,7 +157,7 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
                 first: range.first,
                 last: range.last,
                 verdict: "keep".into(),
-                owner: range.variant.clone(),
+                owner: range.choice.clone(),
                 reason: if won.is_empty() {
                     "the candidate owns it (no key timed inside)".into()
                 } else {
@@ -177,7 +177,7 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
                 .into_iter()
                 .filter_map(|s| {
                     let owner_us = kernel
-                        .variant(&range.variant)
+                        .variant(&range.choice)
                         .and_then(|v| v.median_at(s.key))
                         .unwrap_or(s.winner_us);
                     let (best, us) =
@@ -208,7 +208,7 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
             first: range.first,
             last: range.last,
             verdict: "revert".into(),
-            owner: range.variant.clone(),
+            owner: range.choice.clone(),
             reason,
         });
     }
@@ -253,7 +253,7 @@ impl Judgement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{Measurement, RangeRecord, Rejection, Role, SizeRecord, Stage};
+    use crate::table::{KeyRange, Measurement, Rejection, Role, SizeRecord, Stage};
 
     fn variant(name: &str, times: &[(u64, f64)], rejected: Option<&str>) -> VariantRecord {
         VariantRecord {
@@ -317,15 +317,15 @@ mod tests {
             size(65536, "source=1,b=1", 80.0, "source=0,b=1", 100.0),
         ];
         k.ranges = vec![
-            RangeRecord {
+            KeyRange {
                 first: 0,
                 last: 8191,
-                variant: "source=0,b=1".into(),
+                choice: "source=0,b=1".into(),
             },
-            RangeRecord {
+            KeyRange {
                 first: 8192,
                 last: u64::MAX,
-                variant: "source=1,b=1".into(),
+                choice: "source=1,b=1".into(),
             },
         ];
         k
@@ -360,10 +360,10 @@ mod tests {
             stage: Stage::WrongResult,
             reason: "element error 2.0e0 > 2e-2 at n=65536".into(),
         });
-        k.ranges = vec![RangeRecord {
+        k.ranges = vec![KeyRange {
             first: 0,
             last: u64::MAX,
-            variant: "source=0,b=1".into(),
+            choice: "source=0,b=1".into(),
         }];
         let j = judge("k", &k).unwrap();
         assert!(!j.keep);

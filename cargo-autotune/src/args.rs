@@ -1,10 +1,12 @@
 //! The command line, parsed by clap: `cargo autotune <command> [options]`. Unknown
 //! options are errors (exit 2), `--flag=value` and `--flag value` both work.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use autotune_table::strategy::Budget;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::CliError;
 
 /// `cargo` runs `cargo-autotune autotune ARGS`; the binary run directly takes the
 /// same arguments with or without the leading `autotune`.
@@ -57,6 +59,25 @@ pub struct InitArgs {
 pub struct TablesArg {
     #[arg(long, value_name = "DIR")]
     pub tables: Option<PathBuf>,
+}
+
+impl TablesArg {
+    /// `--tables DIR`, else `kernels/tuning` or `tuning` under the current folder.
+    pub fn dir(&self) -> Result<PathBuf, CliError> {
+        self.dir_in(Path::new(""))
+    }
+
+    /// `--tables DIR`, else `kernels/tuning` or `tuning` under the crate folder `root`.
+    pub fn dir_in(&self, root: &Path) -> Result<PathBuf, CliError> {
+        if let Some(dir) = &self.tables {
+            return Ok(dir.clone());
+        }
+        ["kernels/tuning", "tuning"]
+            .iter()
+            .map(|dir| root.join(dir))
+            .find(|p| p.is_dir())
+            .ok_or(CliError::NoTablesFolder)
+    }
 }
 
 #[derive(Debug, Args)]

@@ -11,7 +11,7 @@ use crate::args::ContextArgs;
 use crate::error::CliError;
 
 pub fn run(args: &ContextArgs) -> Result<ExitCode, CliError> {
-    let dir = crate::tables_dir(&args.tables)?;
+    let dir = args.tables.dir()?;
     let tables = crate::summaries::tables_with(&dir, args.kernel.as_deref())?;
     let journal = verdict::read_journal(&dir.join(verdict::JOURNAL_FILE));
     let mut text = String::new();

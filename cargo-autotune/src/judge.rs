@@ -53,7 +53,7 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
             "judge takes one kernel's candidate sources at a time: name the kernel".into(),
         ));
     }
-    let committed = crate::tables_dir_in(root, &args.tables)?;
+    let committed = args.tables.dir_in(root)?;
     let scratch = root.join(SCRATCH);
     // The scratch folder is emptied: never when it is (or holds) the tables judged.
     let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());

@@ -31,11 +31,9 @@ mod simulate;
 mod summaries;
 mod tune;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use args::{Cli, Command, TablesArg};
-use error::CliError;
+use args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = match Cli::parse_from_cargo(std::env::args().skip(1).collect()) {
@@ -67,21 +65,4 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// `--tables DIR`, else `kernels/tuning` or `tuning` under the current folder.
-fn tables_dir(args: &TablesArg) -> Result<PathBuf, CliError> {
-    tables_dir_in(Path::new(""), args)
-}
-
-/// `--tables DIR`, else `kernels/tuning` or `tuning` under the crate folder `root`.
-fn tables_dir_in(root: &Path, args: &TablesArg) -> Result<PathBuf, CliError> {
-    if let Some(dir) = &args.tables {
-        return Ok(dir.clone());
-    }
-    ["kernels/tuning", "tuning"]
-        .iter()
-        .map(|dir| root.join(dir))
-        .find(|p| p.is_dir())
-        .ok_or(CliError::NoTablesFolder)
 }

@@ -12,7 +12,7 @@ use crate::args::PlotArgs;
 use crate::error::CliError;
 
 pub fn run(args: &PlotArgs) -> Result<ExitCode, CliError> {
-    let dir = crate::tables_dir(&args.tables)?;
+    let dir = args.tables.dir()?;
     let out = args.out.clone().unwrap_or_else(|| dir.join("plots"));
     std::fs::create_dir_all(&out).map_err(CliError::io("create", &out))?;
     for (path, table) in table::read_all(&dir) {

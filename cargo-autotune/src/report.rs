@@ -10,7 +10,7 @@ use crate::args::ReportArgs;
 use crate::error::CliError;
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
-    let dir = crate::tables_dir(&args.tables)?;
+    let dir = args.tables.dir()?;
     let kernel = args.kernel.as_deref();
     let tables = crate::summaries::tables_with(&dir, kernel)?;
     for (path, table) in tables {

@@ -147,7 +147,7 @@ fn progress_file() -> Result<PathBuf, CliError> {
 
 /// Every kernel entry of every readable table, by `kernel on GPU`.
 fn tuned_entries(args: &TuneArgs) -> BTreeMap<String, KernelTable> {
-    let Ok(dir) = crate::tables_dir(&args.tables) else {
+    let Ok(dir) = args.tables.dir() else {
         return BTreeMap::new();
     };
     let mut entries = BTreeMap::new();
@@ -174,7 +174,7 @@ fn summary(changed: &[(&String, &KernelTable)]) -> String {
     ]];
     for (name, k) in changed {
         let valid = k.variants.iter().filter(|v| v.rejected.is_none()).count();
-        let mut picks: Vec<&str> = k.ranges.iter().map(|r| r.variant.as_str()).collect();
+        let mut picks: Vec<&str> = k.ranges.iter().map(|r| r.choice.as_str()).collect();
         picks.sort_unstable();
         picks.dedup();
         rows.push([

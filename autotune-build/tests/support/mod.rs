@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use autotune_build::nvcc::{CompileJob, Target};
+use autotune_build::testing::{CompileJob, Target};
 
 /// Kernel `k` of `source` at `BLOCK = block`, compiled for `target` in `dir`.
 pub fn block_job(source: &Path, block: u32, target: Target, dir: &Path) -> CompileJob {

@@ -1,0 +1,372 @@
+//! Tidiness of the library code, checked on every test run (as rust-analyzer's
+//! `tidy`): no function longer than can be read at once, and no import loops
+//! between the modules of a crate. Test code (`#[cfg(test)]` modules, `tests/`)
+//! is not library code and is not checked.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The most lines a function of library code may span, signature to closing brace.
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// The crates whose `src/` is library code (the root package is the kernels crate).
+const CRATES: &[&str] = &[
+    ".",
+    "autotune-spec",
+    "autotune-macro",
+    "autotune-runtime",
+    "autotune-table",
+    "autotune-build",
+    "cargo-autotune",
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file of a crate's `src/`, sorted, with its parsed syntax tree.
+fn sources(krate: &str) -> Vec<(PathBuf, syn::File)> {
+    let dir = root().join(krate).join("src");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (path, file)
+        })
+        .collect()
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg")
+            && attr
+                .parse_args::<syn::Meta>()
+                .is_ok_and(|meta| meta.path().is_ident("test"))
+    })
+}
+
+fn lines(span: proc_macro2::Span) -> (usize, usize) {
+    (span.start().line, span.end().line)
+}
+
+/// Functions (free, inherent, trait) of library code, with their first and last line.
+#[derive(Default)]
+struct Functions {
+    found: Vec<(String, usize, usize)>,
+}
+
+impl Functions {
+    /// From the `fn` keyword to the body's closing brace.
+    fn record(&mut self, sig: &syn::Signature, block: &syn::Block) {
+        let (first, _) = lines(sig.fn_token.span);
+        let (_, last) = lines(block.brace_token.span.join());
+        self.found.push((sig.ident.to_string(), first, last));
+    }
+}
+
+impl<'ast> Visit<'ast> for Functions {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if !is_cfg_test(&item.attrs) {
+            self.record(&item.sig, &item.block);
+            syn::visit::visit_item_fn(self, item);
+        }
+    }
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        if !is_cfg_test(&item.attrs) {
+            self.record(&item.sig, &item.block);
+            syn::visit::visit_impl_item_fn(self, item);
+        }
+    }
+    fn visit_trait_item_fn(&mut self, item: &'ast syn::TraitItemFn) {
+        if let Some(block) = &item.default {
+            self.record(&item.sig, block);
+        }
+        syn::visit::visit_trait_item_fn(self, item);
+    }
+}
+
+#[test]
+fn no_function_of_library_code_is_longer_than_120_lines() {
+    let mut long = Vec::new();
+    for krate in CRATES {
+        for (path, file) in sources(krate) {
+            let mut functions = Functions::default();
+            functions.visit_file(&file);
+            for (name, first, last) in functions.found {
+                let span = last - first + 1;
+                if span > MAX_FUNCTION_LINES {
+                    let shown = path.strip_prefix(root()).unwrap_or(&path).display();
+                    long.push(format!("{shown}:{first} `{name}` spans {span} lines"));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them into steps that each \
+         read at once):\n{}",
+        long.join("\n")
+    );
+}
+
+/// The first segments of every `crate::…` (or, the modules being flat, `super::…`)
+/// path in a syntax tree (use trees, expressions, types, patterns), outside
+/// `#[cfg(test)]` modules. In the crate root, whose modules are in scope, every
+/// path's first segment.
+#[derive(Default)]
+struct CratePaths {
+    in_root: bool,
+    heads: BTreeSet<String>,
+}
+
+impl CratePaths {
+    fn use_tree(&mut self, tree: &syn::UseTree, under_crate: bool) {
+        match tree {
+            syn::UseTree::Path(path)
+                if (path.ident == "crate" || path.ident == "super") && !under_crate =>
+            {
+                self.use_tree(&path.tree, true)
+            }
+            syn::UseTree::Path(path) if self.in_root => {
+                self.heads.insert(path.ident.to_string());
+            }
+            syn::UseTree::Path(path) if under_crate => {
+                self.heads.insert(path.ident.to_string());
+            }
+            syn::UseTree::Name(name) if under_crate => {
+                self.heads.insert(name.ident.to_string());
+            }
+            syn::UseTree::Rename(rename) if under_crate => {
+                self.heads.insert(rename.ident.to_string());
+            }
+            syn::UseTree::Group(group) => {
+                for tree in &group.items {
+                    self.use_tree(tree, under_crate);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for CratePaths {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        if !is_cfg_test(&item.attrs) {
+            self.use_tree(&item.tree, false);
+        }
+    }
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let mut segments = path.segments.iter();
+        if let (Some(first), Some(second)) = (segments.next(), segments.next()) {
+            if first.ident == "crate" || first.ident == "super" {
+                self.heads.insert(second.ident.to_string());
+            } else if self.in_root {
+                self.heads.insert(first.ident.to_string());
+            }
+        }
+        syn::visit::visit_path(self, path);
+    }
+}
+
+/// The names a crate root defines itself (not re-exports), and where each name it
+/// re-exports (`pub use module::Name`) comes from.
+fn root_names(file: &syn::File) -> (BTreeSet<String>, BTreeMap<String, String>) {
+    fn reexports(tree: &syn::UseTree, module: Option<&str>, out: &mut BTreeMap<String, String>) {
+        match tree {
+            syn::UseTree::Path(path) => {
+                let ident = path.ident.to_string();
+                let module = match module {
+                    None if ident == "crate" || ident == "self" => None,
+                    None => Some(ident.as_str()),
+                    Some(module) => Some(module),
+                };
+                reexports(&path.tree, module, out);
+            }
+            syn::UseTree::Name(name) => {
+                if let Some(module) = module {
+                    out.insert(name.ident.to_string(), module.to_string());
+                }
+            }
+            syn::UseTree::Rename(rename) => {
+                if let Some(module) = module {
+                    out.insert(rename.rename.to_string(), module.to_string());
+                }
+            }
+            syn::UseTree::Group(group) => {
+                for tree in &group.items {
+                    reexports(tree, module, out);
+                }
+            }
+            syn::UseTree::Glob(_) => {}
+        }
+    }
+    let mut defined = BTreeSet::new();
+    let mut reexported = BTreeMap::new();
+    for item in &file.items {
+        let ident = match item {
+            syn::Item::Fn(item) => Some(&item.sig.ident),
+            syn::Item::Struct(item) => Some(&item.ident),
+            syn::Item::Enum(item) => Some(&item.ident),
+            syn::Item::Const(item) => Some(&item.ident),
+            syn::Item::Static(item) => Some(&item.ident),
+            syn::Item::Type(item) => Some(&item.ident),
+            syn::Item::Trait(item) => Some(&item.ident),
+            syn::Item::Macro(item) => item.ident.as_ref(),
+            syn::Item::Use(item) => {
+                reexports(&item.tree, None, &mut reexported);
+                None
+            }
+            _ => None,
+        };
+        if let Some(ident) = ident {
+            defined.insert(ident.to_string());
+        }
+    }
+    (defined, reexported)
+}
+
+/// The module each module of a crate imports from: `crate::module::…` is an edge to
+/// `module`, a re-exported `crate::Name` one to the module it comes from, a name the
+/// root defines one to the root (`lib` or `main`).
+fn import_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let files = sources(krate);
+    let is_root = |path: &Path| {
+        path.file_stem()
+            .is_some_and(|stem| stem == "lib" || stem == "main")
+    };
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter(|(path, _)| !is_root(path))
+        .map(|(path, _)| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let (root_name, (defined, reexported)) = files
+        .iter()
+        .find(|(path, _)| is_root(path))
+        .map(|(path, file)| {
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            (stem, root_names(file))
+        })
+        .unwrap();
+    let mut graph = BTreeMap::new();
+    for (path, file) in &files {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let mut paths = CratePaths {
+            in_root: is_root(path),
+            ..CratePaths::default()
+        };
+        paths.visit_file(file);
+        let edges: BTreeSet<String> = paths
+            .heads
+            .into_iter()
+            .filter_map(|head| {
+                if modules.contains(&head) {
+                    Some(head)
+                } else if let Some(module) = reexported.get(&head) {
+                    Some(module.clone())
+                } else if defined.contains(&head) {
+                    Some(root_name.clone())
+                } else {
+                    None
+                }
+            })
+            .filter(|target| *target != name)
+            .collect();
+        graph.insert(name, edges);
+    }
+    graph
+}
+
+/// The groups of modules that import each other, directly or through others (the
+/// strongly connected components of more than one module), each sorted.
+fn loops(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from];
+        while let Some(node) = stack.pop() {
+            for next in graph.get(node).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next);
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|node| (node, reach(node))).collect();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for node in graph.keys() {
+        if groups.iter().any(|group| group.contains(node)) {
+            continue;
+        }
+        let group: Vec<String> = graph
+            .keys()
+            .filter(|other| {
+                *other == node || (reached[node].contains(*other) && reached[other].contains(node))
+            })
+            .cloned()
+            .collect();
+        if group.len() > 1 {
+            groups.push(group);
+        }
+    }
+    groups
+}
+
+#[test]
+fn no_crate_has_an_import_loop_between_its_modules() {
+    let loops: Vec<String> = CRATES
+        .iter()
+        .flat_map(|krate| {
+            loops(&import_graph(krate))
+                .into_iter()
+                .map(move |group| format!("{krate}: {}", group.join(" <-> ")))
+        })
+        .collect();
+    assert!(
+        loops.is_empty(),
+        "import loops (move what both sides need into a module of its own, or \
+         down to the side that is imported):\n{}",
+        loops.join("\n")
+    );
+}
+
+#[test]
+fn the_loop_finder_finds_each_loop_and_passes_a_tree() {
+    let graph = |edges: &[(&str, &str)]| {
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, to) in edges {
+            graph
+                .entry(from.to_string())
+                .or_default()
+                .insert(to.to_string());
+            graph.entry(to.to_string()).or_default();
+        }
+        graph
+    };
+    assert!(loops(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+    assert_eq!(
+        loops(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("d", "e"), ("e", "d")])),
+        [["a", "b", "c"].as_slice(), &["d", "e"]]
+            .map(|group| group.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    );
+}
