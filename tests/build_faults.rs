@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use autotune_table::table::{
-    FORMAT, Fingerprint, GpuRecord, KernelTable, Measurement, KeyRange, Role, Seconds,
-    TuningTable, VariantRecord,
+    FORMAT, Fingerprint, GpuRecord, KernelTable, KeyRange, Measurement, Role, Seconds, TuningTable,
+    VariantRecord,
 };
 
 fn workspace() -> &'static Path {

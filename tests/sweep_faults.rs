@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use autotune_build::testing::{CompileJob, Nvcc, Target};
+use autotune_build::testing::{JobVariant, WORKER_ENV, emit_line, serve};
 use autotune_build::testing::{KeyRange, SweepPlan, run_sweep};
 use autotune_build::timing::TimingConfig;
-use autotune_build::testing::{JobVariant, WORKER_ENV, emit_line, serve};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use autotune_runtime::{
     Case, CaseError, Guarded, Inspection, Kernel, KernelSpec, LaunchError, Params, Variant,
@@ -373,8 +373,7 @@ fn a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(
     let mut plan = plan(&SPEC, &chosen, work, "graph");
     plan.timing.graph = true;
     let mut log = Vec::new();
-    let result =
-        run_sweep(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+    let result = run_sweep(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
     let log = String::from_utf8_lossy(&log);
     println!("{log}");
     assert_eq!(

@@ -365,7 +365,13 @@ fn the_loop_finder_finds_each_loop_and_passes_a_tree() {
     };
     assert!(loops(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
     assert_eq!(
-        loops(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("d", "e"), ("e", "d")])),
+        loops(&graph(&[
+            ("a", "b"),
+            ("b", "c"),
+            ("c", "a"),
+            ("d", "e"),
+            ("e", "d")
+        ])),
         [["a", "b", "c"].as_slice(), &["d", "e"]]
             .map(|group| group.iter().map(|s| s.to_string()).collect::<Vec<_>>())
     );

@@ -241,11 +241,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
 /// where the kernel has no fallback.
 ///
 /// [`BORROW_LEAD`]: autotune_table::ranges::BORROW_LEAD
-fn borrowed_ranges(
-    entry: &KernelTable,
-    ranges: &[Range],
-    images: &[ImageData],
-) -> Vec<Range> {
+fn borrowed_ranges(entry: &KernelTable, ranges: &[Range], images: &[ImageData]) -> Vec<Range> {
     let Some(fallback) = entry
         .variants
         .iter()

@@ -458,7 +458,6 @@ pub fn relative(path: &Path, root: &Path) -> String {
         .into_owned()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,8 +14,8 @@ use autotune_table::hex;
 use autotune_table::progress::Progress;
 use autotune_table::ranges::{self, Decision};
 use autotune_table::table::{
-    FALLBACK, Fingerprint, GpuRecord, KernelTable, KeyRange, Rejection, Role, Seconds,
-    SizeRecord, Stage, VENDOR, VariantRecord,
+    FALLBACK, Fingerprint, GpuRecord, KernelTable, KeyRange, Rejection, Role, Seconds, SizeRecord,
+    Stage, VENDOR, VariantRecord,
 };
 
 use crate::error::BuildError;

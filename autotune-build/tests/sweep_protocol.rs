@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use autotune_build::testing::{Beyond, KeyRange, SweepPlan, SweepResult, run_sweep};
-use autotune_build::timing::TimingConfig;
 use autotune_build::testing::{Event, Job, JobVariant, WORKER_ENV, emit_line};
+use autotune_build::timing::TimingConfig;
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
 use autotune_table::progress::{Phase, Progress};

@@ -122,6 +122,43 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
     let dispatch = spec.dispatch_struct();
     let params = params_type(spec);
     let case = &spec.case;
+    let spec_const = spec_const(spec);
+    let call = launch_call(spec, &spec.fn_name, quote!(variant));
+    let launch_fallback = fallback_struct(spec).map(|fb| launch_fallback_fn(&fb));
+    let load_vendor = spec.vendor.as_ref().map(|ty| load_vendor_fn(spec, ty));
+    quote! {
+        impl #rt::Kernel for #dispatch {
+            type Params = #params;
+            type Case = #case;
+            const SPEC: #rt::KernelSpec = #spec_const;
+
+            fn launch_case(
+                case: &mut Self::Case,
+                stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+                variant: &#rt::Variant<Self::Params>,
+            ) -> ::core::result::Result<(), #rt::LaunchError> {
+                #call.map(::core::mem::drop).map_err(#rt::LaunchError::from_error)
+            }
+
+            #launch_fallback
+            #load_vendor
+        }
+    }
+}
+
+/// The dispatch struct of the declared fallback wrapper (`RmsNormPlain`).
+fn fallback_struct(spec: &Spec) -> Option<Ident> {
+    spec.fallback.as_ref().map(|f| {
+        Ident::new(
+            &autotune_spec::names::dispatch_struct(&f.to_string()),
+            f.span(),
+        )
+    })
+}
+
+/// The `KernelSpec` literal: the attribute as static data.
+fn spec_const(spec: &Spec) -> TokenStream {
+    let rt = runtime();
     let name = spec.fn_name.to_string();
     let source = spec.source.value();
     let candidates: Vec<String> = spec.candidates.iter().map(|c| c.value()).collect();
@@ -145,14 +182,7 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
     let flags = &spec.flags;
     let above = format_ident!("{}", format!("{:?}", spec.above));
     let key_max = proc_macro2::Literal::u64_suffixed(spec.key_max);
-    let fallback_struct = spec.fallback.as_ref().map(|f| {
-        let name = Ident::new(
-            &autotune_spec::names::dispatch_struct(&f.to_string()),
-            f.span(),
-        );
-        quote!(#name)
-    });
-    let fallback_spec = match &fallback_struct {
+    let fallback_spec = match fallback_struct(spec) {
         Some(fb) => quote!(::core::option::Option::Some(&<#fb as #rt::Kernel>::SPEC)),
         None => quote!(::core::option::Option::None),
     };
@@ -174,84 +204,75 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
             .map(|v| proc_macro2::Literal::u64_unsuffixed(*v));
         quote!(&[#(#values),*])
     });
-    let call = launch_call(spec, &spec.fn_name, quote!(variant));
-    let load_vendor = spec.vendor.as_ref().map(|ty| {
-        let vendor_call = vendor_call(spec, quote!(self.0));
-        quote! {
-            fn load_vendor(
-                stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
-            ) -> ::core::result::Result<
-                ::core::option::Option<::std::boxed::Box<dyn #rt::VendorCase<Self::Case>>>,
-                #rt::LaunchError,
-            > {
-                struct OnCase(#ty);
-                impl #rt::VendorCase<#case> for OnCase {
-                    fn launch_case(
-                        &self,
-                        case: &mut #case,
-                        stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
-                    ) -> ::core::result::Result<(), #rt::LaunchError> {
-                        #vendor_call.map(::core::mem::drop).map_err(#rt::LaunchError::from_error)
-                    }
-                }
-                let vendor = <#ty as #rt::Vendor>::load(&stream.context())?;
-                ::core::result::Result::Ok(::core::option::Option::Some(::std::boxed::Box::new(OnCase(vendor))))
-            }
-        }
-    });
-    let launch_fallback = fallback_struct.as_ref().map(|fb| {
-        quote! {
-            fn launch_fallback(
-                case: &mut Self::Case,
-                stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
-                functions: &[#rt::cudarc::driver::CudaFunction],
-                values: &[u32],
-            ) -> ::core::result::Result<(), #rt::LaunchError> {
-                let params = <<#fb as #rt::Kernel>::Params as #rt::Params>::from_values(values)
-                    .ok_or_else(|| #rt::LaunchError::message("fallback values do not fit its params"))?;
-                if functions.is_empty() {
-                    return ::core::result::Result::Err(#rt::LaunchError::message("the fallback has no loaded entry"));
-                }
-                let variant = #rt::Variant::with_entries("fallback", params, functions.to_vec());
-                <#fb as #rt::Kernel>::launch_case(case, stream, &variant)
-            }
-        }
-    });
     quote! {
-        impl #rt::Kernel for #dispatch {
-            type Params = #params;
-            type Case = #case;
-            const SPEC: #rt::KernelSpec = #rt::KernelSpec {
-                name: #name,
-                wrapper_file: ::core::file!(),
-                source: #source,
-                candidates: &[#(#candidates),*],
-                entries: &[#(#entries),*],
-                key: #key,
-                sizes: &[#(#sizes),*],
-                params: &[#(#param_names),*],
-                points: &[#(#points),*],
-                default: &[#(#default),*],
-                constraint: #constraint,
-                flags: &[#(#flags),*],
-                fallback: #fallback_spec,
-                vendor: #vendor_spec,
-                shape_args: &[#(#shape_args),*],
-                shapes: &[#(#shapes),*],
-                above: #rt::spec::Above::#above,
-                key_max: #key_max,
-            };
+        #rt::KernelSpec {
+            name: #name,
+            wrapper_file: ::core::file!(),
+            source: #source,
+            candidates: &[#(#candidates),*],
+            entries: &[#(#entries),*],
+            key: #key,
+            sizes: &[#(#sizes),*],
+            params: &[#(#param_names),*],
+            points: &[#(#points),*],
+            default: &[#(#default),*],
+            constraint: #constraint,
+            flags: &[#(#flags),*],
+            fallback: #fallback_spec,
+            vendor: #vendor_spec,
+            shape_args: &[#(#shape_args),*],
+            shapes: &[#(#shapes),*],
+            above: #rt::spec::Above::#above,
+            key_max: #key_max,
+        }
+    }
+}
 
-            fn launch_case(
-                case: &mut Self::Case,
-                stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
-                variant: &#rt::Variant<Self::Params>,
-            ) -> ::core::result::Result<(), #rt::LaunchError> {
-                #call.map(::core::mem::drop).map_err(#rt::LaunchError::from_error)
+/// `Kernel::load_vendor`: the vendor's launch on a case, for the sweep.
+fn load_vendor_fn(spec: &Spec, ty: &Type) -> TokenStream {
+    let rt = runtime();
+    let case = &spec.case;
+    let vendor_call = vendor_call(spec, quote!(self.0));
+    quote! {
+        fn load_vendor(
+            stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+        ) -> ::core::result::Result<
+            ::core::option::Option<::std::boxed::Box<dyn #rt::VendorCase<Self::Case>>>,
+            #rt::LaunchError,
+        > {
+            struct OnCase(#ty);
+            impl #rt::VendorCase<#case> for OnCase {
+                fn launch_case(
+                    &self,
+                    case: &mut #case,
+                    stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+                ) -> ::core::result::Result<(), #rt::LaunchError> {
+                    #vendor_call.map(::core::mem::drop).map_err(#rt::LaunchError::from_error)
+                }
             }
+            let vendor = <#ty as #rt::Vendor>::load(&stream.context())?;
+            ::core::result::Result::Ok(::core::option::Option::Some(::std::boxed::Box::new(OnCase(vendor))))
+        }
+    }
+}
 
-            #launch_fallback
-            #load_vendor
+/// `Kernel::launch_fallback`: the fallback wrapper `fb` at given values, for the sweep.
+fn launch_fallback_fn(fb: &Ident) -> TokenStream {
+    let rt = runtime();
+    quote! {
+        fn launch_fallback(
+            case: &mut Self::Case,
+            stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+            functions: &[#rt::cudarc::driver::CudaFunction],
+            values: &[u32],
+        ) -> ::core::result::Result<(), #rt::LaunchError> {
+            let params = <<#fb as #rt::Kernel>::Params as #rt::Params>::from_values(values)
+                .ok_or_else(|| #rt::LaunchError::message("fallback values do not fit its params"))?;
+            if functions.is_empty() {
+                return ::core::result::Result::Err(#rt::LaunchError::message("the fallback has no loaded entry"));
+            }
+            let variant = #rt::Variant::with_entries("fallback", params, functions.to_vec());
+            <#fb as #rt::Kernel>::launch_case(case, stream, &variant)
         }
     }
 }
@@ -313,7 +334,6 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
     let params = params_type(spec);
     let function = &spec.fn_name;
     let key = &spec.key;
-    let key_ty = &spec.key_ty;
     let baked_mod = format_ident!("__autotune_baked_{}", spec.fn_name);
     let baked = baked_items(spec, context);
     let generics = &item.sig.generics;
@@ -344,34 +364,8 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
         }
     });
     let call_args: Vec<TokenStream> = call_args.collect();
-    let (fallback_field, fallback_load, fallback_arm) = match (&spec.fallback, &spec.vendor) {
-        (_, Some(ty)) => (
-            quote!(vendor: #ty,),
-            quote!(vendor: <#ty as #rt::Vendor>::load(ctx).map_err(#rt::LoadError::Vendor)?,),
-            quote!(#rt::Choice::Fallback => self.vendor.launch(#(#forwarded),*),),
-        ),
-        (Some(fb), None) => {
-            let fb = Ident::new(
-                &autotune_spec::names::dispatch_struct(&fb.to_string()),
-                fb.span(),
-            );
-            (
-                quote!(fallback: #fb,),
-                quote!(fallback: #fb::load(ctx)?,),
-                quote!(#rt::Choice::Fallback => self.fallback.launch(#(#forwarded),*),),
-            )
-        }
-        (None, None) => (
-            TokenStream::new(),
-            TokenStream::new(),
-            quote! {
-                #rt::Choice::Fallback => {
-                    let variant = self.loaded.default_variant();
-                    #function(#(#call_args),*)
-                }
-            },
-        ),
-    };
+    let (fallback_field, fallback_load, fallback_arm) =
+        fallback_parts(spec, &forwarded, &call_args);
     // With shapes, the plan of the call's shape (or the nearest tuned one) first.
     let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
     let choose = if shape_idents.is_empty() {
@@ -389,25 +383,6 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
             quote!(#ident: #ty)
         })
         .collect();
-    let describe_body = if shape_idents.is_empty() {
-        quote!(self.loaded.describe(#key as u64))
-    } else {
-        quote!(self.loaded.describe_in(&[#(#shape_idents as u64),*], #key as u64))
-    };
-    let shape_rule = (!shape_idents.is_empty()).then(|| {
-        quote! {
-            /// Which plan a call at this shape uses and why: its own, or the nearest
-            /// tuned shape's (by the sum of |log2 ratio| of the dimensions).
-            pub fn shape_rule(&self, #(#shape_params),*) -> ::std::string::String {
-                self.loaded.shape_rule(&[#(#shape_idents as u64),*])
-            }
-
-            /// The ranges of the key of the plan a call at this shape uses.
-            pub fn ranges_at(&self, #(#shape_params),*) -> &'static [#rt::dispatch::Range] {
-                self.loaded.ranges_in(&[#(#shape_idents as u64),*])
-            }
-        }
-    });
     let shape_doc = if shape_idents.is_empty() {
         String::new()
     } else {
@@ -423,6 +398,7 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
          no allocation, safe in CUDA-graph capture).{shape_doc}"
     );
     let launch_doc = format!("Launches the variant the plan assigns to this `{key}`.");
+    let introspection = introspection(spec, &choose, &shape_params, &baked_mod);
     quote! {
         #[doc = #doc]
         #vis struct #dispatch {
@@ -467,48 +443,124 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
                 }
             }
 
-            /// The name of the variant `launch` uses for this key (`fallback` for the
-            /// fallback kernel).
-            pub fn describe(&self, #key: #key_ty, #(#shape_params),*) -> &str {
-                #describe_body
-            }
+            #introspection
+        }
+    }
+}
 
-            #shape_rule
-
-            /// The variant `launch` uses for this key; `None` where it runs the
-            /// fallback kernel.
-            pub fn variant(&self, #key: #key_ty, #(#shape_params),*) -> ::core::option::Option<&#rt::Variant<#params>> {
-                match #choose {
-                    #rt::Choice::Variant(index) => ::core::option::Option::Some(self.loaded.variant(index)),
-                    #rt::Choice::Fallback => ::core::option::Option::None,
+/// The fallback's field, its load and the `match` arm that launches it: the vendor,
+/// the fallback wrapper, or (neither declared) the default variant.
+fn fallback_parts(
+    spec: &Spec,
+    forwarded: &[&Ident],
+    call_args: &[TokenStream],
+) -> (TokenStream, TokenStream, TokenStream) {
+    let rt = runtime();
+    let function = &spec.fn_name;
+    match (&spec.fallback, &spec.vendor) {
+        (_, Some(ty)) => (
+            quote!(vendor: #ty,),
+            quote!(vendor: <#ty as #rt::Vendor>::load(ctx).map_err(#rt::LoadError::Vendor)?,),
+            quote!(#rt::Choice::Fallback => self.vendor.launch(#(#forwarded),*),),
+        ),
+        (Some(fb), None) => {
+            let fb = Ident::new(
+                &autotune_spec::names::dispatch_struct(&fb.to_string()),
+                fb.span(),
+            );
+            (
+                quote!(fallback: #fb,),
+                quote!(fallback: #fb::load(ctx)?,),
+                quote!(#rt::Choice::Fallback => self.fallback.launch(#(#forwarded),*),),
+            )
+        }
+        (None, None) => (
+            TokenStream::new(),
+            TokenStream::new(),
+            quote! {
+                #rt::Choice::Fallback => {
+                    let variant = self.loaded.default_variant();
+                    #function(#(#call_args),*)
                 }
+            },
+        ),
+    }
+}
+
+/// The dispatch struct's methods besides `load` and `launch`: which variant a key
+/// gets and why, the variants, the plan in use, what the build baked.
+fn introspection(
+    spec: &Spec,
+    choose: &TokenStream,
+    shape_params: &[TokenStream],
+    baked_mod: &Ident,
+) -> TokenStream {
+    let rt = runtime();
+    let params = params_type(spec);
+    let key = &spec.key;
+    let key_ty = &spec.key_ty;
+    let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
+    let describe_body = if shape_idents.is_empty() {
+        quote!(self.loaded.describe(#key as u64))
+    } else {
+        quote!(self.loaded.describe_in(&[#(#shape_idents as u64),*], #key as u64))
+    };
+    let shape_rule = (!shape_idents.is_empty()).then(|| {
+        quote! {
+            /// Which plan a call at this shape uses and why: its own, or the nearest
+            /// tuned shape's (by the sum of |log2 ratio| of the dimensions).
+            pub fn shape_rule(&self, #(#shape_params),*) -> ::std::string::String {
+                self.loaded.shape_rule(&[#(#shape_idents as u64),*])
             }
 
-            /// Every variant the build baked: the default and each one a plan names.
-            pub fn variants(&self) -> &[#rt::Variant<#params>] {
-                self.loaded.variants()
-            }
-
-            /// The declared default variant (what any GPU without a table runs).
-            pub fn default_variant(&self) -> &#rt::Variant<#params> {
-                self.loaded.default_variant()
-            }
-
-            /// Which plan is in use and why (a tuned table, or the defaults).
-            pub fn selection(&self) -> &#rt::Selection {
-                self.loaded.selection()
-            }
-
-            /// The ranges of the key of the plan in use.
-            pub fn ranges(&self) -> &'static [#rt::dispatch::Range] {
-                self.loaded.ranges()
-            }
-
-            /// What the build baked: variants, one plan per matching table, defaults.
-            pub fn baked() -> &'static #rt::dispatch::Baked {
-                &#baked_mod::BAKED
+            /// The ranges of the key of the plan a call at this shape uses.
+            pub fn ranges_at(&self, #(#shape_params),*) -> &'static [#rt::dispatch::Range] {
+                self.loaded.ranges_in(&[#(#shape_idents as u64),*])
             }
         }
+    });
+    quote! {
+    /// The name of the variant `launch` uses for this key (`fallback` for the
+    /// fallback kernel).
+    pub fn describe(&self, #key: #key_ty, #(#shape_params),*) -> &str {
+        #describe_body
+    }
+
+    #shape_rule
+
+    /// The variant `launch` uses for this key; `None` where it runs the
+    /// fallback kernel.
+    pub fn variant(&self, #key: #key_ty, #(#shape_params),*) -> ::core::option::Option<&#rt::Variant<#params>> {
+        match #choose {
+            #rt::Choice::Variant(index) => ::core::option::Option::Some(self.loaded.variant(index)),
+            #rt::Choice::Fallback => ::core::option::Option::None,
+        }
+    }
+
+    /// Every variant the build baked: the default and each one a plan names.
+    pub fn variants(&self) -> &[#rt::Variant<#params>] {
+        self.loaded.variants()
+    }
+
+    /// The declared default variant (what any GPU without a table runs).
+    pub fn default_variant(&self) -> &#rt::Variant<#params> {
+        self.loaded.default_variant()
+    }
+
+    /// Which plan is in use and why (a tuned table, or the defaults).
+    pub fn selection(&self) -> &#rt::Selection {
+        self.loaded.selection()
+    }
+
+    /// The ranges of the key of the plan in use.
+    pub fn ranges(&self) -> &'static [#rt::dispatch::Range] {
+        self.loaded.ranges()
+    }
+
+    /// What the build baked: variants, one plan per matching table, defaults.
+    pub fn baked() -> &'static #rt::dispatch::Baked {
+        &#baked_mod::BAKED
+    }
     }
 }
 

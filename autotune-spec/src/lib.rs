@@ -50,13 +50,13 @@ mod space;
 #[cfg(feature = "grammar")]
 mod spec;
 
-pub use range::KeyRange;
 #[cfg(feature = "grammar")]
 pub use args::{AttrArgs, Entry};
 #[cfg(feature = "grammar")]
 pub use constraint::{Constraint, EvalError};
 #[cfg(feature = "grammar")]
 pub use diagnostics::Diagnostics;
+pub use range::KeyRange;
 #[cfg(feature = "grammar")]
 pub use scan::{WrapperRef, find_wrappers, is_autotune_attr};
 #[cfg(feature = "grammar")]

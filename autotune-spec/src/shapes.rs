@@ -54,6 +54,8 @@ pub fn size_literal(elem: &Expr, what: &str, diag: &mut Diagnostics) -> Option<u
     Some(size)
 }
 
+const EXAMPLE: &str = "e.g. `shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096)]`";
+
 /// Parses `value` against the wrapper's arguments: each name an integer argument
 /// that is not the key, the same names in the same order in every shape, each value
 /// at least 1 and within its argument's type, no shape twice.
@@ -63,11 +65,10 @@ pub fn parse_shapes(
     key: Option<&Ident>,
     diag: &mut Diagnostics,
 ) -> Option<Shapes> {
-    let example = "e.g. `shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096)]`";
     let Expr::Array(array) = value else {
         diag.at(
             value,
-            format!("`shapes` is a list of values of the other size arguments, {example}"),
+            format!("`shapes` is a list of values of the other size arguments, {EXAMPLE}"),
         );
         return None;
     };
@@ -95,72 +96,10 @@ pub fn parse_shapes(
     let mut all_ok = true;
     let mut first = true;
     for elem in &array.elems {
-        let parts: Vec<&Expr> = match elem {
-            Expr::Tuple(tuple) => tuple.elems.iter().collect(),
-            Expr::Paren(paren) => vec![&*paren.expr],
-            other => {
-                diag.at(
-                    other,
-                    format!("each shape is `(argument = value, ...)`, {example}"),
-                );
-                all_ok = false;
-                continue;
-            }
-        };
-        let mut names: Vec<Ident> = Vec::new();
-        let mut values: Vec<u64> = Vec::new();
-        let mut shape_ok = true;
-        for part in parts {
-            let Expr::Assign(assign) = part else {
-                diag.at(part, "each part of a shape is `argument = value`");
-                shape_ok = false;
-                continue;
-            };
-            let Expr::Path(path) = &*assign.left else {
-                diag.at(&assign.left, "expected an argument name");
-                shape_ok = false;
-                continue;
-            };
-            let Some(name) = path.path.get_ident() else {
-                diag.at(&assign.left, "expected an argument name");
-                shape_ok = false;
-                continue;
-            };
-            if names.contains(name) {
-                diag.at(name, format!("`{name}` is given twice in this shape"));
-                shape_ok = false;
-                continue;
-            }
-            let Some(value) = size_literal(&assign.right, "shape values", diag) else {
-                shape_ok = false;
-                continue;
-            };
-            if value == 0 {
-                diag.at(
-                    &assign.right,
-                    "shape values start at 1: a kernel of size 0 does nothing to time",
-                );
-                shape_ok = false;
-                continue;
-            }
-            if let Some(max) = argument_check(name, signature, key, diag) {
-                if value > max {
-                    diag.at(
-                        &assign.right,
-                        format!("{value} does not fit the argument `{name}` (at most {max})"),
-                    );
-                    shape_ok = false;
-                }
-            } else {
-                shape_ok = false;
-            }
-            names.push(name.clone());
-            values.push(value);
-        }
-        if !shape_ok {
+        let Some((names, values)) = parse_shape(elem, signature, key, diag) else {
             all_ok = false;
             continue;
-        }
+        };
         if first {
             first = false;
             shapes.args = names;
@@ -184,6 +123,83 @@ pub fn parse_shapes(
         shapes.values.push(values);
     }
     all_ok.then_some(shapes)
+}
+
+/// One shape, `(argument = value, ...)`: its names and values in order, or `None`
+/// (with every error said) where any part is wrong.
+fn parse_shape(
+    elem: &Expr,
+    signature: Option<&WrapperSignature>,
+    key: Option<&Ident>,
+    diag: &mut Diagnostics,
+) -> Option<(Vec<Ident>, Vec<u64>)> {
+    let parts: Vec<&Expr> = match elem {
+        Expr::Tuple(tuple) => tuple.elems.iter().collect(),
+        Expr::Paren(paren) => vec![&*paren.expr],
+        other => {
+            diag.at(
+                other,
+                format!("each shape is `(argument = value, ...)`, {EXAMPLE}"),
+            );
+            return None;
+        }
+    };
+    let mut names: Vec<Ident> = Vec::new();
+    let mut values: Vec<u64> = Vec::new();
+    let mut shape_ok = true;
+    for part in parts {
+        match parse_shape_part(part, &names, signature, key, diag) {
+            Some((name, value)) => {
+                names.push(name);
+                values.push(value);
+            }
+            None => shape_ok = false,
+        }
+    }
+    shape_ok.then_some((names, values))
+}
+
+/// One part of a shape, `argument = value`, after the parts named `before`.
+fn parse_shape_part(
+    part: &Expr,
+    before: &[Ident],
+    signature: Option<&WrapperSignature>,
+    key: Option<&Ident>,
+    diag: &mut Diagnostics,
+) -> Option<(Ident, u64)> {
+    let Expr::Assign(assign) = part else {
+        diag.at(part, "each part of a shape is `argument = value`");
+        return None;
+    };
+    let name = match &*assign.left {
+        Expr::Path(path) => path.path.get_ident(),
+        _ => None,
+    };
+    let Some(name) = name else {
+        diag.at(&assign.left, "expected an argument name");
+        return None;
+    };
+    if before.contains(name) {
+        diag.at(name, format!("`{name}` is given twice in this shape"));
+        return None;
+    }
+    let value = size_literal(&assign.right, "shape values", diag)?;
+    if value == 0 {
+        diag.at(
+            &assign.right,
+            "shape values start at 1: a kernel of size 0 does nothing to time",
+        );
+        return None;
+    }
+    let max = argument_check(name, signature, key, diag)?;
+    if value > max {
+        diag.at(
+            &assign.right,
+            format!("{value} does not fit the argument `{name}` (at most {max})"),
+        );
+        return None;
+    }
+    Some((name.clone(), value))
 }
 
 /// The largest value argument `name` takes, where it is an integer data argument

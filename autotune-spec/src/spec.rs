@@ -104,73 +104,9 @@ impl Spec {
     ) -> syn::Result<Self> {
         let mut diag = Diagnostics::new();
         let signature = WrapperSignature::analyze(sig, &mut diag);
-        let mut options: BTreeMap<&'static str, &Entry> = BTreeMap::new();
-        let mut params: Vec<Param> = Vec::new();
-        let mut seen: BTreeMap<String, &Ident> = BTreeMap::new();
         // Read first: a parameter's range is checked against it before it is expanded.
-        let limit = |name: &str, default: u64, diag: &mut Diagnostics| {
-            let entry = args.entries.iter().find(|e| e.name == name)?;
-            match &entry.value {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Int(int), ..
-                }) => int
-                    .base10_parse::<u64>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .or_else(|| {
-                        diag.at(int, format!("`{name}` is a whole number > 0"));
-                        None
-                    }),
-                other => {
-                    diag.at(
-                        other,
-                        format!("`{name}` is a whole number (default {default})"),
-                    );
-                    None
-                }
-            }
-        };
-        let max_points =
-            limit("max_points", DEFAULT_MAX_POINTS, &mut diag).unwrap_or(DEFAULT_MAX_POINTS);
-        if max_points > MAX_POINTS_CEILING
-            && let Some(entry) = args.entries.iter().find(|e| e.name == "max_points")
-        {
-            diag.at(
-                &entry.value,
-                format!(
-                    "`max_points` is at most {MAX_POINTS_CEILING} (nvcc runs once a point); \
-                     narrow the space or search it (AUTOTUNE_STRATEGY)"
-                ),
-            );
-        }
-        let max_points = max_points.min(MAX_POINTS_CEILING);
-        let max_sizes =
-            limit("max_sizes", DEFAULT_MAX_SIZES, &mut diag).unwrap_or(DEFAULT_MAX_SIZES);
-
-        for entry in &args.entries {
-            let name = entry.name.to_string();
-            if seen.contains_key(&name) {
-                diag.at(&entry.name, format!("`{name}` is given more than once"));
-                continue;
-            }
-            seen.insert(name.clone(), &entry.name);
-            if let Some(option) = OPTIONS.iter().find(|o| **o == name) {
-                options.insert(option, entry);
-            } else if is_param_value(&entry.value) {
-                if let Some(param) = parse_param(entry, max_points, &mut diag) {
-                    params.push(param);
-                }
-            } else {
-                diag.at(
-                    &entry.name,
-                    format!(
-                        "unknown option `{name}`: options are {}; a parameter takes a list \
-                         `[64, 128]`, a range `1..4` / `1..=4` or one integer",
-                        OPTIONS.join(", ")
-                    ),
-                );
-            }
-        }
+        let (max_points, max_sizes) = limits(args, &mut diag);
+        let (options, mut params) = sort_entries(args, max_points, &mut diag);
 
         let mut required = |option: &str| {
             let entry = options.get(option).copied();
@@ -189,156 +125,24 @@ impl Spec {
 
         let sources = source_entry.and_then(|e| parse_sources(&e.value, &mut diag));
         if let Some(sources) = sources.as_ref().filter(|s| s.len() > 1) {
-            params.insert(
-                0,
-                Param {
-                    name: SOURCE_PARAM.to_string(),
-                    values: (0..sources.len() as u32).collect(),
-                },
-            );
+            params.insert(0, source_param(sources.len()));
         }
         let entries = match options.get("entry") {
             Some(e) => parse_entries(&e.value, &mut diag),
             None => Some(vec![sig.ident.to_string()]),
         };
-        let sizes = sizes_entry.and_then(|e| parse_sizes(&e.value, &mut diag));
-        if let (Some(sizes), Some(entry)) = (&sizes, sizes_entry)
-            && sizes.len() as u64 > max_sizes
-        {
-            diag.at(
-                &entry.value,
-                format!(
-                    "{} sizes: a kernel is timed at {max_sizes} at most (each size times every \
-                     point); `max_sizes = {}` allows these",
-                    sizes.len(),
-                    sizes.len()
-                ),
-            );
-        }
-        let case = case_entry.and_then(|e| {
-            type_value(&e.value).or_else(|| {
-                diag.at(&e.value, "`case` names a type implementing `autotune_runtime::Case`, e.g. `case = RmsNormCase`");
-                None
-            })
-        });
-        let vendor = options.get("vendor").and_then(|e| {
-            let vendor = type_value(&e.value).or_else(|| {
-                diag.at(&e.value, "`vendor` names a type implementing `autotune_runtime::Vendor` (a library's kernel as the fallback), e.g. `vendor = CublasGemm`");
-                None
-            });
-            if let Some(fallback) = options.get("fallback") {
-                diag.at(
-                    &fallback.name,
-                    "`fallback` and `vendor` both name what owns the ranges no variant wins: give one",
-                );
-            }
-            vendor
-        });
-        let fallback = options.get("fallback").and_then(|e| match single_ident(&e.value) {
-            Some(ident) if *ident == sig.ident => {
-                diag.at(ident, "a wrapper cannot be its own fallback");
-                None
-            }
-            Some(ident) => Some(ident.clone()),
-            None => {
-                diag.at(&e.value, "`fallback` names another #[autotune] wrapper in this module, e.g. `fallback = rms_norm_plain`");
-                None
-            }
-        });
-        let above = match options.get("above") {
-            None => Some(Above::Measure),
-            Some(entry) => single_ident(&entry.value)
-                .and_then(|ident| Above::parse(&ident.to_string()))
-                .or_else(|| {
-                    diag.at(
-                        &entry.value,
-                        format!(
-                            "`above` says what keys above the largest size get: one of {} \
-                             (default measure: time the top's pick at twice the top)",
-                            Above::NAMES.join(", ")
-                        ),
-                    );
-                    None
-                }),
-        };
+        let sizes = sizes_entry.and_then(|e| parse_sizes(&e.value, max_sizes, &mut diag));
+        let case = case_entry.and_then(|e| parse_case(&e.value, &mut diag));
+        let vendor = parse_vendor(&options, &mut diag);
+        let fallback = parse_fallback(&options, sig, &mut diag);
+        let above = parse_above(&options, &mut diag);
         let flags = options
             .get("flags")
             .map(|e| parse_flags(&e.value, &mut diag))
             .unwrap_or_default();
-
-        let key = key_entry.and_then(|e| {
-            let Some(ident) = single_ident(&e.value) else {
-                diag.at(&e.value, "`key` names an argument of the wrapper, e.g. `key = n_ctx`");
-                return None;
-            };
-            let signature = signature.as_ref()?;
-            match signature.find(&ident.to_string()) {
-                None => {
-                    let data: Vec<String> = signature.data().map(|a| format!("`{}`", a.ident)).collect();
-                    diag.at(ident, format!("`{ident}` is not an argument of `{}` (arguments: {})", sig.ident, data.join(", ")));
-                    None
-                }
-                Some(arg) if arg.role != ArgumentRole::Data => {
-                    diag.at(ident, format!("`{ident}` is the stream or the variant; the key must be a size argument"));
-                    None
-                }
-                Some(arg) if !is_integer(&arg.ty) => {
-                    diag.at(&arg.ty, format!("the key `{ident}` must be a primitive integer (usize, u32, u64, ...) so that dispatch can `match` on ranges of it"));
-                    None
-                }
-                Some(arg) if is_signed(&arg.ty) => {
-                    diag.at(&arg.ty, format!("the key `{ident}` must be an unsigned integer (usize, u32, u64, ...): dispatch matches on it as u64, where a negative key would land in the top range"));
-                    None
-                }
-                Some(arg) => Some((ident.clone(), arg.ty.clone())),
-            }
-        });
-
-        if let (Some(sizes), Some(entry), Some((key, key_ty))) = (&sizes, sizes_entry, &key)
-            && let (Some(max), Expr::Array(array)) = (integer_max(key_ty), &entry.value)
-        {
-            let top = sizes.iter().max().copied().unwrap_or(0);
-            if above == Some(Above::Measure)
-                && top <= max
-                && top.checked_mul(2).is_none_or(|twice| twice > max)
-                && let Some(elem) = array
-                    .elems
-                    .iter()
-                    .zip(sizes)
-                    .find(|(_, s)| **s == top)
-                    .map(|(e, _)| e)
-            {
-                diag.at(
-                    elem,
-                    format!(
-                        "`above = measure` (the default) times the top's pick at twice the largest \
-                         size, and 2 x {top} does not fit the key `{key}: {}`: say `above = extend` or \
-                         `above = incumbent`",
-                        quote::ToTokens::to_token_stream(key_ty)
-                    ),
-                );
-            }
-            for (size, elem) in sizes.iter().zip(&array.elems) {
-                if *size > MAX_SIZE {
-                    diag.at(
-                        elem,
-                        format!(
-                            "{size} is larger than any size a table records exactly (at most 2^53)"
-                        ),
-                    );
-                    continue;
-                }
-                if *size > max {
-                    diag.at(
-                        elem,
-                        format!(
-                            "{size} does not fit the key `{key}: {}` (at most {max}): the sweep \
-                             could not call the wrapper with it",
-                            quote::ToTokens::to_token_stream(key_ty)
-                        ),
-                    );
-                }
-            }
+        let key = key_entry.and_then(|e| parse_key(&e.value, signature.as_ref(), sig, &mut diag));
+        if let (Some(sizes), Some(entry), Some((key, key_ty))) = (&sizes, sizes_entry, &key) {
+            check_sizes_fit_key(sizes, &entry.value, key, key_ty, above, &mut diag);
         }
         check_wrapper_name(&sig.ident, &mut diag);
         let shapes = match options.get("shapes") {
@@ -350,75 +154,13 @@ impl Spec {
                 &mut diag,
             ),
         };
+        check_params_struct(signature.as_ref(), &params, attr_span, &mut diag);
 
-        let unit_params = signature
-            .as_ref()
-            .and_then(|s| s.variant())
-            .map(|v| &v.role)
-            == Some(&ArgumentRole::Variant { params: None });
-        if unit_params && let Some(first) = params.first() {
-            diag.at_span(
-                attr_span,
-                format!("the wrapper takes `Variant<()>` but the attribute declares parameter `{}`: name a params struct, e.g. `Variant<MyParams>`", first.name),
-            );
-        }
-
-        let names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
-        if let Some(entry) = options.get("flags") {
-            check_flags(&entry.value, &names, &mut diag);
-        }
-        check_slug_length(&params, attr_span, &mut diag);
-        let constraint = options
-            .get("where")
-            .and_then(|e| parse_constraint(&e.value, &names, &mut diag));
-        let count = params
-            .iter()
-            .fold(1u128, |n, p| n.saturating_mul(p.values.len() as u128));
-        if count > u128::from(max_points) {
-            diag.at_span(
-                attr_span,
-                format!(
-                    "the space has {count} points before its constraint: at most {max_points} are \
-                     compiled and checked (nvcc runs once a point); `max_points = {count}` allows them"
-                ),
-            );
-            return Err(diag.into_error());
-        }
-        let space = Space { params, constraint };
-        let product = space.product();
-        let mut any_kept = false;
-        let mut eval_failed = false;
-        for (point, verdict) in &product {
-            match verdict {
-                Ok(keep) => any_kept |= keep,
-                Err(error) => {
-                    eval_failed = true;
-                    if let Some(e) = options.get("where") {
-                        diag.at(
-                            &e.value,
-                            format!(
-                                "the constraint cannot be evaluated at {}: {error}",
-                                space.point_name(point)
-                            ),
-                        );
-                    }
-                    break;
-                }
-            }
-        }
-        if !product.is_empty()
-            && !any_kept
-            && !eval_failed
-            && let Some(e) = options.get("where")
-        {
-            diag.at(&e.value, "the constraint removes every point of the space");
-        }
-
+        let space = build_space(params, &options, attr_span, max_points, &mut diag)?;
         let default = match options.get("default") {
             Some(e) => parse_default(&e.value, &space, &mut diag),
             None => space.points().into_iter().next(),
         };
-
         if let (Some(dir), Some(sources), Some(entry_names)) = (manifest_dir, &sources, &entries) {
             check_sources(
                 dir,
@@ -479,6 +221,333 @@ impl Spec {
             self.fn_name.span(),
         )
     }
+}
+
+/// The parameter a kernel with `count` sources (candidates) gains: which one a
+/// point is compiled from.
+fn source_param(count: usize) -> Param {
+    Param {
+        name: SOURCE_PARAM.to_string(),
+        values: (0..count as u32).collect(),
+    }
+}
+
+/// `max_points` and `max_sizes`, each its default where not given (or wrong).
+fn limits(args: &AttrArgs, diag: &mut Diagnostics) -> (u64, u64) {
+    let limit = |name: &str, default: u64, diag: &mut Diagnostics| {
+        let entry = args.entries.iter().find(|e| e.name == name)?;
+        match &entry.value {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(int), ..
+            }) => int
+                .base10_parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .or_else(|| {
+                    diag.at(int, format!("`{name}` is a whole number > 0"));
+                    None
+                }),
+            other => {
+                diag.at(
+                    other,
+                    format!("`{name}` is a whole number (default {default})"),
+                );
+                None
+            }
+        }
+    };
+    let max_points = limit("max_points", DEFAULT_MAX_POINTS, diag).unwrap_or(DEFAULT_MAX_POINTS);
+    if max_points > MAX_POINTS_CEILING
+        && let Some(entry) = args.entries.iter().find(|e| e.name == "max_points")
+    {
+        diag.at(
+            &entry.value,
+            format!(
+                "`max_points` is at most {MAX_POINTS_CEILING} (nvcc runs once a point); \
+                 narrow the space or search it (AUTOTUNE_STRATEGY)"
+            ),
+        );
+    }
+    let max_sizes = limit("max_sizes", DEFAULT_MAX_SIZES, diag).unwrap_or(DEFAULT_MAX_SIZES);
+    (max_points.min(MAX_POINTS_CEILING), max_sizes)
+}
+
+/// The entries split into options (by name) and parameters; a name given twice, or
+/// one that is neither an option nor a parameter's values, is an error.
+fn sort_entries<'a>(
+    args: &'a AttrArgs,
+    max_points: u64,
+    diag: &mut Diagnostics,
+) -> (BTreeMap<&'static str, &'a Entry>, Vec<Param>) {
+    let mut options: BTreeMap<&'static str, &Entry> = BTreeMap::new();
+    let mut params: Vec<Param> = Vec::new();
+    let mut seen: BTreeMap<String, &Ident> = BTreeMap::new();
+    for entry in &args.entries {
+        let name = entry.name.to_string();
+        if seen.contains_key(&name) {
+            diag.at(&entry.name, format!("`{name}` is given more than once"));
+            continue;
+        }
+        seen.insert(name.clone(), &entry.name);
+        if let Some(option) = OPTIONS.iter().find(|o| **o == name) {
+            options.insert(option, entry);
+        } else if is_param_value(&entry.value) {
+            if let Some(param) = parse_param(entry, max_points, diag) {
+                params.push(param);
+            }
+        } else {
+            diag.at(
+                &entry.name,
+                format!(
+                    "unknown option `{name}`: options are {}; a parameter takes a list \
+                     `[64, 128]`, a range `1..4` / `1..=4` or one integer",
+                    OPTIONS.join(", ")
+                ),
+            );
+        }
+    }
+    (options, params)
+}
+
+type Options<'a> = BTreeMap<&'static str, &'a Entry>;
+
+fn parse_case(value: &Expr, diag: &mut Diagnostics) -> Option<Type> {
+    type_value(value).or_else(|| {
+        diag.at(
+            value,
+            "`case` names a type implementing `autotune_runtime::Case`, e.g. `case = RmsNormCase`",
+        );
+        None
+    })
+}
+
+fn parse_vendor(options: &Options<'_>, diag: &mut Diagnostics) -> Option<Type> {
+    let entry = options.get("vendor")?;
+    let vendor = type_value(&entry.value).or_else(|| {
+        diag.at(&entry.value, "`vendor` names a type implementing `autotune_runtime::Vendor` (a library's kernel as the fallback), e.g. `vendor = CublasGemm`");
+        None
+    });
+    if let Some(fallback) = options.get("fallback") {
+        diag.at(
+            &fallback.name,
+            "`fallback` and `vendor` both name what owns the ranges no variant wins: give one",
+        );
+    }
+    vendor
+}
+
+fn parse_fallback(options: &Options<'_>, sig: &Signature, diag: &mut Diagnostics) -> Option<Ident> {
+    let entry = options.get("fallback")?;
+    match single_ident(&entry.value) {
+        Some(ident) if *ident == sig.ident => {
+            diag.at(ident, "a wrapper cannot be its own fallback");
+            None
+        }
+        Some(ident) => Some(ident.clone()),
+        None => {
+            diag.at(&entry.value, "`fallback` names another #[autotune] wrapper in this module, e.g. `fallback = rms_norm_plain`");
+            None
+        }
+    }
+}
+
+fn parse_above(options: &Options<'_>, diag: &mut Diagnostics) -> Option<Above> {
+    let Some(entry) = options.get("above") else {
+        return Some(Above::Measure);
+    };
+    single_ident(&entry.value)
+        .and_then(|ident| Above::parse(&ident.to_string()))
+        .or_else(|| {
+            diag.at(
+                &entry.value,
+                format!(
+                    "`above` says what keys above the largest size get: one of {} \
+                     (default measure: time the top's pick at twice the top)",
+                    Above::NAMES.join(", ")
+                ),
+            );
+            None
+        })
+}
+
+/// The key argument and its type: an unsigned integer argument of the wrapper.
+fn parse_key(
+    value: &Expr,
+    signature: Option<&WrapperSignature>,
+    sig: &Signature,
+    diag: &mut Diagnostics,
+) -> Option<(Ident, Type)> {
+    let Some(ident) = single_ident(value) else {
+        diag.at(
+            value,
+            "`key` names an argument of the wrapper, e.g. `key = n_ctx`",
+        );
+        return None;
+    };
+    match signature?.find(&ident.to_string()) {
+        None => {
+            let data: Vec<String> = signature?
+                .data()
+                .map(|a| format!("`{}`", a.ident))
+                .collect();
+            diag.at(
+                ident,
+                format!(
+                    "`{ident}` is not an argument of `{}` (arguments: {})",
+                    sig.ident,
+                    data.join(", ")
+                ),
+            );
+            None
+        }
+        Some(arg) if arg.role != ArgumentRole::Data => {
+            diag.at(
+                ident,
+                format!("`{ident}` is the stream or the variant; the key must be a size argument"),
+            );
+            None
+        }
+        Some(arg) if !is_integer(&arg.ty) => {
+            diag.at(&arg.ty, format!("the key `{ident}` must be a primitive integer (usize, u32, u64, ...) so that dispatch can `match` on ranges of it"));
+            None
+        }
+        Some(arg) if is_signed(&arg.ty) => {
+            diag.at(&arg.ty, format!("the key `{ident}` must be an unsigned integer (usize, u32, u64, ...): dispatch matches on it as u64, where a negative key would land in the top range"));
+            None
+        }
+        Some(arg) => Some((ident.clone(), arg.ty.clone())),
+    }
+}
+
+/// Every size fits the key's type and a table's exact numbers, and twice the top
+/// fits where `above = measure` times there.
+fn check_sizes_fit_key(
+    sizes: &[u64],
+    value: &Expr,
+    key: &Ident,
+    key_ty: &Type,
+    above: Option<Above>,
+    diag: &mut Diagnostics,
+) {
+    let (Some(max), Expr::Array(array)) = (integer_max(key_ty), value) else {
+        return;
+    };
+    let key_ty = quote::ToTokens::to_token_stream(key_ty);
+    let top = sizes.iter().max().copied().unwrap_or(0);
+    if above == Some(Above::Measure)
+        && top <= max
+        && top.checked_mul(2).is_none_or(|twice| twice > max)
+        && let Some(elem) = array
+            .elems
+            .iter()
+            .zip(sizes)
+            .find(|(_, s)| **s == top)
+            .map(|(e, _)| e)
+    {
+        diag.at(
+            elem,
+            format!(
+                "`above = measure` (the default) times the top's pick at twice the largest \
+                 size, and 2 x {top} does not fit the key `{key}: {key_ty}`: say `above = extend` or \
+                 `above = incumbent`"
+            ),
+        );
+    }
+    for (size, elem) in sizes.iter().zip(&array.elems) {
+        if *size > MAX_SIZE {
+            diag.at(
+                elem,
+                format!("{size} is larger than any size a table records exactly (at most 2^53)"),
+            );
+        } else if *size > max {
+            diag.at(
+                elem,
+                format!(
+                    "{size} does not fit the key `{key}: {key_ty}` (at most {max}): the sweep \
+                     could not call the wrapper with it"
+                ),
+            );
+        }
+    }
+}
+
+/// A wrapper taking `Variant<()>` declares no parameter.
+fn check_params_struct(
+    signature: Option<&WrapperSignature>,
+    params: &[Param],
+    attr_span: Span,
+    diag: &mut Diagnostics,
+) {
+    let unit_params = signature.and_then(|s| s.variant()).map(|v| &v.role)
+        == Some(&ArgumentRole::Variant { params: None });
+    if unit_params && let Some(first) = params.first() {
+        diag.at_span(
+            attr_span,
+            format!("the wrapper takes `Variant<()>` but the attribute declares parameter `{}`: name a params struct, e.g. `Variant<MyParams>`", first.name),
+        );
+    }
+}
+
+/// The space of `params` under the constraint (`where`): at most `max_points`
+/// before it, and at least one point after it.
+fn build_space(
+    params: Vec<Param>,
+    options: &Options<'_>,
+    attr_span: Span,
+    max_points: u64,
+    diag: &mut Diagnostics,
+) -> syn::Result<Space> {
+    let names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
+    if let Some(entry) = options.get("flags") {
+        check_flags(&entry.value, &names, diag);
+    }
+    check_slug_length(&params, attr_span, diag);
+    let constraint = options
+        .get("where")
+        .and_then(|e| parse_constraint(&e.value, &names, diag));
+    let count = params
+        .iter()
+        .fold(1u128, |n, p| n.saturating_mul(p.values.len() as u128));
+    if count > u128::from(max_points) {
+        diag.at_span(
+            attr_span,
+            format!(
+                "the space has {count} points before its constraint: at most {max_points} are \
+                 compiled and checked (nvcc runs once a point); `max_points = {count}` allows them"
+            ),
+        );
+        return Err(std::mem::take(diag).into_error());
+    }
+    let space = Space { params, constraint };
+    let product = space.product();
+    let mut any_kept = false;
+    let mut eval_failed = false;
+    for (point, verdict) in &product {
+        match verdict {
+            Ok(keep) => any_kept |= keep,
+            Err(error) => {
+                eval_failed = true;
+                if let Some(e) = options.get("where") {
+                    diag.at(
+                        &e.value,
+                        format!(
+                            "the constraint cannot be evaluated at {}: {error}",
+                            space.point_name(point)
+                        ),
+                    );
+                }
+                break;
+            }
+        }
+    }
+    if !product.is_empty()
+        && !any_kept
+        && !eval_failed
+        && let Some(e) = options.get("where")
+    {
+        diag.at(&e.value, "the constraint removes every point of the space");
+    }
+    Ok(space)
 }
 
 fn hint(option: &str) -> &'static str {
@@ -636,7 +705,8 @@ fn param_int(expr: &Expr, diag: &mut Diagnostics) -> Option<u32> {
     }
 }
 
-fn parse_sizes(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<u64>> {
+/// The key values to time: at least one, strictly ascending, at most `max_sizes`.
+fn parse_sizes(value: &Expr, max_sizes: u64, diag: &mut Diagnostics) -> Option<Vec<u64>> {
     let Expr::Array(array) = value else {
         diag.at(value, "`sizes` is a list of key values, e.g. `sizes = [1k, 4k, 128k]` (k = 1024, m = 1024 * 1024)");
         return None;
@@ -665,6 +735,17 @@ fn parse_sizes(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<u64>> {
             return None;
         }
         sizes.push(size);
+    }
+    if sizes.len() as u64 > max_sizes {
+        diag.at(
+            value,
+            format!(
+                "{} sizes: a kernel is timed at {max_sizes} at most (each size times every \
+                 point); `max_sizes = {}` allows these",
+                sizes.len(),
+                sizes.len()
+            ),
+        );
     }
     Some(sizes)
 }

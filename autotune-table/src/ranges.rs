@@ -270,7 +270,11 @@ mod tests {
         // no measurement supports).
         assert_eq!(
             borrowed(&ranges, &keys, 0, 0.0, lead),
-            vec![KeyRange::new(0, 99, 1), KeyRange::new(100, 999, 2), KeyRange::new(1000, u64::MAX, 0)]
+            vec![
+                KeyRange::new(0, 99, 1),
+                KeyRange::new(100, 999, 2),
+                KeyRange::new(1000, u64::MAX, 0)
+            ]
         );
     }
 
@@ -344,11 +348,18 @@ mod tests {
                 KeyRange::new(6401, u64::MAX, 9)
             ]
         );
-        assert_eq!(ranges(&[decision(10, 3)], 3, false), vec![KeyRange::new(0, u64::MAX, 3)]);
+        assert_eq!(
+            ranges(&[decision(10, 3)], 3, false),
+            vec![KeyRange::new(0, u64::MAX, 3)]
+        );
         assert_eq!(ranges(&[], 4, false), vec![KeyRange::new(0, u64::MAX, 4)]);
         assert_eq!(
             ranges(&[decision(1, 1), decision(2, 2)], 0, false),
-            vec![KeyRange::new(0, 1, 1), KeyRange::new(2, 2, 2), KeyRange::new(3, u64::MAX, 0)]
+            vec![
+                KeyRange::new(0, 1, 1),
+                KeyRange::new(2, 2, 2),
+                KeyRange::new(3, u64::MAX, 0)
+            ]
         );
     }
 
@@ -380,7 +391,10 @@ mod tests {
     #[test]
     fn extend_hands_the_top_to_the_last_winner() {
         let ds = [decision(100, 1), decision(6400, 2), decision(12800, 2)];
-        assert_eq!(ranges(&ds, 0, true), vec![KeyRange::new(0, 800, 1), KeyRange::new(801, u64::MAX, 2)]);
+        assert_eq!(
+            ranges(&ds, 0, true),
+            vec![KeyRange::new(0, 800, 1), KeyRange::new(801, u64::MAX, 2)]
+        );
         assert_eq!(ranges(&[], 4, true), vec![KeyRange::new(0, u64::MAX, 4)]);
     }
 

@@ -582,7 +582,11 @@ fn name_says_values(name: &str, values: &[u32]) -> bool {
 
 /// Whether `variant` was timed at a key inside `range`, or at the timed key just
 /// below or just above it (a range's edges lie between timed keys).
-fn measured_in_or_next_to(variant: &VariantRecord, range: &KeyRange<String>, timed: &[u64]) -> bool {
+fn measured_in_or_next_to(
+    variant: &VariantRecord,
+    range: &KeyRange<String>,
+    timed: &[u64],
+) -> bool {
     let below = timed.iter().filter(|&&k| k < range.first).max();
     let above = timed.iter().filter(|&&k| k > range.last).min();
     variant.measurements.iter().any(|m| {
