@@ -22,6 +22,38 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
     let (Some(&kmin), Some(&kmax)) = (keys.iter().min(), keys.iter().max()) else {
         return String::from("<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n");
     };
+    let series = series(kernel);
+    let ratios = series.iter().flat_map(|(_, p)| p.iter().map(|(_, r)| *r));
+    let (lo, hi) = ratios.fold((1.0f64, 1.0f64), |(a, b), r| (a.min(r), b.max(r)));
+    let (x0, x1) = (
+        (kmin.max(1) as f64).log2(),
+        (kmax.max(2) as f64)
+            .log2()
+            .max((kmin.max(1) as f64).log2() + 1.0),
+    );
+    let canvas = Canvas {
+        x0,
+        x1,
+        ylo: lo.max(0.25) * 0.95,
+        yhi: hi.min(4.0) * 1.05,
+        plot_w: WIDTH - LEFT - RIGHT,
+        plot_h: HEIGHT - TOP - BOTTOM,
+        kmin,
+        kmax,
+        owners: owners(kernel),
+    };
+    let mut svg = String::new();
+    canvas.title(&mut svg, name, kernel, table);
+    canvas.ranges(&mut svg, kernel);
+    canvas.axes(&mut svg, kernel, &keys);
+    canvas.series(&mut svg, &series);
+    canvas.legend(&mut svg);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Each valid variant's `(key, time / incumbent's time)` points.
+fn series(kernel: &KernelTable) -> Vec<(&str, Vec<(u64, f64)>)> {
     let incumbent_at = |key: u64| {
         kernel
             .sizes
@@ -29,8 +61,7 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
             .find(|s| s.key == key)
             .map(|s| s.incumbent_us)
     };
-    // Each valid variant's (key, time / incumbent's) points.
-    let series: Vec<(&str, Vec<(u64, f64)>)> = kernel
+    kernel
         .variants
         .iter()
         .filter(|v| v.rejected.is_none())
@@ -46,207 +77,233 @@ pub fn render(name: &str, kernel: &KernelTable, table: &TuningTable) -> String {
                 .collect();
             (v.name.as_str(), points)
         })
-        .collect();
-    let ratios = series.iter().flat_map(|(_, p)| p.iter().map(|(_, r)| *r));
-    let (lo, hi) = ratios.fold((1.0f64, 1.0f64), |(a, b), r| (a.min(r), b.max(r)));
-    let (ylo, yhi) = (lo.max(0.25) * 0.95, hi.min(4.0) * 1.05);
-    let (x0, x1) = (
-        (kmin.max(1) as f64).log2(),
-        (kmax.max(2) as f64)
-            .log2()
-            .max((kmin.max(1) as f64).log2() + 1.0),
-    );
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let x = |key: f64| LEFT + (key.max(1.0).log2() - x0) / (x1 - x0) * plot_w;
-    let y =
-        |ratio: f64| TOP + (yhi.ln() - ratio.clamp(ylo, yhi).ln()) / (yhi.ln() - ylo.ln()) * plot_h;
-    let owners: Vec<&str> = {
-        let mut o: Vec<&str> = kernel.ranges.iter().map(|r| r.choice.as_str()).collect();
-        o.dedup();
-        let mut unique = Vec::new();
-        for name in o {
-            if !unique.contains(&name) {
-                unique.push(name);
-            }
+        .collect()
+}
+
+/// The variants that own a range, each once, in the order of the ranges.
+fn owners(kernel: &KernelTable) -> Vec<&str> {
+    let mut unique = Vec::new();
+    for range in &kernel.ranges {
+        if !unique.contains(&range.choice.as_str()) {
+            unique.push(range.choice.as_str());
         }
-        unique
-    };
-    let color = |variant: &str| {
+    }
+    unique
+}
+
+/// The plot's scales (log2 of the key across, log of the ratio up) and its owners'
+/// colours.
+struct Canvas<'a> {
+    x0: f64,
+    x1: f64,
+    ylo: f64,
+    yhi: f64,
+    plot_w: f64,
+    plot_h: f64,
+    kmin: u64,
+    kmax: u64,
+    owners: Vec<&'a str>,
+}
+
+impl Canvas<'_> {
+    fn x(&self, key: f64) -> f64 {
+        LEFT + (key.max(1.0).log2() - self.x0) / (self.x1 - self.x0) * self.plot_w
+    }
+
+    fn y(&self, ratio: f64) -> f64 {
+        let (ylo, yhi) = (self.ylo, self.yhi);
+        TOP + (yhi.ln() - ratio.clamp(ylo, yhi).ln()) / (yhi.ln() - ylo.ln()) * self.plot_h
+    }
+
+    /// The colour of the owner `variant` (any fallback point counts as the fallback).
+    fn color(&self, variant: &str) -> Option<&'static str> {
         let owner = if variant.starts_with(FALLBACK) {
             FALLBACK
         } else {
             variant
         };
-        owners
+        self.owners
             .iter()
             .position(|o| *o == owner)
             .map(|i| PALETTE[i % PALETTE.len()])
-    };
+    }
 
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">"
-    );
-    let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
-    let _ = writeln!(
-        svg,
-        "<text x=\"{LEFT}\" y=\"24\" font-size=\"15\">{} on {} ({}), tuned {}: time / incumbent's time</text>",
-        escape(name),
-        escape(&table.gpu.name),
-        table.gpu.arch(),
-        escape(&kernel.tuned_on)
-    );
-    let _ = writeln!(
-        svg,
-        "<text x=\"{LEFT}\" y=\"40\" font-size=\"11\" fill=\"#555\">incumbent: {}; shaded: the range each pick owns</text>",
-        escape(kernel.fallback.as_deref().map_or(
-            kernel.default.as_str(),
-            |_| "the fallback, as its own plan runs it"
-        ))
-    );
-    // Ranges, shaded, with their picks.
-    for (i, range) in kernel.ranges.iter().enumerate() {
-        let a = x((range.first.max(kmin)) as f64).max(LEFT);
-        let b = if range.last == u64::MAX {
-            WIDTH - RIGHT
-        } else {
-            x(range.last.min(kmax) as f64 + 1.0).min(WIDTH - RIGHT)
-        };
-        if b <= a {
-            continue;
-        }
-        let fill = color(&range.choice).unwrap_or("#999999");
+    fn title(&self, svg: &mut String, name: &str, kernel: &KernelTable, table: &TuningTable) {
         let _ = writeln!(
             svg,
-            "<rect x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{plot_h}\" fill=\"{fill}\" opacity=\"{}\"/>",
-            b - a,
-            if i % 2 == 0 { 0.10 } else { 0.16 }
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">"
         );
-        let label = if range.last == u64::MAX {
-            format!("{}..: {}", range.first, range.choice)
-        } else {
-            range.choice.clone()
-        };
+        let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
         let _ = writeln!(
             svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{fill}\" transform=\"rotate(-90 {:.1} {:.1})\">{}</text>",
-            a + 12.0,
-            TOP + plot_h - 6.0,
-            a + 12.0,
-            TOP + plot_h - 6.0,
-            escape(&label)
+            "<text x=\"{LEFT}\" y=\"24\" font-size=\"15\">{} on {} ({}), tuned {}: time / incumbent's time</text>",
+            escape(name),
+            escape(&table.gpu.name),
+            table.gpu.arch(),
+            escape(&kernel.tuned_on)
+        );
+        let _ = writeln!(
+            svg,
+            "<text x=\"{LEFT}\" y=\"40\" font-size=\"11\" fill=\"#555\">incumbent: {}; shaded: the range each pick owns</text>",
+            escape(kernel.fallback.as_deref().map_or(
+                kernel.default.as_str(),
+                |_| "the fallback, as its own plan runs it"
+            ))
         );
     }
-    // Axes and grid.
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"none\" stroke=\"black\"/>"
-    );
-    for ratio in [
-        0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0,
-    ] {
-        if ratio < ylo || ratio > yhi {
-            continue;
-        }
-        let yy = y(ratio);
-        let dash = if ratio == 1.0 {
-            ""
-        } else {
-            " stroke-dasharray=\"2,4\""
-        };
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{LEFT}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"#888\"{dash}/>",
-            WIDTH - RIGHT
-        );
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{ratio}</text>",
-            LEFT - 6.0,
-            yy + 4.0
-        );
-    }
-    let mut last_label = f64::NEG_INFINITY;
-    for &key in &keys {
-        let xx = x(key as f64);
-        let refinement = kernel.sizes.iter().any(|s| s.key == key && s.refinement);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"black\"/>",
-            TOP + plot_h,
-            TOP + plot_h + (if refinement { 3.0 } else { 6.0 })
-        );
-        if !refinement && xx - last_label > 48.0 {
-            last_label = xx;
+
+    /// Each range shaded, with its pick.
+    fn ranges(&self, svg: &mut String, kernel: &KernelTable) {
+        let (kmin, kmax, plot_h) = (self.kmin, self.kmax, self.plot_h);
+        for (i, range) in kernel.ranges.iter().enumerate() {
+            let a = self.x((range.first.max(kmin)) as f64).max(LEFT);
+            let b = if range.last == u64::MAX {
+                WIDTH - RIGHT
+            } else {
+                self.x(range.last.min(kmax) as f64 + 1.0).min(WIDTH - RIGHT)
+            };
+            if b <= a {
+                continue;
+            }
+            let fill = self.color(&range.choice).unwrap_or("#999999");
             let _ = writeln!(
                 svg,
-                "<text x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{key}</text>",
-                TOP + plot_h + 20.0
+                "<rect x=\"{a:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{plot_h}\" fill=\"{fill}\" opacity=\"{}\"/>",
+                b - a,
+                if i % 2 == 0 { 0.10 } else { 0.16 }
+            );
+            let label = if range.last == u64::MAX {
+                format!("{}..: {}", range.first, range.choice)
+            } else {
+                range.choice.clone()
+            };
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{fill}\" transform=\"rotate(-90 {:.1} {:.1})\">{}</text>",
+                a + 12.0,
+                TOP + plot_h - 6.0,
+                a + 12.0,
+                TOP + plot_h - 6.0,
+                escape(&label)
             );
         }
     }
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} (log scale; short ticks: refinement points)</text>",
-        LEFT + plot_w / 2.0,
-        HEIGHT - 12.0,
-        escape(&kernel.key)
-    );
-    // Series: gray for variants that own no range.
-    for (variant, points) in &series {
-        if points.is_empty() {
-            continue;
-        }
-        let (stroke, width) = match color(variant) {
-            Some(c) if owners.contains(variant) || variant.starts_with(FALLBACK) => (c, 2.2),
-            _ => ("#c8c8c8", 1.0),
-        };
-        let path: Vec<String> = points
-            .iter()
-            .map(|(k, r)| format!("{:.1},{:.1}", x(*k as f64), y(*r)))
-            .collect();
+
+    /// The frame, the ratio grid and the key ticks.
+    fn axes(&self, svg: &mut String, kernel: &KernelTable, keys: &[u64]) {
+        let (plot_w, plot_h, ylo, yhi) = (self.plot_w, self.plot_h, self.ylo, self.yhi);
         let _ = writeln!(
             svg,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{stroke}\" stroke-width=\"{width}\"/>",
-            path.join(" ")
+            "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"none\" stroke=\"black\"/>"
         );
-        for (k, r) in points {
+        for ratio in [
+            0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0,
+        ] {
+            if ratio < ylo || ratio > yhi {
+                continue;
+            }
+            let yy = self.y(ratio);
+            let dash = if ratio == 1.0 {
+                ""
+            } else {
+                " stroke-dasharray=\"2,4\""
+            };
             let _ = writeln!(
                 svg,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{stroke}\"/>",
-                x(*k as f64),
-                y(*r)
+                "<line x1=\"{LEFT}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"#888\"{dash}/>",
+                WIDTH - RIGHT
+            );
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{ratio}</text>",
+                LEFT - 6.0,
+                yy + 4.0
             );
         }
-    }
-    // Legend: the picks.
-    for (i, owner) in owners.iter().enumerate() {
-        let yy = TOP + 14.0 + i as f64 * 18.0;
-        let c = PALETTE[i % PALETTE.len()];
+        let mut last_label = f64::NEG_INFINITY;
+        for &key in keys {
+            let xx = self.x(key as f64);
+            let refinement = kernel.sizes.iter().any(|s| s.key == key && s.refinement);
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"black\"/>",
+                TOP + plot_h,
+                TOP + plot_h + (if refinement { 3.0 } else { 6.0 })
+            );
+            if !refinement && xx - last_label > 48.0 {
+                last_label = xx;
+                let _ = writeln!(
+                    svg,
+                    "<text x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{key}</text>",
+                    TOP + plot_h + 20.0
+                );
+            }
+        }
         let _ = writeln!(
             svg,
-            "<line x1=\"{:.1}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"{c}\" stroke-width=\"3\"/>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} (log scale; short ticks: refinement points)</text>",
+            LEFT + plot_w / 2.0,
+            HEIGHT - 12.0,
+            escape(&kernel.key)
+        );
+    }
+
+    /// Each variant's line: coloured for self.owners, gray for the others.
+    fn series(&self, svg: &mut String, series: &[(&str, Vec<(u64, f64)>)]) {
+        for (variant, points) in series {
+            if points.is_empty() {
+                continue;
+            }
+            let (stroke, width) = match self.color(variant) {
+                Some(c) if self.owners.contains(variant) || variant.starts_with(FALLBACK) => (c, 2.2),
+                _ => ("#c8c8c8", 1.0),
+            };
+            let path: Vec<String> = points
+                .iter()
+                .map(|(k, r)| format!("{:.1},{:.1}", self.x(*k as f64), self.y(*r)))
+                .collect();
+            let _ = writeln!(
+                svg,
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{stroke}\" stroke-width=\"{width}\"/>",
+                path.join(" ")
+            );
+            for (k, r) in points {
+                let _ = writeln!(
+                    svg,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{stroke}\"/>",
+                    self.x(*k as f64),
+                    self.y(*r)
+                );
+            }
+        }
+    }
+
+    /// The picks, with their colours.
+    fn legend(&self, svg: &mut String) {
+        for (i, owner) in self.owners.iter().enumerate() {
+            let yy = TOP + 14.0 + i as f64 * 18.0;
+            let c = PALETTE[i % PALETTE.len()];
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{:.1}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"{c}\" stroke-width=\"3\"/>",
+                WIDTH - RIGHT + 12.0,
+                WIDTH - RIGHT + 32.0
+            );
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}</text>",
+                WIDTH - RIGHT + 36.0,
+                yy + 4.0,
+                escape(owner)
+            );
+        }
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#999\">gray: other valid variants</text>",
             WIDTH - RIGHT + 12.0,
-            WIDTH - RIGHT + 32.0
-        );
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}</text>",
-            WIDTH - RIGHT + 36.0,
-            yy + 4.0,
-            escape(owner)
+            TOP + 14.0 + self.owners.len() as f64 * 18.0
         );
     }
-    let _ = writeln!(
-        svg,
-        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#999\">gray: other valid variants</text>",
-        WIDTH - RIGHT + 12.0,
-        TOP + 14.0 + owners.len() as f64 * 18.0
-    );
-    svg.push_str("</svg>\n");
-    svg
 }
 
 /// `text` as SVG text: markup escaped, control characters (which XML forbids) dropped.
