@@ -15,11 +15,12 @@ use crate::fingerprint::{self, KernelInputs};
 use crate::nvcc::Nvcc;
 use crate::probe::on_devices;
 use crate::step::Build;
+use crate::tune::TuneJob;
 use crate::{BuildError, Tunables, tune};
 
 impl Build {
     /// Tunes every kernel whose entry in this GPU's table is missing or stale,
-    /// under the tables lock, writing the table after each kernel.
+    /// under the tables lock, writing the table once with every entry.
     pub(crate) fn tune_stale(
         &self,
         tunables: &Tunables,
@@ -32,7 +33,7 @@ impl Build {
             .tables_dir
             .join(format!("{}.json", gpu_slug(&gpu.name)));
         let shown = fingerprint::relative(&path, &self.root);
-        let mut fingerprints = Vec::new();
+        let mut kernels = Vec::new();
         for (spec, inputs) in inputs {
             let fingerprint = inputs
                 .fingerprint(None)
@@ -40,86 +41,23 @@ impl Build {
                     kernel: spec.name.to_string(),
                     message,
                 })?;
-            fingerprints.push((*spec, inputs, fingerprint));
+            kernels.push(Fingerprinted {
+                spec,
+                inputs,
+                fingerprint,
+            });
         }
-        // One entry per kernel, or per declared shape of a kernel with shapes.
-        let stale = |table: &Option<TuningTable>| -> Vec<Stale> {
-            let mut out = Vec::new();
-            for (spec, _, fp) in &fingerprints {
-                for (entry, shape) in spec.tuned_shapes() {
-                    let reason = match table.as_ref() {
-                        _ if self.settings.forced(spec.name) => "AUTOTUNE_FORCE".to_string(),
-                        None => "no table for this GPU".to_string(),
-                        Some(t) if !t.gpu.same_conditions(gpu) => {
-                            format!("the table was measured under driver {} ", t.gpu.driver)
-                        }
-                        Some(t) => match t.kernels.get(&entry) {
-                            None => "not in the table".to_string(),
-                            Some(recorded) => {
-                                let d = recorded.fingerprint.differences(fp);
-                                if d.is_empty() {
-                                    continue;
-                                }
-                                d.join("; ")
-                            }
-                        },
-                    };
-                    out.push(Stale {
-                        spec,
-                        entry,
-                        shape: shape.values().to_vec(),
-                        fingerprint: fp.clone(),
-                        reason,
-                    });
-                }
-            }
-            out
-        };
-        let readable = |path: &Path| table::read(path).ok();
-        if stale(&readable(&path)).is_empty() {
+        if self
+            .stale(&kernels, table::read(&path).ok().as_ref(), gpu)
+            .is_empty()
+        {
             return Ok(format!("{shown} is up to date for {}", gpu.name));
         }
         let _lock = table::TablesLock::acquire(&self.tables_dir)?;
         // Another build may have tuned while this one waited for the lock.
-        let mut table = match table::read(&path) {
-            Ok(table) => table,
-            Err(unreadable) if path.exists() => {
-                let keep = table::unused_path(&path.with_extension("json.unreadable"));
-                std::fs::rename(&path, &keep)
-                    .map_err(BuildError::io("cannot move aside", &path))?;
-                println!(
-                    "cargo::warning=autotune: {}",
-                    shown::line(&format!(
-                        "{shown} was unreadable ({}); moved to {} and tuning afresh",
-                        unreadable.reason,
-                        keep.display()
-                    ))
-                );
-                fresh_table(gpu)
-            }
-            Err(_) => fresh_table(gpu),
-        };
-        let (rebased, aside) = rebase(table, gpu);
-        table = rebased;
-        if let Some(old) = aside {
-            // Measured under another driver, L2 or memory: kept whole beside it,
-            // entries of kernels this crate lacks included, never dropped.
-            let keep = table::unused_path(&path.with_extension(format!(
-                "json.driver-{}",
-                autotune_spec::names::file_fragment(&old.gpu.driver)
-            )));
-            table::write_atomic(&keep, &old)?;
-            println!(
-                "cargo::warning=autotune: {}",
-                shown::line(&format!(
-                    "{shown} was measured under driver {}; kept as {} and tuned afresh",
-                    old.gpu.driver,
-                    fingerprint::relative(&keep, &self.root)
-                ))
-            );
-        }
+        let mut table = self.open_table(&path, &shown, gpu)?;
         // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
-        let mut todo = stale(&Some(table.clone()));
+        let mut todo = self.stale(&kernels, Some(&table), gpu);
         let is_a_fallback = |name: &str| {
             tunables
                 .specs()
@@ -141,69 +79,20 @@ impl Build {
         };
         let mut done = Vec::new();
         let mut failed = None;
-        for Stale {
-            spec,
-            entry,
-            shape,
-            fingerprint: fp,
-            reason,
-        } in &todo
-        {
-            let log_path = self.tables_dir.join("logs").join(format!(
-                "{}-{}.log",
-                gpu_slug(&gpu.name),
-                autotune_spec::names::file_fragment(entry)
-            ));
-            let mut log: Vec<u8> = Vec::new();
-            let _ = writeln!(
-                log,
-                "autotune-build {}: tuning `{entry}` on {}{} (driver {}, {}), {}, nvcc {}, seed {}: {reason}",
-                env!("CARGO_PKG_VERSION"),
-                gpu.name,
-                on_devices(devices),
-                gpu.driver,
-                gpu.arch(),
-                tune::today(),
-                nvcc.version,
-                self.settings.seed
-            );
-            let fallback_table = spec.fallback.and_then(|f| {
-                let entry = table.kernels.get(f.name)?;
-                let fresh = fingerprints.iter().find(|(s, _, _)| s.name == f.name)?;
-                entry
-                    .fingerprint
-                    .differences(&fresh.2)
-                    .is_empty()
-                    .then_some(entry)
-            });
-            let kernel_inputs = fingerprints
-                .iter()
-                .find(|(s, _, _)| s.name == spec.name)
-                .map(|(_, inputs, _)| *inputs)
-                .ok_or_else(|| BuildError::Worker(format!("no inputs for `{}`", spec.name)))?;
-            let result = tuner.tune(
-                spec,
-                entry,
-                shape,
-                kernel_inputs,
-                fp,
-                fallback_table,
-                table.kernels.get(entry.as_str()),
-                &mut log,
-            );
-            table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;
-            let tuned = match result {
-                Ok(tuned) => tuned,
+        for stale in &todo {
+            match self.tune_one(&tuner, stale, &kernels, &table) {
+                Ok(tuned) => {
+                    done.push(format!("{} in {:.1} s", stale.entry, tuned.seconds.total));
+                    table.kernels.insert(stale.entry.clone(), tuned);
+                    // A kernel that gained shapes: its entry from before them is superseded.
+                    if !stale.spec.shapes.is_empty() {
+                        table.kernels.remove(stale.spec.name);
+                    }
+                }
                 Err(error) => {
                     failed = Some(error);
                     break;
                 }
-            };
-            done.push(format!("{entry} in {:.1} s", tuned.seconds.total));
-            table.kernels.insert(entry.clone(), tuned);
-            // A kernel that gained shapes: its entry from before them is superseded.
-            if !spec.shapes.is_empty() {
-                table.kernels.remove(spec.name);
             }
         }
         // Once, with every entry: the ones kept and the ones tuned before any failure.
@@ -221,11 +110,159 @@ impl Build {
             gpu.name
         ))
     }
+
+    /// The entries to tune (one per kernel, or per declared shape of a kernel with
+    /// shapes) against `table`, each with why.
+    fn stale(
+        &self,
+        kernels: &[Fingerprinted<'_>],
+        table: Option<&TuningTable>,
+        gpu: &GpuRecord,
+    ) -> Vec<Stale> {
+        let mut out = Vec::new();
+        for kernel in kernels {
+            let spec = kernel.spec;
+            for (entry, shape) in spec.tuned_shapes() {
+                let reason = match table {
+                    _ if self.settings.forced(spec.name) => "AUTOTUNE_FORCE".to_string(),
+                    None => "no table for this GPU".to_string(),
+                    Some(t) if !t.gpu.same_conditions(gpu) => {
+                        format!("the table was measured under driver {} ", t.gpu.driver)
+                    }
+                    Some(t) => match t.kernels.get(&entry) {
+                        None => "not in the table".to_string(),
+                        Some(recorded) => {
+                            let d = recorded.fingerprint.differences(&kernel.fingerprint);
+                            if d.is_empty() {
+                                continue;
+                            }
+                            d.join("; ")
+                        }
+                    },
+                };
+                out.push(Stale {
+                    spec,
+                    entry,
+                    shape: shape.values().to_vec(),
+                    fingerprint: kernel.fingerprint.clone(),
+                    reason,
+                });
+            }
+        }
+        out
+    }
+
+    /// The table at `path` to tune into: an unreadable one moved aside and started
+    /// afresh, one measured under other conditions kept whole beside it.
+    fn open_table(
+        &self,
+        path: &Path,
+        shown: &str,
+        gpu: &GpuRecord,
+    ) -> Result<TuningTable, BuildError> {
+        let table = match table::read(path) {
+            Ok(table) => table,
+            Err(unreadable) if path.exists() => {
+                let keep = table::unused_path(&path.with_extension("json.unreadable"));
+                std::fs::rename(path, &keep).map_err(BuildError::io("cannot move aside", path))?;
+                println!(
+                    "cargo::warning=autotune: {}",
+                    shown::line(&format!(
+                        "{shown} was unreadable ({}); moved to {} and tuning afresh",
+                        unreadable.reason,
+                        keep.display()
+                    ))
+                );
+                fresh_table(gpu)
+            }
+            Err(_) => fresh_table(gpu),
+        };
+        let (table, aside) = rebase(table, gpu);
+        if let Some(old) = aside {
+            // Measured under another driver, L2 or memory: kept whole beside it,
+            // entries of kernels this crate lacks included, never dropped.
+            let keep = table::unused_path(&path.with_extension(format!(
+                "json.driver-{}",
+                autotune_spec::names::file_fragment(&old.gpu.driver)
+            )));
+            table::write_atomic(&keep, &old)?;
+            println!(
+                "cargo::warning=autotune: {}",
+                shown::line(&format!(
+                    "{shown} was measured under driver {}; kept as {} and tuned afresh",
+                    old.gpu.driver,
+                    fingerprint::relative(&keep, &self.root)
+                ))
+            );
+        }
+        Ok(table)
+    }
+
+    /// Tunes one stale entry, its log written beside the tables whatever happens.
+    fn tune_one(
+        &self,
+        tuner: &tune::Tuner<'_>,
+        stale: &Stale,
+        kernels: &[Fingerprinted<'_>],
+        table: &TuningTable,
+    ) -> Result<table::KernelTable, BuildError> {
+        let (spec, entry, gpu) = (stale.spec, &stale.entry, tuner.gpu);
+        let log_path = self.tables_dir.join("logs").join(format!(
+            "{}-{}.log",
+            gpu_slug(&gpu.name),
+            autotune_spec::names::file_fragment(entry)
+        ));
+        let mut log: Vec<u8> = Vec::new();
+        let _ = writeln!(
+            log,
+            "autotune-build {}: tuning `{entry}` on {}{} (driver {}, {}), {}, nvcc {}, seed {}: {}",
+            env!("CARGO_PKG_VERSION"),
+            gpu.name,
+            on_devices(&tuner.devices),
+            gpu.driver,
+            gpu.arch(),
+            tune::today(),
+            tuner.nvcc.version,
+            self.settings.seed,
+            stale.reason
+        );
+        let fresh = |name: &str| kernels.iter().find(|k| k.spec.name == name);
+        let fallback_table = spec.fallback.and_then(|f| {
+            let entry = table.kernels.get(f.name)?;
+            entry
+                .fingerprint
+                .differences(&fresh(f.name)?.fingerprint)
+                .is_empty()
+                .then_some(entry)
+        });
+        let inputs = fresh(spec.name)
+            .map(|k| k.inputs)
+            .ok_or_else(|| BuildError::Worker(format!("no inputs for `{}`", spec.name)))?;
+        let job = TuneJob {
+            spec,
+            entry,
+            shape: &stale.shape,
+            inputs,
+            fingerprint: &stale.fingerprint,
+            fallback_table,
+            previous: table.kernels.get(entry.as_str()),
+        };
+        let result = tuner.tune(&job, &mut log);
+        table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;
+        result
+    }
+}
+
+/// A kernel of this crate with its inputs and their fingerprint.
+struct Fingerprinted<'a> {
+    spec: &'static KernelSpec,
+    inputs: &'a KernelInputs,
+    fingerprint: table::Fingerprint,
 }
 
 /// A table entry to tune, and why.
-struct Stale<'a> {
-    spec: &'a &'static KernelSpec,
+struct Stale {
+    spec: &'static KernelSpec,
     entry: String,
     shape: Vec<u64>,
     fingerprint: table::Fingerprint,

@@ -21,11 +21,13 @@ use autotune_table::table::{
 use crate::error::BuildError;
 use crate::fingerprint::KernelInputs;
 use crate::nvcc::{CompileJob, Nvcc, Target};
+use crate::ptxas::Resources;
 use crate::settings::Settings;
-use crate::sweep::{self, Beyond, SweepPlan};
+use crate::sweep::{self, Beyond, SweepPlan, SweepResult};
 use crate::worker::JobVariant;
 
-/// Shared-memory limit per block on the GPUs this targets (Hopper opt-in: 227 KiB).
+/// Shared memory a block may opt in to where the probe did not record it (tables
+/// from before it did): Hopper's 227 KiB.
 const MAX_SHARED_BYTES: u32 = 227 * 1024;
 
 /// What tuning needs besides the kernel.
@@ -98,37 +100,105 @@ pub fn compile_jobs(
     jobs
 }
 
+/// One kernel at one shape to tune, and what its table entry starts from.
+#[derive(Debug, Clone, Copy)]
+pub struct TuneJob<'a> {
+    pub spec: &'static KernelSpec,
+    /// The table entry's name (`gemm@n=4096,k=4096` for a shape).
+    pub entry: &'a str,
+    /// The shape's values; empty without shapes.
+    pub shape: &'a [u64],
+    pub inputs: &'a KernelInputs,
+    pub fingerprint: &'a Fingerprint,
+    /// The fallback's own (fresh) table entry, whose plan decides which fallback
+    /// variant is timed at each key.
+    pub fallback_table: Option<&'a KernelTable>,
+    /// The entry this tuning replaces (stale, or forced), whose tuned winners a
+    /// budgeted search times first (`SweepPlan::seeds`).
+    pub previous: Option<&'a KernelTable>,
+}
+
+/// Every point compiled, with what pruned the ones that will not be timed.
+struct Candidates {
+    variants: Vec<JobVariant>,
+    rejected: Vec<Option<Rejection>>,
+    resources: Vec<Option<Resources>>,
+    compile_s: Vec<Option<f64>>,
+    /// The whole compile's wall time.
+    seconds: f64,
+}
+
 impl Tuner<'_> {
-    /// Tunes `spec`. `fallback_table` is its fallback's own (fresh) table entry, whose
-    /// plan decides which fallback variant is timed at each key; `previous` is the
-    /// entry this tuning replaces (stale, or forced), whose tuned winners a budgeted
-    /// search times first (`SweepPlan::seeds`).
-    #[allow(clippy::too_many_arguments)]
+    /// Tunes one kernel at one shape: compile and prune every point, sweep them on
+    /// the GPU, and assemble the table entry from the decisions.
     pub fn tune(
         &self,
-        spec: &'static KernelSpec,
-        entry: &str,
-        shape: &[u64],
-        inputs: &KernelInputs,
-        fingerprint: &Fingerprint,
-        fallback_table: Option<&KernelTable>,
-        previous: Option<&KernelTable>,
+        job: &TuneJob<'_>,
         log: &mut (dyn Write + Send),
     ) -> Result<KernelTable, BuildError> {
         let started = std::time::Instant::now();
-        let progress = Progress::from_env(entry);
-        let fallback_default = spec
-            .fallback
-            .map(|f| f.default.to_vec())
-            .unwrap_or_default();
-        let fallback_plan: Vec<KeyRange<Vec<u32>>> = fallback_table
-            .map(|table| {
-                plan_points(table)
-                    .into_iter()
-                    .map(|r| r.map(|v| v.unwrap_or_else(|| fallback_default.clone())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let spec = job.spec;
+        let progress = Progress::from_env(job.entry);
+        let fallback_plan = fallback_plan(spec, job.fallback_table);
+        let candidates = self.compile(job, &fallback_plan, &progress, log);
+        let default = spec.default_index().ok_or_else(|| BuildError::Kernel {
+            kernel: spec.name.to_string(),
+            message: "the default is not a point of the space".into(),
+        })?;
+        let incumbents = incumbents(&candidates.variants, default, &fallback_plan);
+        let variants = &candidates.variants;
+        let plan = SweepPlan {
+            spec,
+            shape: job.shape.to_vec(),
+            entry: job.entry.to_string(),
+            exe: self.exe.clone(),
+            work_dir: self.work_dir.clone(),
+            variants: variants.clone(),
+            rejected: candidates.rejected.clone(),
+            incumbents,
+            devices: self.devices.clone(),
+            seed: self.settings.seed,
+            check_seeds: self.settings.check_seeds,
+            timing: self.settings.timing,
+            min_margin: self.settings.min_margin,
+            refine_rounds: self.settings.refine_rounds,
+            task_timeout: self.settings.task_timeout,
+            journal_header: journal_header(
+                job.entry,
+                job.fingerprint,
+                self.gpu,
+                variants,
+                self.settings,
+            ),
+            strategy: self.settings.strategy,
+            default,
+            seeds: job
+                .previous
+                .map_or_else(Vec::new, |table| seeds(&plan_points(table), variants)),
+        };
+        let result = sweep::run(&plan, &progress, log)?;
+        log_device_shares(&result, log);
+        let mut table = self.entry(job, &plan, &candidates, &result);
+        table.seconds.total = started.elapsed().as_secs_f64();
+        write_summary(&table, log);
+        table.validate().map_err(|message| BuildError::Kernel {
+            kernel: spec.name.to_string(),
+            message: format!("the sweep produced an invalid table: {message}"),
+        })?;
+        Ok(table)
+    }
+
+    /// Compiles every point of the kernel and the fallback points its plan runs, and
+    /// prunes the ones that failed to compile, spill, or need more shared memory
+    /// than a block of this GPU can have; the vendor's kernel joins as the fallback.
+    fn compile(
+        &self,
+        job: &TuneJob<'_>,
+        fallback_plan: &[KeyRange<Vec<u32>>],
+        progress: &Progress,
+        log: &mut (dyn Write + Send),
+    ) -> Candidates {
+        let spec = job.spec;
         let mut fallback_points: Vec<Vec<u32>> =
             fallback_plan.iter().map(|r| r.choice.clone()).collect();
         fallback_points.sort();
@@ -146,93 +216,71 @@ impl Tuner<'_> {
             self.root,
             &Target::Cubin(arch.clone()),
             &fallback_points,
-            &inputs.compile_inputs(),
+            &job.inputs.compile_inputs(),
         );
         let compile_jobs: Vec<CompileJob> = jobs.iter().map(|p| p.job.clone()).collect();
-        let (compiled, compile_seconds) =
-            self.nvcc
-                .compile_all(&compile_jobs, &self.cache_dir, &progress);
+        let (compiled, seconds) = self
+            .nvcc
+            .compile_all(&compile_jobs, &self.cache_dir, progress);
         let fresh = compiled
             .iter()
             .filter(|c| c.as_ref().is_ok_and(|c| !c.cached))
             .count();
         let _ = writeln!(
             log,
-            "{entry}: {} variants compiled for {arch} in {compile_seconds:.1} s ({fresh} by nvcc, {} cached)",
+            "{}: {} variants compiled for {arch} in {seconds:.1} s ({fresh} by nvcc, {} cached)",
+            job.entry,
             jobs.len(),
             jobs.len() - fresh
         );
-        let mut variants = Vec::new();
-        let mut rejected = Vec::new();
-        let mut resources = Vec::new();
-        let mut variant_seconds = Vec::new();
-        for (
-            PointJob {
-                name,
-                values,
-                fallback,
-                job,
-            },
-            result,
-        ) in jobs.iter().zip(compiled)
-        {
-            let (binary, rejection, used) = match result {
+        let mut candidates = Candidates {
+            variants: Vec::new(),
+            rejected: Vec::new(),
+            resources: Vec::new(),
+            compile_s: Vec::new(),
+            seconds,
+        };
+        for (point, result) in jobs.iter().zip(compiled) {
+            let (binary, rejection, used, compile_s) = match result {
                 Err(error) => {
-                    variant_seconds.push(None);
-                    (
-                        PathBuf::new(),
-                        Some(Rejection {
-                            stage: Stage::Compile,
-                            reason: error.to_string(),
-                        }),
-                        None,
-                    )
-                }
-                Ok(c) => {
-                    let rejection = match c.resources {
-                        Some(r) if r.spills() && !self.settings.allow_spills => Some(Rejection {
-                            stage: Stage::Resources,
-                            reason: format!(
-                                "spills {} bytes stored / {} loaded (AUTOTUNE_ALLOW_SPILLS=1 keeps it)",
-                                r.spill_store_bytes, r.spill_load_bytes
-                            ),
-                        }),
-                        Some(r) if r.shared_bytes > MAX_SHARED_BYTES => Some(Rejection {
-                            stage: Stage::Resources,
-                            reason: format!(
-                                "{} bytes of static shared memory, over the {MAX_SHARED_BYTES} a block can have",
-                                r.shared_bytes
-                            ),
-                        }),
-                        _ => None,
+                    let rejection = Rejection {
+                        stage: Stage::Compile,
+                        reason: error.to_string(),
                     };
-                    variant_seconds.push(Some(c.seconds));
-                    (c.binary, rejection, c.resources)
+                    (PathBuf::new(), Some(rejection), None, None)
                 }
+                Ok(c) => (
+                    c.binary,
+                    self.pruned(c.resources),
+                    c.resources,
+                    Some(c.seconds),
+                ),
             };
             if let Some(r) = &rejection {
                 let _ = writeln!(
                     log,
-                    "  {name:<32} pruned ({:?}): {}",
+                    "  {:<32} pruned ({:?}): {}",
+                    point.name,
                     r.stage,
                     first_line(&r.reason)
                 );
             }
-            variants.push(JobVariant {
-                name: name.clone(),
-                values: values.clone(),
+            candidates.variants.push(JobVariant {
+                name: point.name.clone(),
+                values: point.values.clone(),
                 binary,
-                entries: job.entries.clone(),
-                fallback: *fallback,
+                entries: point.job.entries.clone(),
+                fallback: point.fallback,
                 vendor: false,
             });
-            rejected.push(rejection);
-            resources.push(used);
+            candidates.rejected.push(rejection);
+            candidates.resources.push(used);
+            candidates.compile_s.push(compile_s);
         }
         // The vendor's kernel: nothing to compile, timed as the fallback.
         if let Some(vendor) = &spec.vendor {
             let name = format!("{VENDOR}:{}", vendor.name);
-            variants.push(JobVariant {
+            candidates.variants.push(JobVariant {
                 binary: PathBuf::from(&name),
                 name,
                 values: Vec::new(),
@@ -240,68 +288,52 @@ impl Tuner<'_> {
                 fallback: true,
                 vendor: true,
             });
-            rejected.push(None);
-            resources.push(None);
-            variant_seconds.push(None);
+            candidates.rejected.push(None);
+            candidates.resources.push(None);
+            candidates.compile_s.push(None);
         }
-        let default = spec.default_index().ok_or_else(|| BuildError::Kernel {
-            kernel: spec.name.to_string(),
-            message: "the default is not a point of the space".into(),
-        })?;
-        let fallback = variants.iter().position(|v| v.fallback);
-        let index_of = |values: &[u32]| {
-            variants
-                .iter()
-                .position(|v| v.fallback && v.values == values)
+        candidates
+    }
+
+    /// Why a compiled variant is not timed: it spills (unless allowed), or its static
+    /// shared memory exceeds what a block of this GPU may opt in to (Hopper's 227 KiB
+    /// where the probe did not record it).
+    fn pruned(&self, resources: Option<Resources>) -> Option<Rejection> {
+        let max_shared = match self.gpu.shared_per_block {
+            0 => MAX_SHARED_BYTES,
+            recorded => recorded,
         };
-        let incumbents: Vec<KeyRange<usize>> = match fallback {
-            None => vec![KeyRange::new(0, u64::MAX, default)],
-            Some(first) if fallback_plan.is_empty() => vec![KeyRange::new(0, u64::MAX, first)],
-            Some(first) => fallback_plan
-                .iter()
-                .map(|r| r.as_ref().map(|v| index_of(v).unwrap_or(first)))
-                .collect(),
-        };
-        let incumbent = incumbents.last().map_or(default, |r| r.choice);
-        let header = journal_header(entry, fingerprint, self.gpu, &variants, self.settings);
-        let plan = SweepPlan {
-            spec,
-            shape: shape.to_vec(),
-            entry: entry.to_string(),
-            exe: self.exe.clone(),
-            work_dir: self.work_dir.clone(),
-            variants: variants.clone(),
-            rejected,
-            incumbents,
-            devices: self.devices.clone(),
-            seed: self.settings.seed,
-            check_seeds: self.settings.check_seeds,
-            timing: self.settings.timing,
-            min_margin: self.settings.min_margin,
-            refine_rounds: self.settings.refine_rounds,
-            task_timeout: self.settings.task_timeout,
-            journal_header: header,
-            strategy: self.settings.strategy,
-            default,
-            seeds: previous.map_or_else(Vec::new, |table| seeds(&plan_points(table), &variants)),
-        };
-        let result = sweep::run(&plan, &progress, log)?;
-        if result.devices.len() > 1 {
-            let shares: Vec<String> = result
-                .devices
-                .iter()
-                .map(|d| format!("gpu{}: {} tasks in {:.1} s", d.device, d.tasks, d.seconds))
-                .collect();
-            let _ = writeln!(
-                log,
-                "  sweep: {:.1} s on {} GPUs ({})",
-                result.seconds,
-                result.devices.len(),
-                shares.join(", ")
-            );
+        match resources {
+            Some(r) if r.spills() && !self.settings.allow_spills => Some(Rejection {
+                stage: Stage::Resources,
+                reason: format!(
+                    "spills {} bytes stored / {} loaded (AUTOTUNE_ALLOW_SPILLS=1 keeps it)",
+                    r.spill_store_bytes, r.spill_load_bytes
+                ),
+            }),
+            Some(r) if r.shared_bytes > max_shared => Some(Rejection {
+                stage: Stage::Resources,
+                reason: format!(
+                    "{} bytes of static shared memory, over the {max_shared} a block can have",
+                    r.shared_bytes
+                ),
+            }),
+            _ => None,
         }
+    }
+
+    /// The table entry of a finished sweep: each variant's record, the decision at
+    /// each size, and the ranges (every fallback variant counted as the fallback).
+    fn entry(
+        &self,
+        job: &TuneJob<'_>,
+        plan: &SweepPlan,
+        candidates: &Candidates,
+        result: &SweepResult,
+    ) -> KernelTable {
+        let (spec, variants, default) = (job.spec, &candidates.variants, plan.default);
+        let incumbent = plan.incumbents.last().map_or(default, |r| r.choice);
         let name = |index: usize| variants[index].name.clone();
-        // In ranges, every fallback variant is the fallback: its plan picks among them.
         let owner = |index: usize| {
             if variants[index].fallback {
                 FALLBACK.to_string()
@@ -336,57 +368,124 @@ impl Tuner<'_> {
         for range in ranges::ranges(&result.decisions, beyond, above.extends) {
             push_merged(&mut ranges, range.first, range.last, owner(range.choice));
         }
-        let records: Vec<VariantRecord> = variants
-            .iter()
-            .enumerate()
-            .map(|(index, v)| VariantRecord {
-                name: v.name.clone(),
-                values: v.values.clone(),
-                role: match (v.vendor, v.fallback) {
-                    (true, _) => Role::Vendor,
-                    (false, true) => Role::Fallback,
-                    (false, false) => Role::Tuned,
-                },
-                resources: resources[index],
-                compile_s: variant_seconds.get(index).copied().flatten(),
-                rejected: result.rejected[index].clone(),
-                measurements: result.measurements[index].clone(),
-            })
-            .collect();
-        let table = KernelTable {
+        KernelTable {
             above: Some(above),
-            fingerprint: fingerprint.clone(),
+            fingerprint: job.fingerprint.clone(),
             tuned_on: today(),
             seed: self.settings.seed,
             key: spec.key.to_string(),
             default: name(default),
-            fallback: fallback.map(|_| FALLBACK.to_string()),
-            timing: format!(
-                "{}; points: {}{}",
-                self.settings.timing.describe(),
-                self.settings.strategy,
-                match self.settings.check_seeds {
-                    1 => String::new(),
-                    draws => format!("; checked on {draws} input draws"),
-                }
-            ),
+            fallback: variants
+                .iter()
+                .any(|v| v.fallback)
+                .then(|| FALLBACK.to_string()),
+            timing: self.timing_note(),
             min_margin: self.settings.min_margin,
-            variants: records,
+            variants: variant_records(candidates, result),
             sizes,
             ranges,
             seconds: Seconds {
-                compile: compile_seconds,
+                compile: candidates.seconds,
                 sweep: result.seconds,
-                total: started.elapsed().as_secs_f64(),
+                total: 0.0,
                 gpus: u32::try_from(result.devices.len()).unwrap_or(u32::MAX),
             },
-        };
-        write_summary(&table, log);
-        table.validate().map_err(|message| BuildError::Kernel {
-            kernel: spec.name.to_string(),
-            message: format!("the sweep produced an invalid table: {message}"),
-        })?;
-        Ok(table)
+        }
+    }
+
+    /// How the entry was timed, for its `timing` field.
+    fn timing_note(&self) -> String {
+        format!(
+            "{}; points: {}{}",
+            self.settings.timing.describe(),
+            self.settings.strategy,
+            match self.settings.check_seeds {
+                1 => String::new(),
+                draws => format!("; checked on {draws} input draws"),
+            }
+        )
+    }
+}
+
+/// Each variant's record: role, resources, compile time, rejection, measurements.
+fn variant_records(candidates: &Candidates, result: &SweepResult) -> Vec<VariantRecord> {
+    candidates
+        .variants
+        .iter()
+        .enumerate()
+        .map(|(index, v)| VariantRecord {
+            name: v.name.clone(),
+            values: v.values.clone(),
+            role: match (v.vendor, v.fallback) {
+                (true, _) => Role::Vendor,
+                (false, true) => Role::Fallback,
+                (false, false) => Role::Tuned,
+            },
+            resources: candidates.resources[index],
+            compile_s: candidates.compile_s.get(index).copied().flatten(),
+            rejected: result.rejected[index].clone(),
+            measurements: result.measurements[index].clone(),
+        })
+        .collect()
+}
+
+/// The points the fallback's own plan runs, by range of the key (its default where
+/// that plan runs its own fallback); empty without a fallback table.
+fn fallback_plan(
+    spec: &KernelSpec,
+    fallback_table: Option<&KernelTable>,
+) -> Vec<KeyRange<Vec<u32>>> {
+    let fallback_default = spec
+        .fallback
+        .map(|f| f.default.to_vec())
+        .unwrap_or_default();
+    fallback_table
+        .map(|table| {
+            plan_points(table)
+                .into_iter()
+                .map(|r| r.map(|v| v.unwrap_or_else(|| fallback_default.clone())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What a challenger must beat at each key: the default without a fallback, else
+/// the fallback variant its plan runs there.
+fn incumbents(
+    variants: &[JobVariant],
+    default: usize,
+    fallback_plan: &[KeyRange<Vec<u32>>],
+) -> Vec<KeyRange<usize>> {
+    let index_of = |values: &[u32]| {
+        variants
+            .iter()
+            .position(|v| v.fallback && v.values == values)
+    };
+    match variants.iter().position(|v| v.fallback) {
+        None => vec![KeyRange::new(0, u64::MAX, default)],
+        Some(first) if fallback_plan.is_empty() => vec![KeyRange::new(0, u64::MAX, first)],
+        Some(first) => fallback_plan
+            .iter()
+            .map(|r| r.as_ref().map(|v| index_of(v).unwrap_or(first)))
+            .collect(),
+    }
+}
+
+/// With several GPUs, how the sweep's tasks and time were shared among them.
+fn log_device_shares(result: &SweepResult, log: &mut dyn Write) {
+    if result.devices.len() > 1 {
+        let shares: Vec<String> = result
+            .devices
+            .iter()
+            .map(|d| format!("gpu{}: {} tasks in {:.1} s", d.device, d.tasks, d.seconds))
+            .collect();
+        let _ = writeln!(
+            log,
+            "  sweep: {:.1} s on {} GPUs ({})",
+            result.seconds,
+            result.devices.len(),
+            shares.join(", ")
+        );
     }
 }
 

@@ -255,7 +255,9 @@ impl Canvas<'_> {
                 continue;
             }
             let (stroke, width) = match self.color(variant) {
-                Some(c) if self.owners.contains(variant) || variant.starts_with(FALLBACK) => (c, 2.2),
+                Some(c) if self.owners.contains(variant) || variant.starts_with(FALLBACK) => {
+                    (c, 2.2)
+                }
                 _ => ("#c8c8c8", 1.0),
             };
             let path: Vec<String> = points
