@@ -10,16 +10,39 @@ use autotune_table::shown;
 use autotune_table::summary::{
     BuildSummary, CHECK_ENV, SUMMARY_FORMAT, SUMMARY_PATH, TABLES_DIR_ENV,
 };
-use autotune_table::table::{self, TuningTable};
+use autotune_table::table::{self, GpuRecord, TuningTable};
 
 use crate::fingerprint::{self, KernelInputs};
 use crate::nvcc::{Nvcc, NvccError};
-use crate::probe::probe;
+use crate::probe::{ProbeError, probe};
 use crate::settings::Settings;
 use crate::{BuildError, Tunables, bake, warning};
 
 fn env_var(name: &'static str) -> Result<String, BuildError> {
     std::env::var(name).map_err(|_| BuildError::MissingEnv { name })
+}
+
+/// What this build was asked to do, from cargo's environment.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// docs.rs builds the documentation with neither nvcc nor a GPU: bake the plans
+    /// (the crate must compile), probe nothing, say nothing.
+    docs_rs: bool,
+    /// The crate's `autotune` feature: tune what is stale.
+    feature: bool,
+    /// `AUTOTUNE_CHECK=1` (`cargo autotune check`): look at the GPU, tune nothing.
+    check: bool,
+}
+
+impl Mode {
+    fn from_env() -> Self {
+        let docs_rs = std::env::var_os("DOCS_RS").is_some();
+        Self {
+            docs_rs,
+            feature: std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some() && !docs_rs,
+            check: std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1"),
+        }
+    }
 }
 
 /// The build step: `tables_dir` and `declared` are what build.rs set (the
@@ -30,77 +53,11 @@ pub(crate) fn run(
     tunables: Tunables,
     stray_worker: Option<String>,
 ) -> Result<(), BuildError> {
-    let out_dir = PathBuf::from(env_var("OUT_DIR")?);
-    let package = format!(
-        "{} {}",
-        env_var("CARGO_PKG_NAME")?,
-        env_var("CARGO_PKG_VERSION")?
-    );
-    // docs.rs builds the documentation with neither nvcc nor a GPU: bake the plans
-    // (the crate must compile), probe nothing, say nothing.
-    let docs_rs = std::env::var_os("DOCS_RS").is_some();
-    let feature = std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some() && !docs_rs;
-    let check = std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1");
+    let mode = Mode::from_env();
     let mut report: Vec<String> = stray_worker.into_iter().collect();
-    // A bad tuning knob fails a tuning build; any other build warns and goes on.
-    let settings = match declared.clone().with_env() {
-        Ok(settings) => settings,
-        Err(error) if feature => return Err(error.into()),
-        Err(error) => {
-            report.push(format!("{error} (ignored: not tuning)"));
-            declared
-        }
-    };
-    let root = tunables.root.clone();
-    // `AUTOTUNE_TABLES_DIR` (what `cargo autotune judge` tunes candidates into, so
-    // that the committed tables stay as they are) overrides build.rs's folder.
-    let from_env = std::env::var_os(TABLES_DIR_ENV).filter(|dir| !dir.is_empty());
-    let usable = from_env
-        .as_ref()
-        .filter(|dir| dir.to_str().is_some_and(|text| !text.trim().is_empty()));
-    let tables_dir = root.join(
-        usable
-            .map(PathBuf::from)
-            .or(tables_dir)
-            .unwrap_or_else(|| PathBuf::from("tuning")),
-    );
-    // A tuning build makes a missing folder; any other build says it is missing.
-    if let Some(value) = &from_env
-        && let Some(problem) = tables_dir_problem(value, &tables_dir)
-        && !(feature && usable.is_some() && !tables_dir.exists())
-    {
-        report.push(problem);
-    }
-    let build = Build {
-        root,
-        tables_dir,
-        out_dir: out_dir.clone(),
-        cache_dir: out_dir.join("autotune").join("bin"),
-        crate_version: package.clone(),
-        settings,
-    };
-    let mut seen = BTreeSet::new();
-    for spec in tunables.specs() {
-        if !seen.insert(spec.name) {
-            return Err(BuildError::DuplicateKernel(spec.name.to_string()));
-        }
-    }
-    let unknown: Vec<&str> = build
-        .settings
-        .force
-        .iter()
-        .map(String::as_str)
-        .filter(|name| *name != "all" && tunables.find(name).is_none())
-        .collect();
-    if feature && !unknown.is_empty() {
-        let known: Vec<&str> = tunables.specs().map(|spec| spec.name).collect();
-        report.push(format!(
-            "AUTOTUNE_FORCE names no kernel of this crate: {} (its kernels: {})",
-            unknown.join(", "),
-            known.join(", ")
-        ));
-    }
-    let nvcc = if docs_rs {
+    let build = Build::configure(tables_dir, declared, &tunables, mode, &mut report)?;
+    build.check_names(&tunables, mode, &mut report)?;
+    let nvcc = if mode.docs_rs {
         Err(NvccError::NotAsked("a docs.rs build"))
     } else {
         Nvcc::find(&build.cache_dir)
@@ -115,37 +72,8 @@ pub(crate) fn run(
     }
     build.watch(&inputs);
     // The driver is only touched when tuning or checking was asked for.
-    let gpu = (feature || check).then(|| probe(&build.settings.devices));
-    // What tuning did, for the warning (where nvcc is missing, its own line below
-    // says so, once) and for the summary (which names the missing nvcc first).
-    let outcome = match (feature, &nvcc, &gpu) {
-        (true, Ok(nvcc), Some(Ok((gpu, devices)))) => {
-            Some(build.tune_stale(&tunables, &inputs, nvcc, gpu, devices)?)
-        }
-        (true, _, Some(Err(why))) => Some(format!("nothing tuned: {why}")),
-        _ => None,
-    };
-    report.extend(outcome.clone());
-    let tuning = feature.then(|| match &nvcc {
-        Err(reason) => format!("nothing tuned: {reason}"),
-        Ok(_) => outcome.unwrap_or_default(),
-    });
-    // Said where tuning can run (nvcc here); without nvcc, that comes first.
-    if feature && nvcc.is_ok() && build_script_unoptimised() {
-        report.push(
-            "build script unoptimised: set [profile.release.build-override] opt-level = 3"
-                .to_string(),
-        );
-    }
-    if let Err(reason) = &nvcc {
-        let gpu_here = matches!(&gpu, Some(Ok(_)));
-        let outcome = if feature && gpu_here {
-            "nothing tuned, no binaries"
-        } else {
-            "no binaries"
-        };
-        report.push(format!("{reason}: {outcome}, load() will fail"));
-    }
+    let gpu = (mode.feature || mode.check).then(|| probe(&build.settings.devices));
+    let tuning = build.tune_if_asked(mode, &tunables, &inputs, &nvcc, &gpu, &mut report)?;
     let tables = table::one_per_model(table::read_all(&build.tables_dir));
     report.extend(unknown_entries(&tables, &tunables, &build.root));
     // AUTOTUNE_ARCH, else every default architecture this nvcc has; the local GPU's
@@ -168,7 +96,7 @@ pub(crate) fn run(
         .collect();
     let summary = BuildSummary {
         format: SUMMARY_FORMAT,
-        package,
+        package: build.crate_version.clone(),
         nvcc: nvcc.as_ref().ok().map(|n| n.version.clone()),
         nvcc_missing: nvcc.as_ref().err().map(ToString::to_string),
         gpu: gpu
@@ -187,12 +115,142 @@ pub(crate) fn run(
         notes,
     };
     write_summary(&build.out_dir, &summary)?;
-    if docs_rs {
-        return Ok(());
+    if !mode.docs_rs {
+        // One warning, one short line: cargo shows each `cargo::warning` line apart.
+        println!("cargo::warning=autotune: {}", warning::line(&report));
     }
-    // One warning, one short line: cargo shows each `cargo::warning` line apart.
-    println!("cargo::warning=autotune: {}", warning::line(&report));
     Ok(())
+}
+
+type Probed = Option<Result<(GpuRecord, Vec<usize>), ProbeError>>;
+
+impl Build {
+    /// The settings (build.rs's, overridden by the environment's) and the folders.
+    fn configure(
+        tables_dir: Option<PathBuf>,
+        declared: Settings,
+        tunables: &Tunables,
+        mode: Mode,
+        report: &mut Vec<String>,
+    ) -> Result<Self, BuildError> {
+        let out_dir = PathBuf::from(env_var("OUT_DIR")?);
+        let package = format!(
+            "{} {}",
+            env_var("CARGO_PKG_NAME")?,
+            env_var("CARGO_PKG_VERSION")?
+        );
+        // A bad tuning knob fails a tuning build; any other build warns and goes on.
+        let settings = match declared.clone().with_env() {
+            Ok(settings) => settings,
+            Err(error) if mode.feature => return Err(error.into()),
+            Err(error) => {
+                report.push(format!("{error} (ignored: not tuning)"));
+                declared
+            }
+        };
+        let root = tunables.root.clone();
+        // `AUTOTUNE_TABLES_DIR` (what `cargo autotune judge` tunes candidates into, so
+        // that the committed tables stay as they are) overrides build.rs's folder.
+        let from_env = std::env::var_os(TABLES_DIR_ENV).filter(|dir| !dir.is_empty());
+        let usable = from_env
+            .as_ref()
+            .filter(|dir| dir.to_str().is_some_and(|text| !text.trim().is_empty()));
+        let tables_dir = root.join(
+            usable
+                .map(PathBuf::from)
+                .or(tables_dir)
+                .unwrap_or_else(|| PathBuf::from("tuning")),
+        );
+        // A tuning build makes a missing folder; any other build says it is missing.
+        if let Some(value) = &from_env
+            && let Some(problem) = tables_dir_problem(value, &tables_dir)
+            && !(mode.feature && usable.is_some() && !tables_dir.exists())
+        {
+            report.push(problem);
+        }
+        Ok(Self {
+            root,
+            tables_dir,
+            cache_dir: out_dir.join("autotune").join("bin"),
+            out_dir,
+            crate_version: package,
+            settings,
+        })
+    }
+
+    /// Each kernel name once; `AUTOTUNE_FORCE` naming none of them is said.
+    fn check_names(
+        &self,
+        tunables: &Tunables,
+        mode: Mode,
+        report: &mut Vec<String>,
+    ) -> Result<(), BuildError> {
+        let mut seen = BTreeSet::new();
+        for spec in tunables.specs() {
+            if !seen.insert(spec.name) {
+                return Err(BuildError::DuplicateKernel(spec.name.to_string()));
+            }
+        }
+        let unknown: Vec<&str> = self
+            .settings
+            .force
+            .iter()
+            .map(String::as_str)
+            .filter(|name| *name != "all" && tunables.find(name).is_none())
+            .collect();
+        if mode.feature && !unknown.is_empty() {
+            let known: Vec<&str> = tunables.specs().map(|spec| spec.name).collect();
+            report.push(format!(
+                "AUTOTUNE_FORCE names no kernel of this crate: {} (its kernels: {})",
+                unknown.join(", "),
+                known.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Tunes what is stale where the feature is on and nvcc and a GPU are here; the
+    /// summary's account of it (`None` without the feature). What the warning says
+    /// goes to `report`, the missing nvcc's reason once.
+    fn tune_if_asked(
+        &self,
+        mode: Mode,
+        tunables: &Tunables,
+        inputs: &[(&'static KernelSpec, KernelInputs)],
+        nvcc: &Result<Nvcc, NvccError>,
+        gpu: &Probed,
+        report: &mut Vec<String>,
+    ) -> Result<Option<String>, BuildError> {
+        let outcome = match (mode.feature, nvcc, gpu) {
+            (true, Ok(nvcc), Some(Ok((gpu, devices)))) => {
+                Some(self.tune_stale(tunables, inputs, nvcc, gpu, devices)?)
+            }
+            (true, _, Some(Err(why))) => Some(format!("nothing tuned: {why}")),
+            _ => None,
+        };
+        report.extend(outcome.clone());
+        let tuning = mode.feature.then(|| match nvcc {
+            Err(reason) => format!("nothing tuned: {reason}"),
+            Ok(_) => outcome.unwrap_or_default(),
+        });
+        // Said where tuning can run (nvcc here); without nvcc, that comes first.
+        if mode.feature && nvcc.is_ok() && build_script_unoptimised() {
+            report.push(
+                "build script unoptimised: set [profile.release.build-override] opt-level = 3"
+                    .to_string(),
+            );
+        }
+        if let Err(reason) = nvcc {
+            let gpu_here = matches!(gpu, Some(Ok(_)));
+            let outcome = if mode.feature && gpu_here {
+                "nothing tuned, no binaries"
+            } else {
+                "no binaries"
+            };
+            report.push(format!("{reason}: {outcome}, load() will fail"));
+        }
+        Ok(tuning)
+    }
 }
 
 /// What is wrong with the tables folder `AUTOTUNE_TABLES_DIR` names, if anything.
