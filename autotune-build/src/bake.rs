@@ -38,32 +38,103 @@ pub struct Baked {
     pub summary: KernelSummary,
 }
 
+/// Bakes one kernel: its plans from the tables that match, its images compiled,
+/// its dispatch source written to `OUT_DIR/autotune/<kernel>.rs`.
 pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
     let spec = input.spec;
-    let mut notes: Vec<String> = Vec::new();
-    let mut baked_plans: Vec<BakedPlan> = Vec::new();
-    let mut skipped: Vec<SkippedTable> = Vec::new();
-    let mut images: Vec<ImageData> = vec![ImageData {
-        name: spec.point_name(spec.default),
-        values: spec.default.to_vec(),
-        binary: None,
-    }];
-    let mut plans: Vec<PlanData> = Vec::new();
-    let mut archs: Vec<String> = input.archs.to_vec();
+    let mut found = Found {
+        notes: Vec::new(),
+        baked_plans: Vec::new(),
+        skipped: Vec::new(),
+        images: vec![ImageData {
+            name: spec.point_name(spec.default),
+            values: spec.default.to_vec(),
+            binary: None,
+        }],
+        plans: Vec::new(),
+        archs: input.archs.to_vec(),
+    };
     for (path, table) in input.tables {
+        found.add_table(input, path, table);
+    }
+    if found.plans.is_empty() {
+        found
+            .notes
+            .push(format!("defaults ({})", spec.point_name(spec.default)));
+    }
+    found.archs.sort_by_key(|a| (arch_number(a), a.clone()));
+    found.archs.dedup();
+    let not_compiled = match input.nvcc {
+        Err(reason) => Some(reason.to_string()),
+        Ok(nvcc) => {
+            compile_images(input, nvcc, &mut found.images, &found.archs)?;
+            None
+        }
+    };
+    let note = format!("{}: {}", spec.name, found.notes.join("; "));
+    let compiled = not_compiled.is_none();
+    let generated = Generated {
+        kernel: spec.name.to_string(),
+        shape_args: spec.shape_args.iter().map(|a| a.to_string()).collect(),
+        fallback: spec
+            .vendor
+            .map_or_else(|| FALLBACK.to_string(), |v| v.name.to_string()),
+        images: found.images,
+        plans: found.plans,
+        default: 0,
+        note: note.clone(),
+        not_compiled,
+    };
+    let text = generated.render()?;
+    let path = input
+        .out_dir
+        .join("autotune")
+        .join(format!("{}.rs", spec.name));
+    // Rewrite only on change, so that an unchanged plan does not recompile the crate.
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        table::write_text_atomic(&path, &text)?;
+    }
+    Ok(Baked {
+        line: note,
+        summary: KernelSummary {
+            name: spec.name.to_string(),
+            plans: found.baked_plans,
+            skipped: found.skipped,
+            default: spec.point_name(spec.default),
+            compiled,
+        },
+    })
+}
+
+/// What the tables gave one kernel so far.
+struct Found {
+    /// For the warning: each table's outcome.
+    notes: Vec<String>,
+    baked_plans: Vec<BakedPlan>,
+    skipped: Vec<SkippedTable>,
+    /// The default first, then each variant a plan names, once.
+    images: Vec<ImageData>,
+    plans: Vec<PlanData>,
+    /// What the images are compiled for: the build's, and each baked table's GPU's.
+    archs: Vec<String>,
+}
+
+impl Found {
+    /// The plans of one table (one per tuned shape) that match the kernel's inputs,
+    /// or why it gives none.
+    fn add_table(
+        &mut self,
+        input: &BakeInput<'_>,
+        path: &Path,
+        table: &Result<TuningTable, Unreadable>,
+    ) {
+        let spec = input.spec;
         let shown = relative(path, input.root);
-        let mut skip = |reason: String| {
-            notes.push(format!("{shown} {reason}"));
-            skipped.push(SkippedTable {
-                table: shown.clone(),
-                reason,
-            });
-        };
         let table = match table {
             Ok(table) => table,
             Err(unreadable) => {
-                skip(format!("is unreadable ({})", unreadable.reason));
-                continue;
+                self.skip(&shown, format!("is unreadable ({})", unreadable.reason));
+                return;
             }
         };
         let arch = table.gpu.arch_specific();
@@ -73,16 +144,19 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             .filter_map(|(name, shape)| Some((name.clone(), shape, table.kernels.get(&name)?)))
             .collect();
         if shapes.is_empty() {
-            continue;
+            return;
         }
         if let Ok(nvcc) = input.nvcc
             && !nvcc.supports(&arch)
         {
-            skip(format!(
-                "is for {} ({arch}), which nvcc {} cannot target: skipped",
-                table.gpu.name, nvcc.version
-            ));
-            continue;
+            self.skip(
+                &shown,
+                format!(
+                    "is for {} ({arch}), which nvcc {} cannot target: skipped",
+                    table.gpu.name, nvcc.version
+                ),
+            );
+            return;
         }
         let mut tuned_shapes = Vec::new();
         for (name, shape, entry) in shapes {
@@ -95,30 +169,31 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             };
             let differences = input.inputs.differences(&entry.fingerprint);
             if !differences.is_empty() {
-                skip(format!(
+                let reason = format!(
                     "is stale for {}{at} ({})",
                     table.gpu.name,
                     differences.join("; ")
-                ));
+                );
+                self.skip(&shown, reason);
                 continue;
             }
-            let Some(ranges) = plan_ranges(spec, entry, &mut images) else {
-                skip(format!("names variants `{name}` does not have"));
+            let Some(ranges) = plan_ranges(spec, entry, &mut self.images) else {
+                self.skip(&shown, format!("names variants `{name}` does not have"));
                 continue;
             };
             // Only a kernel with shapes lends a plan to a call at another shape.
             let borrowed = if spec.shapes.is_empty() {
                 ranges.clone()
             } else {
-                borrowed_ranges(entry, &ranges, &images)
+                borrowed_ranges(entry, &ranges, &self.images)
             };
-            baked_plans.push(BakedPlan {
+            self.baked_plans.push(BakedPlan {
                 table: shown.clone(),
                 gpu: table.gpu.clone(),
                 tuned_on: entry.tuned_on.clone(),
             });
             tuned_shapes.push(shape.to_string());
-            plans.push(PlanData {
+            self.plans.push(PlanData {
                 origin: OriginData {
                     path: shown.clone(),
                     gpu: table.gpu.name.clone(),
@@ -139,100 +214,74 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
             });
         }
         if tuned_shapes.is_empty() {
-            continue;
+            return;
         }
-        archs.push(arch);
+        self.archs.push(arch);
         let at = if spec.shapes.is_empty() {
             String::new()
         } else {
             format!(" at {}", tuned_shapes.join(" | "))
         };
-        let tuned_on = baked_plans
+        let tuned_on = self
+            .baked_plans
             .last()
             .map(|p| p.tuned_on.clone())
             .unwrap_or_default();
-        notes.push(format!(
+        self.notes.push(format!(
             "tuned for {}{at} on {tuned_on} ({shown})",
             table.gpu.name
         ));
     }
-    if plans.is_empty() {
-        notes.push(format!("defaults ({})", spec.point_name(spec.default)));
+
+    fn skip(&mut self, shown: &str, reason: String) {
+        self.notes.push(format!("{shown} {reason}"));
+        self.skipped.push(SkippedTable {
+            table: shown.to_string(),
+            reason,
+        });
     }
-    archs.sort_by_key(|a| (arch_number(a), a.clone()));
-    archs.dedup();
-    let not_compiled = match input.nvcc {
-        Err(reason) => Some(reason.to_string()),
-        Ok(nvcc) => {
-            let dependencies = input.inputs.compile_inputs();
-            let jobs: Vec<CompileJob> = images
-                .iter()
-                .map(|image| {
-                    let label = spec.slug(&image.values);
-                    let target = Target::Fatbin(archs.clone());
-                    CompileJob::of_point(
-                        spec,
-                        input.root,
-                        label,
-                        &image.values,
-                        target,
-                        &dependencies,
-                    )
-                })
-                .collect();
-            let (results, _) =
-                nvcc.compile_all(&jobs, input.cache_dir, &Progress::silent(input.spec.name));
-            let mut failure = None;
-            for (image, result) in images.iter_mut().zip(results) {
-                match result {
-                    Ok(compiled) => image.binary = Some(compiled.binary),
-                    Err(message) => {
-                        failure = Some(format!("{} failed to compile: {message}", image.name))
-                    }
-                }
-            }
-            if let Some(failure) = &failure {
-                return Err(BuildError::Kernel {
-                    kernel: spec.name.to_string(),
-                    message: failure.clone(),
-                });
-            }
-            None
+}
+
+/// Compiles every image as a fatbin for `archs`; a failure fails the build (the
+/// default, and every variant a fresh table names, must compile).
+fn compile_images(
+    input: &BakeInput<'_>,
+    nvcc: &Nvcc,
+    images: &mut [ImageData],
+    archs: &[String],
+) -> Result<(), BuildError> {
+    let spec = input.spec;
+    let dependencies = input.inputs.compile_inputs();
+    let jobs: Vec<CompileJob> = images
+        .iter()
+        .map(|image| {
+            let label = spec.slug(&image.values);
+            let target = Target::Fatbin(archs.to_vec());
+            CompileJob::of_point(
+                spec,
+                input.root,
+                label,
+                &image.values,
+                target,
+                &dependencies,
+            )
+        })
+        .collect();
+    let (results, _) = nvcc.compile_all(&jobs, input.cache_dir, &Progress::silent(spec.name));
+    let mut failure = None;
+    for (image, result) in images.iter_mut().zip(results) {
+        match result {
+            Ok(compiled) => image.binary = Some(compiled.binary),
+            Err(message) => failure = Some(format!("{} failed to compile: {message}", image.name)),
         }
-    };
-    let note = format!("{}: {}", spec.name, notes.join("; "));
-    let compiled = not_compiled.is_none();
-    let generated = Generated {
-        kernel: spec.name.to_string(),
-        shape_args: spec.shape_args.iter().map(|a| a.to_string()).collect(),
-        fallback: spec
-            .vendor
-            .map_or_else(|| FALLBACK.to_string(), |v| v.name.to_string()),
-        images,
-        plans,
-        default: 0,
-        note: note.clone(),
-        not_compiled,
-    };
-    let text = generated.render()?;
-    let path = input
-        .out_dir
-        .join("autotune")
-        .join(format!("{}.rs", spec.name));
-    // Rewrite only on change, so that an unchanged plan does not recompile the crate.
-    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-        table::write_text_atomic(&path, &text)?;
     }
-    Ok(Baked {
-        line: note,
-        summary: KernelSummary {
-            name: spec.name.to_string(),
-            plans: baked_plans,
-            skipped,
-            default: spec.point_name(spec.default),
-            compiled,
-        },
-    })
+    match failure {
+        Some(message) => Err(BuildError::Kernel {
+            kernel: spec.name.to_string(),
+            message,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The ranges a shape that was not tuned takes from `entry`'s plan
