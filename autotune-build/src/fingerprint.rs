@@ -54,6 +54,143 @@ pub struct KernelInputs {
     vendor: Option<(&'static str, Option<String>)>,
 }
 
+/// Hashes `spec`'s wrapper file into `wrapper` as Rust tokens, and every file it
+/// reads at compile time, recursively, each under its name; records them all in
+/// `wrapper_files` (the wrapper file last).
+fn hash_wrapper(
+    spec: &KernelSpec,
+    root: &Path,
+    wrapper: &mut Sha256,
+    wrapper_files: &mut Vec<PathBuf>,
+) -> Result<(), BuildError> {
+    let error = |message: String| BuildError::Kernel {
+        kernel: spec.name.to_string(),
+        message,
+    };
+    let tokens_digest = |path: &Path, text: &str| {
+        rust_items_digest(text).map_err(|message| {
+            error(format!(
+                "{} does not lex as Rust: {message}",
+                path.display()
+            ))
+        })
+    };
+    let file = root.join(spec.wrapper_file);
+    let text = std::fs::read_to_string(&file)
+        .map_err(BuildError::io("cannot read wrapper file", &file))?;
+    wrapper.update(spec.name.as_bytes());
+    wrapper.update([0]);
+    wrapper.update(tokens_digest(&file, &text)?);
+    // Files the wrapper file reads at compile time (`include!("helper.rs")`)
+    // and its out-of-line modules (`#[path = "launch.rs"] mod launch;`) are
+    // part of it; their own dependencies too. A module counts as Rust tokens,
+    // as the wrapper file does; an included file as bytes.
+    let mut pending = vec![(file.clone(), text, wrapper_files::is_mod_rs(&file))];
+    while let Some((from, text, mod_rs)) = pending.pop() {
+        let found = wrapper_files::dependencies(&text, &from, mod_rs)
+            .map_err(|message| error(format!("{}: {message}", from.display())))?;
+        let folder = from.parent().unwrap_or(root);
+        for dependency in found {
+            // The file, the name it is hashed under and, for a module,
+            // whether it declares its own modules beside it.
+            let (path, name, module) = match dependency {
+                Dependency::Include(path) => {
+                    let name = path.to_string_lossy().into_owned();
+                    (folder.join(path), name, None)
+                }
+                Dependency::Module { paths, conditional } => {
+                    match wrapper_files::module_file(folder, &paths) {
+                        Some((path, mod_rs)) => {
+                            let name = relative(&path, root);
+                            (path, name, Some(mod_rs))
+                        }
+                        // Under a `#[cfg]`, rustc may never read it.
+                        None if conditional => continue,
+                        None => {
+                            let candidates: Vec<String> = paths
+                                .iter()
+                                .map(|p| folder.join(p).display().to_string())
+                                .collect();
+                            return Err(error(format!(
+                                "{} declares a module whose file is none of {}",
+                                from.display(),
+                                candidates.join(", ")
+                            )));
+                        }
+                    }
+                }
+            };
+            if wrapper_files.contains(&path) || path == file {
+                continue;
+            }
+            if wrapper_files.len() >= MAX_INCLUDED {
+                return Err(error(format!(
+                    "the wrapper includes more than {MAX_INCLUDED} files"
+                )));
+            }
+            let bytes = std::fs::read(&path).map_err(BuildError::io(
+                "cannot read a file the wrapper includes",
+                &path,
+            ))?;
+            wrapper.update(name.as_bytes());
+            wrapper.update([0]);
+            if let Some(mod_rs) = module {
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| error(format!("{} is not UTF-8", path.display())))?;
+                wrapper.update(tokens_digest(&path, &text)?);
+                pending.push((path.clone(), text, mod_rs));
+            } else {
+                wrapper.update(Sha256::digest(&bytes));
+                if name.ends_with(".rs")
+                    && let Ok(text) = String::from_utf8(bytes)
+                {
+                    let mod_rs = wrapper_files::is_mod_rs(&path);
+                    pending.push((path.clone(), text, mod_rs));
+                }
+            }
+            wrapper_files.push(path);
+        }
+    }
+    wrapper_files.push(file);
+    Ok(())
+}
+
+/// Every source of `spec` (the incumbent, then any candidates), each scanned for
+/// the files it includes, and asked of nvcc where it is here, under the default
+/// point's defines with its own `SOURCE`.
+fn scan_sources(
+    spec: &KernelSpec,
+    root: &Path,
+    nvcc: Option<&Nvcc>,
+    scanned: &mut Vec<PathBuf>,
+    mut nvcc_sources: Option<&mut Vec<PathBuf>>,
+) -> Result<(), BuildError> {
+    let error = |message: String| BuildError::Kernel {
+        kernel: spec.name.to_string(),
+        message,
+    };
+    for (index, source) in spec.sources().enumerate() {
+        let source = root.join(source);
+        let defines = spec.defines(&spec.default_for_source(index));
+        let args = nvcc::source_args(&flags_of(spec), &defines, &source);
+        let found = nvcc::scan(&source, &args, root)
+            .map_err(BuildError::io("cannot read CUDA source", &source))?;
+        if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
+            let deps = nvcc
+                .dependencies(&source, &args, root, &found)
+                .map_err(|e| error(e.to_string()))?;
+            for dep in deps {
+                let dep = absolute(root, vec![dep]).remove(0);
+                if !list.contains(&dep) {
+                    list.push(dep);
+                }
+            }
+        }
+        scanned.extend(found);
+    }
+    Ok(())
+}
+
 impl KernelInputs {
     /// Reads the wrapper files, scans the sources and, with `nvcc`, asks it which
     /// files each kernel reads (under the default point's defines).
@@ -68,116 +205,8 @@ impl KernelInputs {
         let mut scanned = Vec::new();
         let mut nvcc_sources = nvcc.map(|_| Vec::new());
         for spec in specs(spec) {
-            let error = |message: String| BuildError::Kernel {
-                kernel: spec.name.to_string(),
-                message,
-            };
-            let tokens_digest = |path: &Path, text: &str| {
-                rust_items_digest(text).map_err(|message| {
-                    error(format!(
-                        "{} does not lex as Rust: {message}",
-                        path.display()
-                    ))
-                })
-            };
-            let file = root.join(spec.wrapper_file);
-            let text = std::fs::read_to_string(&file)
-                .map_err(BuildError::io("cannot read wrapper file", &file))?;
-            wrapper.update(spec.name.as_bytes());
-            wrapper.update([0]);
-            wrapper.update(tokens_digest(&file, &text)?);
-            // Files the wrapper file reads at compile time (`include!("helper.rs")`)
-            // and its out-of-line modules (`#[path = "launch.rs"] mod launch;`) are
-            // part of it; their own dependencies too. A module counts as Rust tokens,
-            // as the wrapper file does; an included file as bytes.
-            let mut pending = vec![(file.clone(), text, wrapper_files::is_mod_rs(&file))];
-            while let Some((from, text, mod_rs)) = pending.pop() {
-                let found = wrapper_files::dependencies(&text, &from, mod_rs)
-                    .map_err(|message| error(format!("{}: {message}", from.display())))?;
-                let folder = from.parent().unwrap_or(root);
-                for dependency in found {
-                    // The file, the name it is hashed under and, for a module,
-                    // whether it declares its own modules beside it.
-                    let (path, name, module) = match dependency {
-                        Dependency::Include(path) => {
-                            let name = path.to_string_lossy().into_owned();
-                            (folder.join(path), name, None)
-                        }
-                        Dependency::Module { paths, conditional } => {
-                            match wrapper_files::module_file(folder, &paths) {
-                                Some((path, mod_rs)) => {
-                                    let name = relative(&path, root);
-                                    (path, name, Some(mod_rs))
-                                }
-                                // Under a `#[cfg]`, rustc may never read it.
-                                None if conditional => continue,
-                                None => {
-                                    let candidates: Vec<String> = paths
-                                        .iter()
-                                        .map(|p| folder.join(p).display().to_string())
-                                        .collect();
-                                    return Err(error(format!(
-                                        "{} declares a module whose file is none of {}",
-                                        from.display(),
-                                        candidates.join(", ")
-                                    )));
-                                }
-                            }
-                        }
-                    };
-                    if wrapper_files.contains(&path) || path == file {
-                        continue;
-                    }
-                    if wrapper_files.len() >= MAX_INCLUDED {
-                        return Err(error(format!(
-                            "the wrapper includes more than {MAX_INCLUDED} files"
-                        )));
-                    }
-                    let bytes = std::fs::read(&path).map_err(BuildError::io(
-                        "cannot read a file the wrapper includes",
-                        &path,
-                    ))?;
-                    wrapper.update(name.as_bytes());
-                    wrapper.update([0]);
-                    if let Some(mod_rs) = module {
-                        let text = String::from_utf8(bytes)
-                            .map_err(|_| error(format!("{} is not UTF-8", path.display())))?;
-                        wrapper.update(tokens_digest(&path, &text)?);
-                        pending.push((path.clone(), text, mod_rs));
-                    } else {
-                        wrapper.update(Sha256::digest(&bytes));
-                        if name.ends_with(".rs")
-                            && let Ok(text) = String::from_utf8(bytes)
-                        {
-                            let mod_rs = wrapper_files::is_mod_rs(&path);
-                            pending.push((path.clone(), text, mod_rs));
-                        }
-                    }
-                    wrapper_files.push(path);
-                }
-            }
-            wrapper_files.push(file);
-            // Every source (the incumbent, then any candidates), each under the
-            // default point's defines with its own `SOURCE`.
-            for (index, source) in spec.sources().enumerate() {
-                let source = root.join(source);
-                let defines = spec.defines(&spec.default_for_source(index));
-                let args = nvcc::source_args(&flags_of(spec), &defines, &source);
-                let found = nvcc::scan(&source, &args, root)
-                    .map_err(BuildError::io("cannot read CUDA source", &source))?;
-                if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
-                    let deps = nvcc
-                        .dependencies(&source, &args, root, &found)
-                        .map_err(|e| error(e.to_string()))?;
-                    for dep in deps {
-                        let dep = absolute(root, vec![dep]).remove(0);
-                        if !list.contains(&dep) {
-                            list.push(dep);
-                        }
-                    }
-                }
-                scanned.extend(found);
-            }
+            hash_wrapper(spec, root, &mut wrapper, &mut wrapper_files)?;
+            scan_sources(spec, root, nvcc, &mut scanned, nvcc_sources.as_mut())?;
         }
         let nvcc_env = nvcc.map(Nvcc::environment_flags).unwrap_or_default();
         Ok(Self {
