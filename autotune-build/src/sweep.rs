@@ -570,41 +570,8 @@ impl<'a> Sweep<'a> {
         steps: &mut Steps,
     ) -> Result<bool, BuildError> {
         let plan = self.plan;
-        let job = Job {
-            kernel: plan.spec.name.to_string(),
-            device: lane.device,
-            seed: plan.seed,
-            check_seeds: plan.check_seeds,
-            timing: plan.timing,
-            shape: plan.shape.clone(),
-            variants: plan.variants.clone(),
-            tasks: tasks.to_vec(),
-        };
-        let line =
-            serde_json::to_string(&job).map_err(|e| BuildError::Worker(e.to_string()))? + "\n";
         let job_started = Instant::now();
-        let mut worker = match lane.worker.take() {
-            Some(worker) => worker,
-            None => Worker::spawn(&plan.exe, plan.spec.name)?,
-        };
-        if worker
-            .stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| worker.stdin.flush())
-            .is_err()
-        {
-            // It died between jobs; a fresh one gets the job.
-            worker.stop();
-            worker = Worker::spawn(&plan.exe, plan.spec.name)?;
-            worker
-                .stdin
-                .write_all(line.as_bytes())
-                .map_err(|e| BuildError::Worker(format!("cannot send a job: {e}")))?;
-            worker
-                .stdin
-                .flush()
-                .map_err(|e| BuildError::Worker(format!("cannot send a job: {e}")))?;
-        }
+        let worker = self.send_job(lane, tasks)?;
         let mut current: Option<(usize, Instant)> = None;
         // Per task: checked, and finished (with any outcome).
         let mut checked = vec![false; tasks.len()];
@@ -618,69 +585,47 @@ impl<'a> Sweep<'a> {
         };
         let mut progressed = false;
         let ending = loop {
-            match worker.events.recv_timeout(plan.task_timeout) {
-                Ok(line) => {
-                    let Ok(event) = serde_json::from_str::<Event>(&line) else {
-                        self.say(format_args!("  worker: {line}"));
-                        continue;
-                    };
-                    let (task_index, outcome) = match event {
-                        Event::Done => break Ending::Done,
-                        Event::Started { task } => {
-                            current = Some((task, Instant::now()));
-                            continue;
-                        }
-                        Event::Checked { task } => {
-                            if let Some(flag) = checked.get_mut(task)
-                                && !*flag
-                            {
-                                *flag = true;
-                                step(Phase::Verify);
-                            }
-                            continue;
-                        }
-                        Event::Measured { task, measurement } => {
-                            (task, Outcome::Measured(measurement))
-                        }
-                        Event::Rejected {
-                            task,
-                            stage,
-                            reason,
-                        } => (task, Outcome::Rejected { stage, reason }),
-                        Event::Unfit { task, reason } => (task, Outcome::Unfit(reason)),
-                        Event::CaseFailed { task, reason } => (task, Outcome::CaseFailed(reason)),
-                        Event::Fatal { task, reason } => {
-                            self.say(format_args!(
-                                "  worker: the context is lost after task {task}: {reason}"
-                            ));
-                            (
-                                task,
-                                Outcome::Rejected {
-                                    stage: Stage::Crash,
-                                    reason: format!("crashed the CUDA context: {reason}"),
-                                },
-                            )
-                        }
-                    };
-                    let Some(task) = tasks.get(task_index) else {
-                        continue;
-                    };
-                    let seconds = match current {
-                        Some((index, started)) if index == task_index => {
-                            current = None;
-                            Some(started.elapsed().as_secs_f64())
-                        }
-                        _ => None,
-                    };
-                    progressed = true;
-                    finish(task_index, task, &mut checked, &mut finished, &mut step);
-                    lane.share.tasks += 1;
-                    self.record()
-                        .apply(TaskId::of(task, lane.device), outcome, true, seconds)?;
-                }
+            let line = match worker.events.recv_timeout(plan.task_timeout) {
+                Ok(line) => line,
                 Err(mpsc::RecvTimeoutError::Timeout) => break Ending::Hung,
                 Err(mpsc::RecvTimeoutError::Disconnected) => break Ending::Died,
-            }
+            };
+            let Ok(event) = serde_json::from_str::<Event>(&line) else {
+                self.say(format_args!("  worker: {line}"));
+                continue;
+            };
+            let (task_index, outcome) = match self.reported(event) {
+                Reported::Done => break Ending::Done,
+                Reported::Started(task) => {
+                    current = Some((task, Instant::now()));
+                    continue;
+                }
+                Reported::Checked(task) => {
+                    if let Some(flag) = checked.get_mut(task)
+                        && !*flag
+                    {
+                        *flag = true;
+                        step(Phase::Verify);
+                    }
+                    continue;
+                }
+                Reported::Finished(task, outcome) => (task, outcome),
+            };
+            let Some(task) = tasks.get(task_index) else {
+                continue;
+            };
+            let seconds = match current {
+                Some((index, started)) if index == task_index => {
+                    current = None;
+                    Some(started.elapsed().as_secs_f64())
+                }
+                _ => None,
+            };
+            progressed = true;
+            finish(task_index, task, &mut checked, &mut finished, &mut step);
+            lane.share.tasks += 1;
+            self.record()
+                .apply(TaskId::of(task, lane.device), outcome, true, seconds)?;
         };
         if let Ending::Done = ending {
             lane.worker = Some(worker);
@@ -689,32 +634,105 @@ impl<'a> Sweep<'a> {
         }
         let (status, stderr) = worker.stop();
         lane.share.seconds += job_started.elapsed().as_secs_f64();
-        if let Some((index, _)) = current
-            && let Some(task) = tasks.get(index)
-        {
-            let (stage, reason) = match ending {
-                Ending::Hung => (
-                    Stage::Timeout,
-                    format!("no result within {} s", plan.task_timeout.as_secs()),
-                ),
-                _ => (
-                    Stage::Crash,
-                    format!("the worker died ({status}): {}", last_line(&stderr)),
-                ),
-            };
-            finish(index, task, &mut checked, &mut finished, &mut step);
-            self.record().apply(
-                TaskId::of(task, lane.device),
-                Outcome::Rejected { stage, reason },
-                true,
-                None,
-            )?;
-            progressed = true;
-        } else {
+        let Some((index, task)) = current.and_then(|(i, _)| Some((i, tasks.get(i)?))) else {
             self.say(format_args!("  worker exited with {status}:\n{stderr}"));
-        }
-        Ok(progressed)
+            return Ok(progressed);
+        };
+        // The task it was on when it hung or died is out.
+        let (stage, reason) = match ending {
+            Ending::Hung => (
+                Stage::Timeout,
+                format!("no result within {} s", plan.task_timeout.as_secs()),
+            ),
+            _ => (
+                Stage::Crash,
+                format!("the worker died ({status}): {}", last_line(&stderr)),
+            ),
+        };
+        finish(index, task, &mut checked, &mut finished, &mut step);
+        self.record().apply(
+            TaskId::of(task, lane.device),
+            Outcome::Rejected { stage, reason },
+            true,
+            None,
+        )?;
+        Ok(true)
     }
+
+    /// Sends the job of `tasks` to the lane's worker, started (or restarted, where
+    /// it died between jobs) as needed.
+    fn send_job(&self, lane: &mut Lane, tasks: &[Task]) -> Result<Worker, BuildError> {
+        let plan = self.plan;
+        let job = Job {
+            kernel: plan.spec.name.to_string(),
+            device: lane.device,
+            seed: plan.seed,
+            check_seeds: plan.check_seeds,
+            timing: plan.timing,
+            shape: plan.shape.clone(),
+            variants: plan.variants.clone(),
+            tasks: tasks.to_vec(),
+        };
+        let line =
+            serde_json::to_string(&job).map_err(|e| BuildError::Worker(e.to_string()))? + "\n";
+        let send = |worker: &mut Worker| {
+            worker
+                .stdin
+                .write_all(line.as_bytes())
+                .and_then(|()| worker.stdin.flush())
+        };
+        let mut worker = match lane.worker.take() {
+            Some(worker) => worker,
+            None => Worker::spawn(&plan.exe, plan.spec.name)?,
+        };
+        if send(&mut worker).is_err() {
+            // It died between jobs; a fresh one gets the job.
+            worker.stop();
+            worker = Worker::spawn(&plan.exe, plan.spec.name)?;
+            send(&mut worker).map_err(|e| BuildError::Worker(format!("cannot send a job: {e}")))?;
+        }
+        Ok(worker)
+    }
+
+    /// What a worker's event says about the job.
+    fn reported(&self, event: Event) -> Reported {
+        match event {
+            Event::Done => Reported::Done,
+            Event::Started { task } => Reported::Started(task),
+            Event::Checked { task } => Reported::Checked(task),
+            Event::Measured { task, measurement } => {
+                Reported::Finished(task, Outcome::Measured(measurement))
+            }
+            Event::Rejected {
+                task,
+                stage,
+                reason,
+            } => Reported::Finished(task, Outcome::Rejected { stage, reason }),
+            Event::Unfit { task, reason } => Reported::Finished(task, Outcome::Unfit(reason)),
+            Event::CaseFailed { task, reason } => {
+                Reported::Finished(task, Outcome::CaseFailed(reason))
+            }
+            Event::Fatal { task, reason } => {
+                self.say(format_args!(
+                    "  worker: the context is lost after task {task}: {reason}"
+                ));
+                let outcome = Outcome::Rejected {
+                    stage: Stage::Crash,
+                    reason: format!("crashed the CUDA context: {reason}"),
+                };
+                Reported::Finished(task, outcome)
+            }
+        }
+    }
+}
+
+/// A worker's event, as the job's bookkeeping sees it.
+enum Reported {
+    Done,
+    Started(usize),
+    Checked(usize),
+    /// The task's outcome (measured, or out for a reason).
+    Finished(usize, Outcome),
 }
 
 /// Progress steps one unit's jobs made, per phase.
