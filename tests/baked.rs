@@ -2,6 +2,7 @@
 //! ranges are the table's, the picks are valid points, and another GPU gets the
 //! defaults (said once, in `selection()`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;

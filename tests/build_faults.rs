@@ -3,6 +3,7 @@
 //! one cargo warning, and never fails for lack of a GPU or nvcc; tables it cannot
 //! use are named, not used, and left as they were.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

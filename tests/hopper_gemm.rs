@@ -7,6 +7,7 @@
 //! row (the split-K barriers' second phase). Skips (and says so) without nvcc, cuobjdump or
 //! such a GPU; with AUTOTUNE_REQUIRE_NVCC=1 (CI) the nvcc parts may not skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 #[path = "fixtures/hopper.rs"]
 mod hopper;

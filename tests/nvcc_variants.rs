@@ -2,6 +2,7 @@
 //! (sm_90), without register spills: what the sweep would prune, CI sees first.
 //! Skips (and says so) where nvcc is missing, unless AUTOTUNE_REQUIRE_NVCC=1.
 //! The same public helper a downstream crate uses (`autotune_build::variants`).
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::{Kernel, KernelSpec};

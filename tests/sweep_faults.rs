@@ -12,6 +12,7 @@
 //! This test binary is also the sweep's worker: the sweep starts it again with
 //! `AUTOTUNE_WORKER` set (hence `harness = false`).
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary without libtest (harness = false)
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

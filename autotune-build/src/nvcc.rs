@@ -14,25 +14,9 @@ use sha2::{Digest, Sha256};
 
 use autotune_table::hex;
 use autotune_table::progress::{Phase, Progress};
+use autotune_table::vars;
 
 use crate::ptxas::{self, Resources};
-
-/// The environment variables that decide which nvcc is used and how it runs.
-/// `NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` are read by nvcc itself; they are
-/// listed so that a change reruns the build and enters the fingerprint.
-pub const ENV: [&str; 11] = [
-    "NVCC",
-    "CUDA_PATH",
-    "CUDA_HOME",
-    "CUDA_ROOT",
-    "CUDA_TOOLKIT_ROOT_DIR",
-    "NVCC_CCBIN",
-    "NVCC_PREPEND_FLAGS",
-    "NVCC_APPEND_FLAGS",
-    "AUTOTUNE_NVCC_TIMEOUT_S",
-    "AUTOTUNE_NVCC_WRAPPER",
-    "RUSTC_WRAPPER",
-];
 
 /// Why nvcc could not be found, run, or compile something.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +33,7 @@ pub enum NvccError {
     },
     #[error("nvcc not looked for: {0}")]
     NotAsked(&'static str),
-    #[error("AUTOTUNE_NVCC_TIMEOUT_S={0:?} is not a whole number of seconds > 0")]
+    #[error("{name}={0:?} is not a whole number of seconds > 0", name = vars::NVCC_TIMEOUT_S.name)]
     Timeout(String),
     #[error("cannot run {}: {source}", path.display())]
     Spawn {
@@ -119,7 +103,7 @@ impl Nvcc {
             path,
             version,
             gpu_codes: Vec::new(),
-            ccbin: env("NVCC_CCBIN"),
+            ccbin: vars::NVCC_CCBIN.text_or_none(),
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
             wrapper: compile_cache_wrapper(),
             toolkit_dirs: Vec::new(),
@@ -147,31 +131,31 @@ impl Nvcc {
     /// `cache_dir` (keyed by the binary's path, size and time), so that a build with
     /// nothing to compile runs nvcc zero times.
     pub fn find(cache_dir: &Path) -> Result<Self, NvccError> {
-        let timeout = match env("AUTOTUNE_NVCC_TIMEOUT_S") {
+        let timeout = match vars::NVCC_TIMEOUT_S.text_or_none() {
             None => Duration::from_secs(DEFAULT_TIMEOUT_S),
             Some(text) => match text.trim().parse::<u64>() {
                 Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
                 _ => return Err(NvccError::Timeout(text)),
             },
         };
-        if let Some(path) = env("NVCC").map(PathBuf::from) {
+        if let Some(path) = vars::NVCC.text_or_none().map(PathBuf::from) {
             return Self::probe(path.clone(), cache_dir, timeout).ok_or(NvccError::Unusable {
-                variable: "NVCC",
+                variable: vars::NVCC.name,
                 path,
             });
         }
         let mut candidates: Vec<PathBuf> = Vec::new();
         for var in [
-            "CUDA_PATH",
-            "CUDA_HOME",
-            "CUDA_ROOT",
-            "CUDA_TOOLKIT_ROOT_DIR",
+            vars::CUDA_PATH,
+            vars::CUDA_HOME,
+            vars::CUDA_ROOT,
+            vars::CUDA_TOOLKIT_ROOT_DIR,
         ] {
-            if let Some(root) = env(var) {
+            if let Some(root) = var.text_or_none() {
                 candidates.push(Path::new(&root).join("bin").join("nvcc"));
             }
         }
-        if let Some(path) = std::env::var_os("PATH") {
+        if let Some(path) = vars::PATH.os() {
             candidates.extend(std::env::split_paths(&path).map(|dir| dir.join("nvcc")));
         }
         candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
@@ -249,9 +233,9 @@ impl Nvcc {
         if let Some(ccbin) = &self.ccbin {
             flags.push(format!("-ccbin={ccbin}"));
         }
-        for var in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
-            if let Some(value) = env(var) {
-                flags.push(format!("{var}={value}"));
+        for var in [vars::NVCC_PREPEND_FLAGS, vars::NVCC_APPEND_FLAGS] {
+            if let Some(value) = var.text_or_none() {
+                flags.push(format!("{}={value}", var.name));
             }
         }
         flags
@@ -497,16 +481,12 @@ const DEFAULT_TIMEOUT_S: u64 = 600;
 /// `AUTOTUNE_NVCC_WRAPPER`, else `RUSTC_WRAPPER` if it is sccache (other rustc
 /// wrappers, such as clippy's, are not compilers' caches).
 fn compile_cache_wrapper() -> Option<PathBuf> {
-    if let Some(wrapper) = env("AUTOTUNE_NVCC_WRAPPER") {
+    if let Some(wrapper) = vars::NVCC_WRAPPER.text_or_none() {
         return Some(PathBuf::from(wrapper));
     }
-    let rustc = PathBuf::from(env("RUSTC_WRAPPER")?);
+    let rustc = PathBuf::from(vars::RUSTC_WRAPPER.text_or_none()?);
     let stem = rustc.file_stem()?.to_string_lossy().into_owned();
     (stem == "sccache").then_some(rustc)
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// What `nvcc` says of itself, remembered in `cache_dir`.

@@ -30,7 +30,7 @@ pub enum ProbeError {
         name: String,
         sms: u32,
     },
-    #[error("AUTOTUNE_DEVICES names no device")]
+    #[error("{} names no device", autotune_table::vars::DEVICES.name)]
     NoDevices,
 }
 

@@ -10,6 +10,7 @@ use autotune_spec::names::gpu_slug;
 use autotune_table::artifacts;
 use autotune_table::shown;
 use autotune_table::table::{self, GpuRecord, TuningTable};
+use autotune_table::vars;
 
 use crate::fingerprint::{self, KernelInputs};
 use crate::nvcc::Nvcc;
@@ -124,7 +125,7 @@ impl Build {
             let spec = kernel.spec;
             for (entry, shape) in spec.tuned_shapes() {
                 let reason = match table {
-                    _ if self.settings.forced(spec.name) => "AUTOTUNE_FORCE".to_string(),
+                    _ if self.settings.forced(spec.name) => vars::FORCE.name.to_string(),
                     None => "no table for this GPU".to_string(),
                     Some(t) if !t.gpu.same_conditions(gpu) => {
                         format!("the table was measured under driver {} ", t.gpu.driver)

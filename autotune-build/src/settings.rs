@@ -4,25 +4,9 @@
 use std::time::Duration;
 
 use autotune_table::strategy::{Budget, Strategy};
+use autotune_table::vars::{self, Var};
 
 use crate::timing::TimingConfig;
-
-/// Every variable read here, for `cargo::rerun-if-env-changed`.
-pub const ENV: [&str; 13] = [
-    "AUTOTUNE_STRATEGY",
-    "AUTOTUNE_BUDGET",
-    "AUTOTUNE_DEVICES",
-    "AUTOTUNE_ARCH",
-    "AUTOTUNE_FORCE",
-    "AUTOTUNE_ALLOW_SPILLS",
-    "AUTOTUNE_MIN_MARGIN",
-    "AUTOTUNE_REFINE",
-    "AUTOTUNE_TASK_TIMEOUT_S",
-    "AUTOTUNE_SEED",
-    "AUTOTUNE_CHECK_SEEDS",
-    "AUTOTUNE_TARGET_MS",
-    "AUTOTUNE_GRAPH",
-];
 
 /// The most input draws a build checks each variant on.
 pub const MAX_CHECK_SEEDS: u32 = 16;
@@ -118,52 +102,52 @@ impl Settings {
 
     /// `self`, with every `AUTOTUNE_*` variable that is set taking precedence.
     pub fn with_env(mut self) -> Result<Self, SettingsError> {
-        if let Some(text) = var("AUTOTUNE_SEED")? {
-            self.seed = parse(&text, "AUTOTUNE_SEED")?;
+        if let Some(text) = var(vars::SEED)? {
+            self.seed = parse(&text, vars::SEED.name)?;
         }
-        if let Some(text) = var("AUTOTUNE_CHECK_SEEDS")? {
-            self.check_seeds = parse(&text, "AUTOTUNE_CHECK_SEEDS")?;
+        if let Some(text) = var(vars::CHECK_SEEDS)? {
+            self.check_seeds = parse(&text, vars::CHECK_SEEDS.name)?;
         }
-        if let Some(text) = var("AUTOTUNE_TARGET_MS")? {
-            self.timing.target_ms = parse(&text, "AUTOTUNE_TARGET_MS")?;
+        if let Some(text) = var(vars::TARGET_MS)? {
+            self.timing.target_ms = parse(&text, vars::TARGET_MS.name)?;
         }
-        if let Some(text) = var("AUTOTUNE_GRAPH")? {
-            self.timing.graph = switch(&text, "AUTOTUNE_GRAPH")?;
+        if let Some(text) = var(vars::GRAPH)? {
+            self.timing.graph = switch(&text, vars::GRAPH.name)?;
         }
-        if let Some(text) = var("AUTOTUNE_DEVICES")? {
+        if let Some(text) = var(vars::DEVICES)? {
             self.devices = Devices::parse(&text)?;
         }
-        if let Some(text) = var("AUTOTUNE_ARCH")? {
+        if let Some(text) = var(vars::ARCH)? {
             // Checked with the rest in `validate`, below.
             self.archs = list(&text);
         }
-        if let Some(text) = var("AUTOTUNE_FORCE")? {
+        if let Some(text) = var(vars::FORCE)? {
             self.force = list(&text);
         }
-        if let Some(text) = var("AUTOTUNE_ALLOW_SPILLS")? {
-            self.allow_spills = switch(&text, "AUTOTUNE_ALLOW_SPILLS")?;
+        if let Some(text) = var(vars::ALLOW_SPILLS)? {
+            self.allow_spills = switch(&text, vars::ALLOW_SPILLS.name)?;
         }
-        if let Some(text) = var("AUTOTUNE_MIN_MARGIN")? {
-            self.min_margin = parse(&text, "AUTOTUNE_MIN_MARGIN")?;
+        if let Some(text) = var(vars::MIN_MARGIN)? {
+            self.min_margin = parse(&text, vars::MIN_MARGIN.name)?;
         }
-        if let Some(text) = var("AUTOTUNE_REFINE")? {
-            self.refine_rounds = parse(&text, "AUTOTUNE_REFINE")?;
+        if let Some(text) = var(vars::REFINE)? {
+            self.refine_rounds = parse(&text, vars::REFINE.name)?;
         }
-        if let Some(text) = var("AUTOTUNE_TASK_TIMEOUT_S")? {
-            self.task_timeout = Duration::from_secs(parse(&text, "AUTOTUNE_TASK_TIMEOUT_S")?);
+        if let Some(text) = var(vars::TASK_TIMEOUT_S)? {
+            self.task_timeout = Duration::from_secs(parse(&text, vars::TASK_TIMEOUT_S.name)?);
         }
-        let strategy = var("AUTOTUNE_STRATEGY")?;
-        let budget = var("AUTOTUNE_BUDGET")?;
+        let strategy = var(vars::STRATEGY)?;
+        let budget = var(vars::BUDGET)?;
         if strategy.is_some() || budget.is_some() {
             let budget = budget
                 .map(|text| {
                     Budget::parse(&text)
-                        .map_err(|reason| SettingsError::new("AUTOTUNE_BUDGET", &text, reason))
+                        .map_err(|reason| SettingsError::new(vars::BUDGET.name, &text, reason))
                 })
                 .transpose()?;
             let name = strategy.unwrap_or_else(|| self.strategy.name().to_string());
             self.strategy = Strategy::parse(&name, budget, self.seed)
-                .map_err(|reason| SettingsError::new("AUTOTUNE_STRATEGY", &name, reason))?;
+                .map_err(|reason| SettingsError::new(vars::STRATEGY.name, &name, reason))?;
         }
         self.validate()?;
         Ok(self)
@@ -174,35 +158,35 @@ impl Settings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         if let Some(bad) = self.archs.iter().find(|arch| !is_arch(arch)) {
             return Err(SettingsError::new(
-                "AUTOTUNE_ARCH",
+                vars::ARCH.name,
                 bad,
                 "is not an architecture such as sm_90 or sm_90a",
             ));
         }
         if !(self.min_margin.is_finite() && self.min_margin >= 0.0) {
             return Err(SettingsError::new(
-                "AUTOTUNE_MIN_MARGIN",
+                vars::MIN_MARGIN.name,
                 &self.min_margin.to_string(),
                 "must be a finite fraction >= 0 (0.01 is 1%)",
             ));
         }
         if !(self.timing.target_ms.is_finite() && self.timing.target_ms > 0.0) {
             return Err(SettingsError::new(
-                "AUTOTUNE_TARGET_MS",
+                vars::TARGET_MS.name,
                 &self.timing.target_ms.to_string(),
                 "must be a finite number of milliseconds > 0",
             ));
         }
         if !(1..=MAX_CHECK_SEEDS).contains(&self.check_seeds) {
             return Err(SettingsError::new(
-                "AUTOTUNE_CHECK_SEEDS",
+                vars::CHECK_SEEDS.name,
                 &self.check_seeds.to_string(),
                 format!("must be from 1 to {MAX_CHECK_SEEDS}"),
             ));
         }
         if self.task_timeout.is_zero() {
             return Err(SettingsError::new(
-                "AUTOTUNE_TASK_TIMEOUT_S",
+                vars::TASK_TIMEOUT_S.name,
                 "0",
                 "must be at least one second",
             ));
@@ -227,7 +211,7 @@ pub enum Devices {
 impl Devices {
     /// `0,1` or `all`.
     pub fn parse(text: &str) -> Result<Self, SettingsError> {
-        let error = |reason: String| SettingsError::new("AUTOTUNE_DEVICES", text, reason);
+        let error = |reason: String| SettingsError::new(vars::DEVICES.name, text, reason);
         if text.trim() == "all" {
             return Ok(Self::All);
         }
@@ -258,16 +242,9 @@ impl Devices {
 
 /// The variable `name`, unless unset or blank; a value that is not UTF-8 is an
 /// error (it was ignored, silently).
-fn var(name: &'static str) -> Result<Option<String>, SettingsError> {
-    match std::env::var(name) {
-        Ok(value) => Ok(Some(value).filter(|v| !v.trim().is_empty())),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(value)) => Err(SettingsError::new(
-            name,
-            &value.to_string_lossy(),
-            "is not UTF-8",
-        )),
-    }
+fn var(var: Var) -> Result<Option<String>, SettingsError> {
+    var.text()
+        .map_err(|error| SettingsError::new(var.name, &error.lossy, "is not UTF-8"))
 }
 
 /// Whether `arch` names a GPU architecture nvcc compiles for: `sm_90`, `sm_90a`,
@@ -331,12 +308,12 @@ mod tests {
 
     #[test]
     fn switches_are_one_or_zero() {
-        assert_eq!(switch("1", "AUTOTUNE_GRAPH"), Ok(true));
-        assert_eq!(switch("0", "AUTOTUNE_GRAPH"), Ok(false));
-        assert_eq!(switch(" true", "AUTOTUNE_ALLOW_SPILLS"), Ok(true));
+        assert_eq!(switch("1", vars::GRAPH.name), Ok(true));
+        assert_eq!(switch("0", vars::GRAPH.name), Ok(false));
+        assert_eq!(switch(" true", vars::ALLOW_SPILLS.name), Ok(true));
         assert_eq!(
-            switch("yes", "AUTOTUNE_GRAPH").unwrap_err().variable,
-            "AUTOTUNE_GRAPH"
+            switch("yes", vars::GRAPH.name).unwrap_err().variable,
+            vars::GRAPH.name
         );
     }
 
@@ -346,7 +323,7 @@ mod tests {
             min_margin: f64::NAN,
             ..Settings::default()
         };
-        assert_eq!(nan.validate().unwrap_err().variable, "AUTOTUNE_MIN_MARGIN");
+        assert_eq!(nan.validate().unwrap_err().variable, vars::MIN_MARGIN.name);
         let negative = Settings {
             min_margin: -5.0,
             ..Settings::default()
@@ -358,7 +335,7 @@ mod tests {
         };
         assert_eq!(
             zero.validate().unwrap_err().variable,
-            "AUTOTUNE_TASK_TIMEOUT_S"
+            vars::TASK_TIMEOUT_S.name
         );
         let nan_target = Settings {
             timing: TimingConfig {
@@ -369,7 +346,7 @@ mod tests {
         };
         assert_eq!(
             nan_target.validate().unwrap_err().variable,
-            "AUTOTUNE_TARGET_MS"
+            vars::TARGET_MS.name
         );
         let no_draws = Settings {
             check_seeds: 0,
@@ -377,7 +354,7 @@ mod tests {
         };
         assert_eq!(
             no_draws.validate().unwrap_err().variable,
-            "AUTOTUNE_CHECK_SEEDS"
+            vars::CHECK_SEEDS.name
         );
         assert_eq!(Settings::default().validate(), Ok(()));
     }

@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
 use autotune_table::shown;
-use autotune_table::summary::{
-    BuildSummary, CHECK_ENV, SUMMARY_FORMAT, SUMMARY_PATH, TABLES_DIR_ENV,
-};
+use autotune_table::summary::{BuildSummary, SUMMARY_FORMAT, SUMMARY_PATH};
 use autotune_table::table::{self, GpuRecord, TuningTable};
+use autotune_table::vars::{self, Var};
 
 use crate::fingerprint::{self, KernelInputs};
 use crate::nvcc::{Nvcc, NvccError};
@@ -18,8 +17,12 @@ use crate::probe::{ProbeError, probe};
 use crate::settings::Settings;
 use crate::{BuildError, Tunables, bake, warning};
 
-fn env_var(name: &'static str) -> Result<String, BuildError> {
-    std::env::var(name).map_err(|_| BuildError::MissingEnv { name })
+/// A variable cargo sets for every build script.
+fn cargo_var(var: Var) -> Result<String, BuildError> {
+    var.text()
+        .ok()
+        .flatten()
+        .ok_or(BuildError::MissingEnv { name: var.name })
 }
 
 /// What this build was asked to do, from cargo's environment.
@@ -36,11 +39,11 @@ struct Mode {
 
 impl Mode {
     fn from_env() -> Self {
-        let docs_rs = std::env::var_os("DOCS_RS").is_some();
+        let docs_rs = vars::DOCS_RS.is_set();
         Self {
             docs_rs,
-            feature: std::env::var_os("CARGO_FEATURE_AUTOTUNE").is_some() && !docs_rs,
-            check: std::env::var_os(CHECK_ENV).is_some_and(|v| v == "1"),
+            feature: vars::CARGO_FEATURE_AUTOTUNE.is_set() && !docs_rs,
+            check: vars::CHECK.os().is_some_and(|v| v == "1"),
         }
     }
 }
@@ -105,7 +108,8 @@ pub(crate) fn run(
             .map(|(g, _)| g.clone()),
         gpu_missing: match &gpu {
             None => Some(format!(
-                "not looked at (neither feature `autotune` nor {CHECK_ENV}=1)"
+                "not looked at (neither feature `autotune` nor {}=1)",
+                vars::CHECK.name
             )),
             Some(Err(reason)) => Some(reason.to_string()),
             Some(Ok(_)) => None,
@@ -133,11 +137,11 @@ impl Build {
         mode: Mode,
         report: &mut Vec<String>,
     ) -> Result<Self, BuildError> {
-        let out_dir = PathBuf::from(env_var("OUT_DIR")?);
+        let out_dir = PathBuf::from(cargo_var(vars::OUT_DIR)?);
         let package = format!(
             "{} {}",
-            env_var("CARGO_PKG_NAME")?,
-            env_var("CARGO_PKG_VERSION")?
+            cargo_var(vars::CARGO_PKG_NAME)?,
+            cargo_var(vars::CARGO_PKG_VERSION)?
         );
         // A bad tuning knob fails a tuning build; any other build warns and goes on.
         let settings = match declared.clone().with_env() {
@@ -151,7 +155,7 @@ impl Build {
         let root = tunables.root.clone();
         // `AUTOTUNE_TABLES_DIR` (what `cargo autotune judge` tunes candidates into, so
         // that the committed tables stay as they are) overrides build.rs's folder.
-        let from_env = std::env::var_os(TABLES_DIR_ENV).filter(|dir| !dir.is_empty());
+        let from_env = vars::TABLES_DIR.os().filter(|dir| !dir.is_empty());
         let usable = from_env
             .as_ref()
             .filter(|dir| dir.to_str().is_some_and(|text| !text.trim().is_empty()));
@@ -201,7 +205,8 @@ impl Build {
         if mode.feature && !unknown.is_empty() {
             let known: Vec<&str> = tunables.specs().map(|spec| spec.name).collect();
             report.push(format!(
-                "AUTOTUNE_FORCE names no kernel of this crate: {} (its kernels: {})",
+                "{} names no kernel of this crate: {} (its kernels: {})",
+                vars::FORCE.name,
                 unknown.join(", "),
                 known.join(", ")
             ));
@@ -256,20 +261,17 @@ impl Build {
 /// What is wrong with the tables folder `AUTOTUNE_TABLES_DIR` names, if anything.
 fn tables_dir_problem(value: &std::ffi::OsStr, dir: &Path) -> Option<String> {
     let shown = shown::line(&value.to_string_lossy());
+    let name = vars::TABLES_DIR.name;
     if value.to_str().is_none_or(|text| text.trim().is_empty()) {
-        return Some(format!(
-            "{TABLES_DIR_ENV}={shown:?} names no folder: ignored"
-        ));
+        return Some(format!("{name}={shown:?} names no folder: ignored"));
     }
     if dir.is_file() {
         return Some(format!(
-            "{TABLES_DIR_ENV}={shown} is a file, not a folder: no table read"
+            "{name}={shown} is a file, not a folder: no table read"
         ));
     }
     if !dir.exists() {
-        return Some(format!(
-            "{TABLES_DIR_ENV}={shown} does not exist: no table read"
-        ));
+        return Some(format!("{name}={shown} does not exist: no table read"));
     }
     None
 }

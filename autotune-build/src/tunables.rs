@@ -55,8 +55,9 @@ impl Tunables {
     /// `CARGO_MANIFEST_DIR` as cargo sets it when running the build script (`root`,
     /// the path `tunables!()` saw at compile time, is the fallback).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        let root =
-            std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| root.into(), PathBuf::from);
+        let root = autotune_table::vars::CARGO_MANIFEST_DIR
+            .os()
+            .map_or_else(|| root.into(), PathBuf::from);
         Self {
             root,
             kernels: Vec::new(),

@@ -151,7 +151,8 @@ pub fn compile_all(
 /// `$CARGO_TARGET_DIR/autotune-variants`, else `target/autotune-variants` under
 /// the crate.
 fn cache_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
+    autotune_table::vars::CARGO_TARGET_DIR
+        .os()
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
         .join("autotune-variants")

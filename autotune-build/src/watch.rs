@@ -5,11 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
-use autotune_table::summary::{CHECK_ENV, TABLES_DIR_ENV};
 
 use crate::fingerprint::KernelInputs;
 use crate::step::Build;
-use crate::{nvcc, settings, worker};
 
 /// `cargo::rerun-if-changed` for `path`, unless its name holds a character that
 /// could end the instruction and start another (a newline) or hide what it is:
@@ -65,14 +63,8 @@ impl Build {
         for file in files {
             rerun_if_changed(&file);
         }
-        for var in settings::ENV.iter().chain(nvcc::ENV.iter()).chain([
-            &CHECK_ENV,
-            &TABLES_DIR_ENV,
-            &worker::WORKER_ENV,
-            &"PATH",
-            &"DOCS_RS",
-        ]) {
-            println!("cargo::rerun-if-env-changed={var}");
+        for line in autotune_table::vars::rerun_lines() {
+            println!("{line}");
         }
     }
 }

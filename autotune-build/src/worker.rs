@@ -16,25 +16,25 @@ use crate::timing::{self, L2Flush, TimingConfig};
 use autotune_runtime::random::Rng;
 use autotune_runtime::{Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase};
 use autotune_table::table::{Measurement, Stage};
+use autotune_table::vars;
 
 /// The environment variable that makes `tune()` serve jobs for the kernel it names.
-pub const WORKER_ENV: &str = "AUTOTUNE_WORKER";
-
-/// The supervisor's process id, which the worker it started must see as its
-/// parent: a stray `AUTOTUNE_WORKER` in a user's environment (which made the build
-/// script exit at once, and the crate fail to compile) is ignored.
-pub const SUPERVISOR_ENV: &str = "AUTOTUNE_WORKER_SUPERVISOR";
+pub const WORKER_ENV: &str = vars::WORKER.name;
 
 /// The kernel this process serves as a sweep worker, when its supervisor started
 /// it so: `AUTOTUNE_WORKER` names the kernel and `AUTOTUNE_WORKER_SUPERVISOR` the
-/// parent process. `Err` with the reason when the first is set without the second.
+/// parent process, which the worker must see as its parent: a stray
+/// `AUTOTUNE_WORKER` in a user's environment (which made the build script exit at
+/// once, and the crate fail to compile) is ignored, with the reason as `Err`.
 pub fn invited() -> Result<Option<String>, String> {
-    let Some(kernel) = std::env::var_os(WORKER_ENV) else {
+    let Some(kernel) = vars::WORKER.os() else {
         return Ok(None);
     };
     let parent = std::os::unix::process::parent_id().to_string();
-    match std::env::var(SUPERVISOR_ENV) {
-        Ok(supervisor) if supervisor == parent => Ok(Some(kernel.to_string_lossy().into_owned())),
+    match vars::WORKER_SUPERVISOR.text() {
+        Ok(Some(supervisor)) if supervisor == parent => {
+            Ok(Some(kernel.to_string_lossy().into_owned()))
+        }
         _ => Err(format!(
             "{WORKER_ENV} is set but this build was not started by a sweep: ignored (unset it)"
         )),

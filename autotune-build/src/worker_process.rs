@@ -8,8 +8,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+use autotune_table::vars;
+
 use crate::error::BuildError;
-use crate::worker::{SUPERVISOR_ENV, WORKER_ENV};
 
 /// A running worker process: its stdin for jobs, its stdout lines as events, its
 /// stderr collected for the log.
@@ -25,8 +26,8 @@ impl Worker {
     /// Starts `exe` as the worker of `kernel`.
     pub fn spawn(exe: &Path, kernel: &str) -> Result<Self, BuildError> {
         let mut child = Command::new(exe)
-            .env(WORKER_ENV, kernel)
-            .env(SUPERVISOR_ENV, std::process::id().to_string())
+            .env(vars::WORKER.name, kernel)
+            .env(vars::WORKER_SUPERVISOR.name, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

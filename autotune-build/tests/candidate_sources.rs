@@ -4,6 +4,7 @@
 //! source refuses to compile under the other's index), and an edit to the candidate
 //! makes the kernel's entry stale, like an edit to the incumbent.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,7 @@
 //! `cargo clean`, or on another machine sharing the cache) comes from sccache, and
 //! the ptxas resource report that pruning reads is there on a cache hit too.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 mod support;
 

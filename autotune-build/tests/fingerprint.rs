@@ -4,6 +4,7 @@
 //! that nvcc finds only through a `-I` flag changes, when a flag changes, and on a
 //! semantic edit of the wrapper. The compile cache follows the same header.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::path::{Path, PathBuf};
 

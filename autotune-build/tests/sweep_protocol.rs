@@ -4,6 +4,7 @@
 //! the incumbent unless beaten by more than the noise; a sweep killed half-way
 //! resumes from its journal without timing again what it had. Runs in CI.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary without libtest (harness = false)
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

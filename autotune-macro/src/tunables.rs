@@ -22,6 +22,8 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         )?;
         list.into_iter().collect()
     };
+    // What cargo sets for the crate being compiled (see `Context::detect`).
+    #[allow(clippy::disallowed_methods)]
     let Some(manifest_dir) = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from) else {
         return Err(syn::Error::new(
             Span::call_site(),

@@ -23,6 +23,7 @@ pub mod shown;
 pub mod strategy;
 pub mod summary;
 pub mod table;
+pub mod vars;
 pub mod verdict;
 
 pub use error::TableError;

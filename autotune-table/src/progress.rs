@@ -9,9 +9,6 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-/// The variable naming the file progress lines are appended to.
-pub const PROGRESS_ENV: &str = "AUTOTUNE_PROGRESS";
-
 /// The three phases a point goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -50,7 +47,8 @@ pub struct Progress {
 impl Progress {
     /// Progress for `kernel`, written where `AUTOTUNE_PROGRESS` says (nowhere without it).
     pub fn from_env(kernel: &str) -> Self {
-        let sink = std::env::var_os(PROGRESS_ENV)
+        let sink = crate::vars::PROGRESS
+            .os()
             .filter(|path| !path.is_empty())
             .and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
         Self::with_sink(kernel, sink)

@@ -12,15 +12,6 @@ use crate::table::GpuRecord;
 /// The version of this format.
 pub const SUMMARY_FORMAT: u32 = 2;
 
-/// The variable `cargo autotune check` sets (to `1`): the build step then looks
-/// at the GPU, without tuning, so that the summary can say whether this GPU's
-/// model has a fresh plan.
-pub const CHECK_ENV: &str = "AUTOTUNE_CHECK";
-
-/// Replaces the tables folder build.rs names (relative to the crate root): `cargo
-/// autotune judge` tunes candidates into a scratch folder with it.
-pub const TABLES_DIR_ENV: &str = "AUTOTUNE_TABLES_DIR";
-
 /// Where the summary lives under a build script's `OUT_DIR`.
 pub const SUMMARY_PATH: &str = "autotune/summary.json";
 

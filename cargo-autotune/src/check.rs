@@ -5,8 +5,9 @@
 
 use std::process::{Command, ExitCode, Stdio};
 
-use autotune_table::summary::{BuildSummary, CHECK_ENV, KernelSummary};
+use autotune_table::summary::{BuildSummary, KernelSummary};
 use autotune_table::table::GpuRecord;
+use autotune_table::vars;
 
 use crate::args::CheckArgs;
 use crate::error::CliError;
@@ -101,14 +102,14 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, Un
 
 /// The summaries of every build script of the build that wrote one.
 fn build_summaries(args: &CheckArgs) -> Result<Vec<BuildSummary>, CliError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command.args(["build", "--message-format=json"]);
     if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
     }
     let output = command
-        .env(CHECK_ENV, "1")
+        .env(vars::CHECK.name, "1")
         .stderr(Stdio::inherit())
         .output()
         .map_err(CliError::Cargo)?;

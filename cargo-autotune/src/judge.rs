@@ -18,8 +18,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
-use autotune_table::summary::TABLES_DIR_ENV;
 use autotune_table::table::{self, KernelTable};
+use autotune_table::vars;
 use autotune_table::verdict::{self, JOURNAL_FILE, JournalEntry, Judgement};
 
 use crate::args::JudgeArgs;
@@ -72,18 +72,18 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
             std::fs::copy(&path, scratch.join(name)).map_err(CliError::io("copy", &path))?;
         }
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
         .args(["build", "--release", "--features", "autotune"])
-        .env("AUTOTUNE_FORCE", &args.kernel)
-        .env(TABLES_DIR_ENV, SCRATCH);
+        .env(vars::FORCE.name, &args.kernel)
+        .env(vars::TABLES_DIR.name, SCRATCH);
     // A second input draw after the timing catches a candidate that caches its
     // result between launches, and graph timing one that needs graphs off; the
     // caller's own settings win.
-    for (name, value) in [("AUTOTUNE_CHECK_SEEDS", "2"), ("AUTOTUNE_GRAPH", "1")] {
-        if std::env::var_os(name).is_none() {
-            command.env(name, value);
+    for (var, value) in [(vars::CHECK_SEEDS, "2"), (vars::GRAPH, "1")] {
+        if !var.is_set() {
+            command.env(var.name, value);
         }
     }
     if let Some(manifest) = &args.manifest_path {

@@ -9,16 +9,16 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use autotune_table::progress::PROGRESS_ENV;
 use autotune_table::summary::BuildSummary;
 use autotune_table::table::{self, KernelTable};
+use autotune_table::vars;
 
 use crate::args::TuneArgs;
 use crate::bars::Bars;
 use crate::error::CliError;
 
 pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     // Diagnostics as text on stderr (above the bars), the build scripts' JSON
     // messages on stdout: they say where each build's summary is.
@@ -33,20 +33,20 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
         command.arg("--manifest-path").arg(manifest);
     }
     if let Some(kernel) = &args.kernel {
-        command.env("AUTOTUNE_FORCE", kernel);
+        command.env(vars::FORCE.name, kernel);
     }
     if let Some(strategy) = args.strategy {
-        command.env("AUTOTUNE_STRATEGY", strategy.as_str());
+        command.env(vars::STRATEGY.name, strategy.as_str());
     }
     // Parsed (and so checked) before cargo starts.
     if let Some((budget, _)) = &args.budget {
-        command.env("AUTOTUNE_BUDGET", budget);
+        command.env(vars::BUDGET.name, budget);
     }
     if let Some(devices) = &args.devices {
-        command.env("AUTOTUNE_DEVICES", devices);
+        command.env(vars::DEVICES.name, devices);
     }
     let progress_path = progress_file()?;
-    command.env(PROGRESS_ENV, &progress_path);
+    command.env(vars::PROGRESS.name, &progress_path);
     let before = tuned_entries(args);
     let mut progress = File::open(&progress_path).map_err(CliError::io("read", &progress_path))?;
     let mut child = command

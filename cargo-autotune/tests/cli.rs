@@ -2,6 +2,7 @@
 //! `tune`, a small downstream crate (`tests/fixtures/scale`) built by real cargo.
 //! No GPU needed: `tune` then builds, tunes nothing, and says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
