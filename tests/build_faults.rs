@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use autotune_table::table::{
-    FORMAT, Fingerprint, GpuRecord, KernelTable, KeyRange, Measurement, Role, Seconds, TuningTable,
-    VariantRecord,
+    Fingerprint, KernelTable, KeyRange, Measurement, Role, Seconds, TuningTable, VariantRecord,
 };
 
 fn workspace() -> &'static Path {
@@ -163,19 +162,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             gpus: 1,
         },
     };
-    TuningTable {
-        format: FORMAT,
-        gpu: GpuRecord {
-            name: "NVIDIA H200".into(),
-            compute_capability: [9, 0],
-            sm_count: 132,
-            driver: "13.0".into(),
-            l2_bytes: 62_914_560,
-            memory_bytes: 0,
-            shared_per_block: 0,
-        },
-        kernels: [("scale".to_string(), kernel)].into(),
-    }
+    autotune_table::testing::table([("scale", kernel)])
 }
 
 /// A fingerprint that matches nothing the fixture `package` builds.
@@ -687,18 +674,14 @@ fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
     let line = warning(&output);
     let notes = summary_notes(&output);
     // The symlink (shown by what it resolves to) is named, not waited on.
-    assert!(
-        notes.contains("pipe.cuh is unreadable (not a regular file)"),
-        "{notes}"
-    );
-    assert!(
-        notes.contains("kernels/pipe.cuh: not a regular file"),
-        "{notes}"
-    );
-    assert!(notes.contains("/dev/zero"), "{notes}");
-    assert!(
-        notes.contains("outside the crate: \"../../../../../../etc/hostname\""),
-        "{notes}"
+    autotune_table::testing::assert_contains(
+        &notes,
+        &[
+            "pipe.cuh is unreadable (not a regular file)",
+            "kernels/pipe.cuh: not a regular file",
+            "/dev/zero",
+            "outside the crate: \"../../../../../../etc/hostname\"",
+        ],
     );
     assert!(line.contains("scale: "), "{line}");
 }

@@ -93,16 +93,17 @@ impl Case for PlantedCase {
 
 struct Planted;
 
-const SPEC: KernelSpec = KernelSpec {
-    name: "planted_scale",
-    wrapper_file: "tests/sweep_faults.rs",
-    source: "tests/kernels/planted.cu",
-    candidates: &[],
-    entries: &["planted_scale"],
-    key: "n",
-    sizes: &[1 << 20, 1 << 24],
-    params: &["mode"],
-    points: &[
+const SPEC: KernelSpec = KernelSpec::new(
+    "planted_scale",
+    "tests/sweep_faults.rs",
+    "tests/kernels/planted.cu",
+    &["planted_scale"],
+    "n",
+    &[1 << 20, 1 << 24],
+)
+.with_space(
+    &["mode"],
+    &[
         &[0],
         &[1],
         &[2],
@@ -116,16 +117,8 @@ const SPEC: KernelSpec = KernelSpec {
         &[10],
         &[11],
     ],
-    default: &[0],
-    constraint: None,
-    flags: &[],
-    fallback: None,
-    vendor: None,
-    shape_args: &[],
-    shapes: &[],
-    above: autotune_runtime::spec::Above::Measure,
-    key_max: u64::MAX,
-};
+    &[0],
+);
 
 impl Kernel for Planted {
     type Params = PlantedParams;

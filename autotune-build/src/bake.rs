@@ -32,7 +32,7 @@ pub struct BakeInput<'a> {
 
 /// What was baked: a line for the build's one warning, and the same as data.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Baked {
+pub struct BakeReport {
     /// `rms_norm: tuned for NVIDIA H200 (kernels/tuning/nvidia-h200.json)`.
     pub line: String,
     pub summary: KernelSummary,
@@ -40,7 +40,7 @@ pub struct Baked {
 
 /// Bakes one kernel: its plans from the tables that match, its images compiled,
 /// its dispatch source written to `OUT_DIR/autotune/<kernel>.rs`.
-pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
+pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
     let spec = input.spec;
     let mut found = Found {
         notes: Vec::new(),
@@ -94,7 +94,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<Baked, BuildError> {
     if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
         table::write_text_atomic(&path, &text)?;
     }
-    Ok(Baked {
+    Ok(BakeReport {
         line: note,
         summary: KernelSummary {
             name: spec.name.to_string(),

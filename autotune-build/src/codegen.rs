@@ -142,7 +142,7 @@ impl Generated {
                 }
                 None => quote!(&[]),
             };
-            quote!(::autotune_runtime::dispatch::Image { name: #name, values: &[#(#values),*], binary: #binary })
+            quote!(::autotune_runtime::dispatch::Image::new(#name, &[#(#values),*], #binary))
         });
         let mut plan_items = Vec::new();
         let mut plans = Vec::new();
@@ -164,6 +164,7 @@ impl Generated {
             };
             let above = shown::line(&plan.above);
             let shape = plan.shape.iter().map(|v| number(*v));
+            let at_shape = (!plan.shape.is_empty()).then(|| quote!(.at_shape(&[#(#shape),*])));
             let OriginData {
                 path,
                 gpu,
@@ -176,21 +177,15 @@ impl Generated {
                 number(u64::from(*minor)),
                 number(u64::from(*sm_count)),
             );
+            let rt = quote!(::autotune_runtime::dispatch);
+            let lending =
+                (borrowed != ranges).then(|| quote!(.lending(&#borrowed, #select_borrowed)));
             plans.push(quote! {
-                ::autotune_runtime::dispatch::Plan {
-                    origin: ::core::option::Option::Some(::autotune_runtime::dispatch::TableOrigin {
-                        path: #path,
-                        gpu: #gpu,
-                        compute_capability: (#major, #minor),
-                        sm_count: #sm_count,
-                    }),
-                    shape: &[#(#shape),*],
-                    ranges: &#ranges,
-                    select: #select,
-                    borrowed: &#borrowed,
-                    select_borrowed: #select_borrowed,
-                    above: #above,
-                }
+                #rt::Plan::defaults(&#ranges, #select)
+                    .from_table(#rt::TableOrigin::new(#path, #gpu, (#major, #minor), #sm_count))
+                    #at_shape
+                    #lending
+                    .above(#above)
             });
         }
         let plan_count = proc_macro2::Literal::usize_unsuffixed(plans.len());
@@ -199,38 +194,30 @@ impl Generated {
         let ranges_defaults = ranges_static(&format_ident!("RANGES_DEFAULTS"), &defaults);
         let note = shown::line(&self.note);
         let shape_args = &self.shape_args;
+        let with_shape_args =
+            (!shape_args.is_empty()).then(|| quote!(.with_shape_args(&[#(#shape_args),*])));
         let fallback = &self.fallback;
-        let not_compiled = match &self.not_compiled {
-            Some(reason) => {
-                let reason = shown::line(reason);
-                quote!(::core::option::Option::Some(#reason))
-            }
-            None => quote!(::core::option::Option::None),
-        };
+        let not_compiled = self.not_compiled.as_ref().map(|reason| {
+            let reason = shown::line(reason);
+            quote!(.not_compiled(#reason))
+        });
         let tokens = quote! {
             static IMAGES: [::autotune_runtime::dispatch::Image; #image_count] = [#(#images),*];
             #(#plan_items)*
             static PLANS: [::autotune_runtime::dispatch::Plan; #plan_count] = [#(#plans),*];
             #select_defaults
             #ranges_defaults
-            pub(super) static BAKED: ::autotune_runtime::dispatch::Baked = ::autotune_runtime::dispatch::Baked {
-                kernel: #kernel,
-                images: &IMAGES,
-                plans: &PLANS,
-                shape_args: &[#(#shape_args),*],
-                fallback: #fallback,
-                defaults: ::autotune_runtime::dispatch::Plan {
-                    origin: ::core::option::Option::None,
-                    shape: &[],
-                    ranges: &RANGES_DEFAULTS,
-                    select: select_defaults,
-                    borrowed: &RANGES_DEFAULTS,
-                    select_borrowed: select_defaults,
-                    above: "",
-                },
-                note: #note,
-                not_compiled: #not_compiled,
-            };
+            pub(super) static BAKED: ::autotune_runtime::dispatch::Baked =
+                ::autotune_runtime::dispatch::Baked::new(
+                    #kernel,
+                    &IMAGES,
+                    ::autotune_runtime::dispatch::Plan::defaults(&RANGES_DEFAULTS, select_defaults),
+                )
+                .with_plans(&PLANS)
+                #with_shape_args
+                .with_fallback(#fallback)
+                .with_note(#note)
+                #not_compiled;
         };
         let file: syn::File = syn::parse2(tokens).map_err(|e| BuildError::Codegen {
             kernel: kernel.clone(),
@@ -248,6 +235,7 @@ impl Generated {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autotune_table::testing::assert_contains;
 
     #[test]
     fn renders_a_match_per_plan() {
@@ -292,15 +280,14 @@ mod tests {
         };
         let text = generated.render().unwrap();
         assert!(text.starts_with("// @generated by autotune-build"));
-        assert!(
-            text.contains("0..=4095 => ::autotune_runtime::Choice::Variant(1),"),
-            "{text}"
+        assert_contains(
+            &text,
+            &[
+                "0..=4095 => ::autotune_runtime::Choice::Variant(1),",
+                "4096 => ::autotune_runtime::Choice::Variant(0),",
+                "4097,\n        u64::MAX,\n",
+            ],
         );
-        assert!(
-            text.contains("4096 => ::autotune_runtime::Choice::Variant(0),"),
-            "{text}"
-        );
-        assert!(text.contains("4097,\n        u64::MAX,\n"), "{text}");
         assert_eq!(number(65536).to_string(), "65_536");
         assert_eq!(number(4096).to_string(), "4096");
         assert!(
@@ -309,15 +296,13 @@ mod tests {
         );
         assert!(text.contains("include_bytes!(\"/tmp/x.fatbin\")"), "{text}");
         // The borrowed ranges have their own match, which the plan names.
-        assert!(text.contains("fn select_borrowed_0(key: u64)"), "{text}");
-        assert!(
-            text.contains("select_borrowed: select_borrowed_0"),
-            "{text}"
-        );
-        assert!(text.contains("borrowed: &RANGES_BORROWED_0"), "{text}");
-        assert!(
-            text.contains("above: \"measured up to n=4096; above it, the incumbent\""),
-            "{text}"
+        assert_contains(
+            &text,
+            &[
+                "fn select_borrowed_0(key: u64)",
+                ".lending(&RANGES_BORROWED_0, select_borrowed_0)",
+                ".above(\"measured up to n=4096; above it, the incumbent\")",
+            ],
         );
     }
 }

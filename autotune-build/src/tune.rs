@@ -489,8 +489,6 @@ fn log_device_shares(result: &SweepResult, log: &mut dyn Write) {
     }
 }
 
-/// The points a table's plan runs, by range of the key; `None` where it runs its
-/// own fallback (a fallback's fallback is not followed: its default stands in).
 /// How the keys above the largest size were decided, from what the sweep timed
 /// there (`incumbent` owns them unless the top's pick is extended).
 fn above_record(
@@ -549,6 +547,8 @@ fn seeds(plan: &[KeyRange<Option<Vec<u32>>>], variants: &[JobVariant]) -> Vec<us
     seeds
 }
 
+/// The points a table's plan runs, by range of the key; `None` where it runs its
+/// own fallback (a fallback's fallback is not followed: its default stands in).
 fn plan_points(table: &KernelTable) -> Vec<KeyRange<Option<Vec<u32>>>> {
     table
         .ranges
@@ -712,26 +712,8 @@ mod tests {
         ranges::decide(&timings, 0, 0.01).expect("a decision")
     }
 
-    const SPEC: KernelSpec = KernelSpec {
-        name: "k",
-        wrapper_file: "src/k.rs",
-        source: "k.cu",
-        candidates: &[],
-        entries: &["k"],
-        key: "m",
-        sizes: &[64, 8192],
-        params: &["b"],
-        points: &[&[1], &[2]],
-        default: &[1],
-        constraint: None,
-        flags: &[],
-        fallback: None,
-        vendor: None,
-        shape_args: &[],
-        shapes: &[],
-        above: Above::Measure,
-        key_max: u64::MAX,
-    };
+    const SPEC: KernelSpec = KernelSpec::new("k", "src/k.rs", "k.cu", &["k"], "m", &[64, 8192])
+        .with_space(&["b"], &[&[1], &[2]], &[1]);
 
     #[test]
     fn the_top_pick_extends_only_where_it_won_twice_the_top() {

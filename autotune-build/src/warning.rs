@@ -79,7 +79,6 @@ fn cut(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use autotune_table::summary::BakedPlan;
-    use autotune_table::table::GpuRecord;
 
     fn kernel(name: &str, table: Option<&str>) -> KernelSummary {
         KernelSummary {
@@ -87,15 +86,7 @@ mod tests {
             plans: table
                 .map(|t| BakedPlan {
                     table: t.into(),
-                    gpu: GpuRecord {
-                        name: "NVIDIA H200".into(),
-                        compute_capability: [9, 0],
-                        sm_count: 132,
-                        driver: "13.0".into(),
-                        l2_bytes: 0,
-                        memory_bytes: 0,
-                        shared_per_block: 0,
-                    },
+                    gpu: autotune_table::testing::h200(),
                     tuned_on: "2026-12-01".into(),
                 })
                 .into_iter()

@@ -169,7 +169,7 @@ pub fn serve<K: Kernel>(
 }
 
 /// A loaded binary by its path; `Err` holds a load error not yet reported.
-type LoadedBinary<P, C> = (PathBuf, Result<Loaded<P, C>, String>);
+type LoadedBinary<P, C> = (PathBuf, Result<Runnable<P, C>, String>);
 
 /// The case at one shape and key, and its alternates.
 struct CaseAt<C> {
@@ -231,12 +231,12 @@ impl<K: Kernel> Session<K> {
         }
         let loaded = if variant.vendor {
             match K::load_vendor(&self.stream) {
-                Ok(Some(vendor)) => Ok(Loaded::Vendor(vendor)),
+                Ok(Some(vendor)) => Ok(Runnable::Vendor(vendor)),
                 Ok(None) => Err(format!("`{}` declares no vendor", K::SPEC.name)),
                 Err(error) => Err(format!("cannot load the vendor library: {error}")),
             }
         } else {
-            Loaded::load(&self.ctx, variant)
+            Runnable::load(&self.ctx, variant)
         };
         self.loaded.push((variant.binary.clone(), loaded));
         self.loaded.len() - 1
@@ -365,7 +365,7 @@ fn run_task<K: Kernel>(
     alternates: &mut [K::Case],
     stream: &Arc<CudaStream>,
     flush: &mut L2Flush,
-    variant: &Loaded<K::Params, K::Case>,
+    variant: &Runnable<K::Params, K::Case>,
     best_us: Option<f64>,
     emit: &mut dyn FnMut(Event),
 ) -> Result<Event, Failure> {
@@ -460,7 +460,7 @@ fn run_task<K: Kernel>(
 fn capture<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
-    variant: &Loaded<K::Params, K::Case>,
+    variant: &Runnable<K::Params, K::Case>,
 ) -> Result<cudarc::driver::CudaGraph, Failure> {
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     let out = |e: String| {
@@ -498,7 +498,7 @@ fn draw_seed(seed: u64, key: u64, draw: u32) -> u64 {
 fn first_launch<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
-    variant: &Loaded<K::Params, K::Case>,
+    variant: &Runnable<K::Params, K::Case>,
 ) -> Result<(), Failure> {
     launch::<K>(case, stream, variant).map_err(|e| match e.refused_arguments() {
         Some(reason) => Failure::Unfit(reason.to_string()),
@@ -512,7 +512,7 @@ fn first_launch<K: Kernel>(
 fn gate<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
-    variant: &Loaded<K::Params, K::Case>,
+    variant: &Runnable<K::Params, K::Case>,
     seed: u64,
     inspect: bool,
 ) -> Result<Result<f64, String>, Failure> {
@@ -558,14 +558,14 @@ fn verify<K: Kernel>(
 fn launch<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
-    variant: &Loaded<K::Params, K::Case>,
+    variant: &Runnable<K::Params, K::Case>,
 ) -> Result<(), LaunchError> {
     match variant {
-        Loaded::Tuned(v) => K::launch_case(case, stream, v),
-        Loaded::Fallback { functions, values } => {
+        Runnable::Tuned(v) => K::launch_case(case, stream, v),
+        Runnable::Fallback { functions, values } => {
             K::launch_fallback(case, stream, functions, values)
         }
-        Loaded::Vendor(vendor) => vendor.launch_case(case, stream),
+        Runnable::Vendor(vendor) => vendor.launch_case(case, stream),
     }
 }
 
@@ -589,7 +589,7 @@ fn context_alive(stream: &Arc<CudaStream>) -> bool {
 }
 
 /// A variant's binary loaded in the worker's context (or the vendor's handle).
-enum Loaded<P, C> {
+enum Runnable<P, C> {
     Tuned(Variant<P>),
     Fallback {
         functions: Vec<CudaFunction>,
@@ -598,7 +598,7 @@ enum Loaded<P, C> {
     Vendor(Box<dyn VendorCase<C>>),
 }
 
-impl<P: Params, C> Loaded<P, C> {
+impl<P: Params, C> Runnable<P, C> {
     fn load(ctx: &Arc<CudaContext>, variant: &JobVariant) -> Result<Self, String> {
         let image = std::fs::read(&variant.binary)
             .map_err(|e| format!("cannot read {}: {e}", variant.binary.display()))?;

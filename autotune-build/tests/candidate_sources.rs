@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use autotune_build::testing::KernelInputs;
 use autotune_runtime::KernelSpec;
-use autotune_runtime::spec::Above;
 
 /// Two sources of kernel `k`, each compiling only as its own index, in a folder of
 /// the test's own (tests run side by side).
@@ -41,26 +40,13 @@ fn crate_dir(test: &str) -> PathBuf {
     dir
 }
 
-const SPEC: KernelSpec = KernelSpec {
-    name: "k",
-    wrapper_file: "src/k.rs",
-    source: "kernels/k.cu",
-    candidates: &["kernels/k_v2.cu"],
-    entries: &["k"],
-    key: "n",
-    sizes: &[1024],
-    params: &["source", "block"],
-    points: &[&[0, 64], &[0, 128], &[1, 64], &[1, 128]],
-    default: &[0, 64],
-    constraint: None,
-    flags: &[],
-    fallback: None,
-    vendor: None,
-    shape_args: &[],
-    shapes: &[],
-    above: Above::Measure,
-    key_max: u64::MAX,
-};
+const SPEC: KernelSpec = KernelSpec::new("k", "src/k.rs", "kernels/k.cu", &["k"], "n", &[1024])
+    .with_space(
+        &["source", "block"],
+        &[&[0, 64], &[0, 128], &[1, 64], &[1, 128]],
+        &[0, 64],
+    )
+    .with_candidates(&["kernels/k_v2.cu"]);
 
 #[test]
 fn each_point_compiles_from_its_own_source() {

@@ -58,24 +58,12 @@ fn crate_dir(name: &str) -> PathBuf {
 
 fn spec(flags: &'static [&'static str]) -> &'static KernelSpec {
     Box::leak(Box::new(KernelSpec {
-        name: "k",
-        wrapper_file: "src/k.rs",
-        source: "kernels/sub/k.cu",
-        candidates: &[],
-        entries: &["k"],
-        key: "n",
-        sizes: &[1024],
-        params: &["block"],
-        points: &[&[64]],
-        default: &[64],
-        constraint: None,
         flags,
-        fallback: None,
-        vendor: None,
-        shape_args: &[],
-        shapes: &[],
-        above: autotune_runtime::spec::Above::Measure,
-        key_max: u64::MAX,
+        ..KernelSpec::new("k", "src/k.rs", "kernels/sub/k.cu", &["k"], "n", &[1024]).with_space(
+            &["block"],
+            &[&[64]],
+            &[64],
+        )
     }))
 }
 

@@ -20,26 +20,15 @@ use autotune_table::strategy::{Budget, Strategy};
 use autotune_table::table::{Measurement, Stage};
 
 /// Variants by behaviour: the scripted worker reads the name.
-const SPEC: KernelSpec = KernelSpec {
-    name: "scripted",
-    wrapper_file: "tests/sweep_protocol.rs",
-    source: "none.cu",
-    candidates: &[],
-    entries: &["none"],
-    key: "n",
-    sizes: &[100, 400, 1600, 6400],
-    params: &["v"],
-    points: &[&[0], &[1], &[2], &[3], &[4], &[5]],
-    default: &[0],
-    constraint: None,
-    flags: &[],
-    fallback: None,
-    vendor: None,
-    shape_args: &[],
-    shapes: &[],
-    above: autotune_runtime::spec::Above::Measure,
-    key_max: u64::MAX,
-};
+const SPEC: KernelSpec = KernelSpec::new(
+    "scripted",
+    "tests/sweep_protocol.rs",
+    "none.cu",
+    &["none"],
+    "n",
+    &[100, 400, 1600, 6400],
+)
+.with_space(&["v"], &[&[0], &[1], &[2], &[3], &[4], &[5]], &[0]);
 
 /// The median of a scripted variant at `key` on device 0: v=0 is the incumbent,
 /// 10 us everywhere; v=1 is faster only at large keys, up to 10000 (above, slower); v=2 is 0.5% faster (inside

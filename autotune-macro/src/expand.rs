@@ -580,16 +580,13 @@ fn baked_items(spec: &Spec, context: &Context) -> TokenStream {
                     #rt::Choice::Variant(0)
                 }
 
-                pub(super) static BAKED: #rt::dispatch::Baked = #rt::dispatch::Baked {
-                    kernel: #name,
-                    images: &[],
-                    plans: &[],
-                    shape_args: &[],
-                    fallback: "fallback",
-                    defaults: #rt::dispatch::Plan { origin: ::core::option::Option::None, shape: &[], ranges: &[], select: select_default, borrowed: &[], select_borrowed: select_default, above: "" },
-                    note: "inside build.rs, where the plans are being made",
-                    not_compiled: ::core::option::Option::Some("this is the build script's copy of the wrapper"),
-                };
+                pub(super) static BAKED: #rt::dispatch::Baked = #rt::dispatch::Baked::new(
+                    #name,
+                    &[],
+                    #rt::dispatch::Plan::defaults(&[], select_default),
+                )
+                .with_note("inside build.rs, where the plans are being made")
+                .not_compiled("this is the build script's copy of the wrapper");
             }
         }
     }

@@ -165,35 +165,28 @@ pub trait Element: Copy + Send + Sync + 'static {
     fn from_f32(value: f32) -> Self;
 }
 
-impl Element for bf16 {
-    const NAME: &'static str = "bf16";
-    const TOLERANCE: f64 = 1e-2;
-    const ELEMENT_TOLERANCE: f64 = 1.0 / 64.0;
-    fn to_f64(self) -> f64 {
-        self.to_f64()
-    }
-    fn from_f64(value: f64) -> Self {
-        bf16::from_f64(value)
-    }
-    fn from_f32(value: f32) -> Self {
-        bf16::from_f32(value)
-    }
+/// `Element` for a `half` type, which converts itself to and from `f64` and `f32`.
+macro_rules! half_element {
+    ($ty:ident, $tolerance:expr, $element_tolerance:expr) => {
+        impl Element for $ty {
+            const NAME: &'static str = stringify!($ty);
+            const TOLERANCE: f64 = $tolerance;
+            const ELEMENT_TOLERANCE: f64 = $element_tolerance;
+            fn to_f64(self) -> f64 {
+                self.to_f64()
+            }
+            fn from_f64(value: f64) -> Self {
+                $ty::from_f64(value)
+            }
+            fn from_f32(value: f32) -> Self {
+                $ty::from_f32(value)
+            }
+        }
+    };
 }
 
-impl Element for f16 {
-    const NAME: &'static str = "f16";
-    const TOLERANCE: f64 = 2e-3;
-    const ELEMENT_TOLERANCE: f64 = 1.0 / 256.0;
-    fn to_f64(self) -> f64 {
-        self.to_f64()
-    }
-    fn from_f64(value: f64) -> Self {
-        f16::from_f64(value)
-    }
-    fn from_f32(value: f32) -> Self {
-        f16::from_f32(value)
-    }
-}
+half_element!(bf16, 1e-2, 1.0 / 64.0);
+half_element!(f16, 2e-3, 1.0 / 256.0);
 
 impl Element for f32 {
     const NAME: &'static str = "f32";

@@ -80,6 +80,123 @@ pub struct TableOrigin {
 /// `first..=last` of the key launches `choice`.
 pub type Range = autotune_spec::KeyRange<Choice>;
 
+// Const constructors for the generated code (and the macro's stand-in in build.rs):
+// a field added here gets its default in one place, not in every generator.
+impl Baked {
+    #[doc(hidden)]
+    pub const fn new(kernel: &'static str, images: &'static [Image], defaults: Plan) -> Self {
+        Self {
+            kernel,
+            images,
+            plans: &[],
+            shape_args: &[],
+            fallback: "fallback",
+            defaults,
+            note: "",
+            not_compiled: None,
+        }
+    }
+
+    #[doc(hidden)]
+    pub const fn with_plans(self, plans: &'static [Plan]) -> Self {
+        Self { plans, ..self }
+    }
+
+    #[doc(hidden)]
+    pub const fn with_shape_args(self, shape_args: &'static [&'static str]) -> Self {
+        Self { shape_args, ..self }
+    }
+
+    #[doc(hidden)]
+    pub const fn with_fallback(self, fallback: &'static str) -> Self {
+        Self { fallback, ..self }
+    }
+
+    #[doc(hidden)]
+    pub const fn with_note(self, note: &'static str) -> Self {
+        Self { note, ..self }
+    }
+
+    #[doc(hidden)]
+    pub const fn not_compiled(self, reason: &'static str) -> Self {
+        Self {
+            not_compiled: Some(reason),
+            ..self
+        }
+    }
+}
+
+impl Image {
+    #[doc(hidden)]
+    pub const fn new(name: &'static str, values: &'static [u32], binary: &'static [u8]) -> Self {
+        Self {
+            name,
+            values,
+            binary,
+        }
+    }
+}
+
+impl Plan {
+    /// The plan of no table: `ranges` for every shape, nothing measured.
+    #[doc(hidden)]
+    pub const fn defaults(ranges: &'static [Range], select: fn(u64) -> Choice) -> Self {
+        Self {
+            origin: None,
+            shape: &[],
+            ranges,
+            select,
+            borrowed: ranges,
+            select_borrowed: select,
+            above: "",
+        }
+    }
+
+    #[doc(hidden)]
+    pub const fn from_table(self, origin: TableOrigin) -> Self {
+        Self {
+            origin: Some(origin),
+            ..self
+        }
+    }
+
+    #[doc(hidden)]
+    pub const fn at_shape(self, shape: &'static [u64]) -> Self {
+        Self { shape, ..self }
+    }
+
+    #[doc(hidden)]
+    pub const fn lending(self, borrowed: &'static [Range], select: fn(u64) -> Choice) -> Self {
+        Self {
+            borrowed,
+            select_borrowed: select,
+            ..self
+        }
+    }
+
+    #[doc(hidden)]
+    pub const fn above(self, above: &'static str) -> Self {
+        Self { above, ..self }
+    }
+}
+
+impl TableOrigin {
+    #[doc(hidden)]
+    pub const fn new(
+        path: &'static str,
+        gpu: &'static str,
+        compute_capability: (u32, u32),
+        sm_count: u32,
+    ) -> Self {
+        Self {
+            path,
+            gpu,
+            compute_capability,
+            sm_count,
+        }
+    }
+}
+
 /// What dispatch launches for a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {

@@ -187,10 +187,9 @@ impl Inspection {
 
     /// The output `name` must not have been written outside its bounds.
     pub fn output<T>(&mut self, name: &str, buffer: &Guarded<T>) -> Result<(), CaseError> {
-        if let Some(damage) = buffer.guard_damage(&self.stream)? {
-            self.findings
-                .push(format!("wrote outside `{name}`: {damage}"));
-        }
+        let damage = buffer.guard_damage(&self.stream)?;
+        self.findings
+            .extend(damage.map(|damage| format!("wrote outside `{name}`: {damage}")));
         Ok(())
     }
 
@@ -204,10 +203,9 @@ impl Inspection {
         let now = self
             .stream
             .clone_dtoh(&device.slice(..host.len().min(device.len())))?;
-        if let Some(changes) = describe_changes(&now, host) {
-            self.findings
-                .push(format!("changed its input `{name}`: {changes}"));
-        }
+        let changes = describe_changes(&now, host);
+        self.findings
+            .extend(changes.map(|changes| format!("changed its input `{name}`: {changes}")));
         Ok(())
     }
 
@@ -220,10 +218,9 @@ impl Inspection {
         device: &Guarded<T>,
         host: &[T],
     ) -> Result<(), CaseError> {
-        if let Some(damage) = device.guard_damage(&self.stream)? {
-            self.findings
-                .push(format!("wrote outside its input `{name}`: {damage}"));
-        }
+        let damage = device.guard_damage(&self.stream)?;
+        self.findings
+            .extend(damage.map(|damage| format!("wrote outside its input `{name}`: {damage}")));
         self.input(name, device, host)
     }
 

@@ -50,6 +50,59 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
+    /// A kernel with one point (the default, no parameter), no constraint, flags,
+    /// fallback or shapes, and `above = measure`: what the `with_*` methods build
+    /// on, for a spec written by hand (tests, tools). The macro writes every field.
+    pub const fn new(
+        name: &'static str,
+        wrapper_file: &'static str,
+        source: &'static str,
+        entries: &'static [&'static str],
+        key: &'static str,
+        sizes: &'static [u64],
+    ) -> Self {
+        Self {
+            name,
+            wrapper_file,
+            source,
+            candidates: &[],
+            entries,
+            key,
+            sizes,
+            params: &[],
+            points: &[&[]],
+            default: &[],
+            constraint: None,
+            flags: &[],
+            fallback: None,
+            vendor: None,
+            shape_args: &[],
+            shapes: &[],
+            above: Above::Measure,
+            key_max: u64::MAX,
+        }
+    }
+
+    /// The space: its parameters, every point of it, and the default point.
+    pub const fn with_space(
+        self,
+        params: &'static [&'static str],
+        points: &'static [&'static [u32]],
+        default: &'static [u32],
+    ) -> Self {
+        Self {
+            params,
+            points,
+            default,
+            ..self
+        }
+    }
+
+    /// Candidate sources (the space's first parameter is then `source`).
+    pub const fn with_candidates(self, candidates: &'static [&'static str]) -> Self {
+        Self { candidates, ..self }
+    }
+
     /// `block=128,stages=2`.
     pub fn point_name(&self, values: &[u32]) -> String {
         autotune_spec::names::point_name(self.params, values)

@@ -105,28 +105,26 @@ pub fn define(param: &str) -> String {
 
 /// `block=128,stages=2`: how a point is named in tables, logs and dispatch.
 pub fn point_name(params: &[impl AsRef<str>], values: &[u32]) -> String {
-    if params.is_empty() {
-        return "default".to_string();
-    }
-    params
-        .iter()
-        .zip(values)
-        .map(|(name, value)| format!("{}={value}", name.as_ref()))
-        .collect::<Vec<_>>()
-        .join(",")
+    joined(params, values, "=", ",")
 }
 
 /// `block128_stages2`: a point as a file-name and identifier fragment.
 pub fn point_slug(params: &[impl AsRef<str>], values: &[u32]) -> String {
+    joined(params, values, "", "_")
+}
+
+/// Each parameter with its value (`name{between}value`), joined by `separator`;
+/// `default` for a space without parameters.
+fn joined(params: &[impl AsRef<str>], values: &[u32], between: &str, separator: &str) -> String {
     if params.is_empty() {
         return "default".to_string();
     }
     params
         .iter()
         .zip(values)
-        .map(|(name, value)| format!("{}{value}", name.as_ref()))
+        .map(|(name, value)| format!("{}{between}{value}", name.as_ref()))
         .collect::<Vec<_>>()
-        .join("_")
+        .join(separator)
 }
 
 /// `gemm@n=4096,k=4096`: the table entry of `kernel` at a shape written

@@ -125,6 +125,15 @@ pub fn parse_shapes(
     all_ok.then_some(shapes)
 }
 
+/// The parts of `(a, b, ...)` (or of `(a)`), or `None` for anything else.
+pub(crate) fn parenthesized(expr: &Expr) -> Option<Vec<&Expr>> {
+    match expr {
+        Expr::Tuple(tuple) => Some(tuple.elems.iter().collect()),
+        Expr::Paren(paren) => Some(vec![&*paren.expr]),
+        _ => None,
+    }
+}
+
 /// One shape, `(argument = value, ...)`: its names and values in order, or `None`
 /// (with every error said) where any part is wrong.
 fn parse_shape(
@@ -133,16 +142,12 @@ fn parse_shape(
     key: Option<&Ident>,
     diag: &mut Diagnostics,
 ) -> Option<(Vec<Ident>, Vec<u64>)> {
-    let parts: Vec<&Expr> = match elem {
-        Expr::Tuple(tuple) => tuple.elems.iter().collect(),
-        Expr::Paren(paren) => vec![&*paren.expr],
-        other => {
-            diag.at(
-                other,
-                format!("each shape is `(argument = value, ...)`, {EXAMPLE}"),
-            );
-            return None;
-        }
+    let Some(parts) = parenthesized(elem) else {
+        diag.at(
+            elem,
+            format!("each shape is `(argument = value, ...)`, {EXAMPLE}"),
+        );
+        return None;
     };
     let mut names: Vec<Ident> = Vec::new();
     let mut values: Vec<u64> = Vec::new();

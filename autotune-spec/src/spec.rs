@@ -9,7 +9,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
 
 use crate::above::Above;
 use crate::constraint::Constraint;
-use crate::shapes::{Shapes, parse_shapes, size_literal};
+use crate::shapes::{Shapes, parenthesized, parse_shapes, size_literal};
 use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer, is_signed};
 use crate::source::SourceSet;
 use crate::space::{Param, Point, Space};
@@ -769,16 +769,12 @@ fn parse_constraint(value: &Expr, names: &[String], diag: &mut Diagnostics) -> O
 }
 
 fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<Point> {
-    let elems: Vec<&Expr> = match value {
-        Expr::Tuple(tuple) => tuple.elems.iter().collect(),
-        Expr::Paren(paren) => vec![&*paren.expr],
-        other => {
-            diag.at(
-                other,
-                "`default` is a point, e.g. `default = (block = 128, stages = 2)`",
-            );
-            return None;
-        }
+    let Some(elems) = parenthesized(value) else {
+        diag.at(
+            value,
+            "`default` is a point, e.g. `default = (block = 128, stages = 2)`",
+        );
+        return None;
     };
     let mut values: Vec<Option<u32>> = vec![None; space.params.len()];
     let mut ok = true;

@@ -117,18 +117,15 @@ pub fn render(
 
 fn kernel_context(name: &str, k: &KernelTable) -> String {
     let mut out = String::new();
-    let valid = k.variants.iter().filter(|v| v.rejected.is_none()).count();
     let _ = writeln!(
         out,
-        "\n## `{name}`\n\nKey `{}`; default `{}`{}; {} variants, {valid} valid; tuned {} \
+        "\n## `{name}`\n\nKey `{}`; default `{}`{}; {} variants, {} valid; tuned {} \
          (margin to replace the incumbent: {:.1}% or the noise, whichever is larger).\n",
         k.key,
         k.default,
-        k.fallback
-            .as_ref()
-            .map(|_| ", with a fallback")
-            .unwrap_or_default(),
+        k.with_fallback(),
         k.variants.len(),
+        k.valid_variants(),
         k.tuned_on,
         k.min_margin * 100.0
     );
@@ -177,13 +174,7 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
     } else {
         let _ = writeln!(out, "\nTried and rejected ({}):\n", rejected.len());
         for (v, r) in rejected {
-            let _ = writeln!(
-                out,
-                "- `{}`: {:?}: {}",
-                v.name,
-                r.stage,
-                r.reason.lines().next().unwrap_or("")
-            );
+            let _ = writeln!(out, "- `{}`: {r}", v.name);
         }
     }
     out
@@ -198,6 +189,7 @@ fn is_baked(v: &VariantRecord, baked: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::assert_contains;
 
     use crate::table::tests::committed;
 
@@ -270,12 +262,14 @@ mod tests {
         };
         let journal = [JournalEntry::new(judgement, entry)];
         let text = render("t.json", &table, Some("rms_norm"), &journal);
-        assert!(text.contains("Judged before"), "{text}");
-        assert!(
-            text.contains(": revert (kernels/rmsnorm.cu, sources "),
-            "{text}"
+        assert_contains(
+            &text,
+            &[
+                "Judged before",
+                ": revert (kernels/rmsnorm.cu, sources ",
+                "element error 3.0e0",
+            ],
         );
-        assert!(text.contains("element error 3.0e0"), "{text}");
         let other = render("t.json", &table, Some("gemm"), &journal);
         assert!(!other.contains("Judged before"), "only the kernel judged");
     }

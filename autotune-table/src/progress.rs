@@ -126,8 +126,7 @@ mod tests {
 
     #[test]
     fn lines_count_up_to_a_total_that_can_shrink() {
-        let path = std::env::temp_dir().join(format!("autotune-progress-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = crate::testing::scratch("progress").join("lines");
         let progress = Progress::with_sink("k", File::create(&path).ok());
         progress.expect(Phase::Time, 3);
         progress.step(Phase::Time);

@@ -56,9 +56,7 @@ mod tests {
 
     #[test]
     fn only_regular_files_of_bounded_size_are_read() {
-        let dir = std::env::temp_dir().join(format!("autotune-regular-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let dir = crate::testing::scratch("regular");
         let file = dir.join("t.json");
         std::fs::write(&file, "{}").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read_to_string(&file, 10).ok().as_deref(), Some("{}"));

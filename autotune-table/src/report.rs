@@ -29,17 +29,14 @@ pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
 
 fn kernel_report(name: &str, k: &KernelTable) -> String {
     let mut out = String::new();
-    let valid = k.variants.iter().filter(|v| v.rejected.is_none()).count();
     let _ = writeln!(
         out,
-        "\n{name}: key `{}`, {} variants ({valid} valid), default {}{}, tuned {} in {:.1} s (nvcc {:.1} s)",
+        "\n{name}: key `{}`, {} variants ({} valid), default {}{}, tuned {} in {:.1} s (nvcc {:.1} s)",
         k.key,
         k.variants.len(),
+        k.valid_variants(),
         k.default,
-        k.fallback
-            .as_ref()
-            .map(|_| ", with a fallback")
-            .unwrap_or_default(),
+        k.with_fallback(),
         k.tuned_on,
         k.seconds.total,
         k.seconds.compile
@@ -90,13 +87,7 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     if !rejected.is_empty() {
         let _ = writeln!(out, "  rejected:");
         for (v, r) in rejected {
-            let _ = writeln!(
-                out,
-                "    {:<40} {:?}: {}",
-                v.name,
-                r.stage,
-                r.reason.lines().next().unwrap_or("")
-            );
+            let _ = writeln!(out, "    {:<40} {r}", v.name);
         }
     }
     let f = &k.fingerprint;

@@ -283,6 +283,14 @@ pub struct Rejection {
     pub reason: String,
 }
 
+/// `Check: relative error 0.5`: the stage and the reason's first line.
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let first = self.reason.lines().next().unwrap_or("");
+        write!(f, "{:?}: {first}", self.stage)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
@@ -365,6 +373,25 @@ pub use autotune_spec::names::is_entry_of;
 
 /// The prefix of a vendor fallback's variant name (`vendor:cuBLAS`).
 pub const VENDOR: &str = "vendor";
+
+impl KernelTable {
+    /// The variants that were not put out.
+    pub fn valid_variants(&self) -> usize {
+        self.variants
+            .iter()
+            .filter(|v| v.rejected.is_none())
+            .count()
+    }
+
+    /// `, with a fallback` where it has one (for a sentence about the kernel).
+    pub fn with_fallback(&self) -> &'static str {
+        if self.fallback.is_some() {
+            ", with a fallback"
+        } else {
+            ""
+        }
+    }
+}
 
 impl KernelTable {
     /// Checks what serde cannot: variant names are unique and say their values;
@@ -948,8 +975,7 @@ pub(crate) mod tests {
     /// file behind, and a file moved aside never replaces an earlier one.
     #[test]
     fn atomic_writes_refuse_links_and_leave_nothing_behind() {
-        let dir = std::env::temp_dir().join(format!("autotune-atomic-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = crate::testing::scratch("atomic");
         std::fs::create_dir_all(dir.join("folder")).unwrap();
         std::fs::write(dir.join("victim"), "keep").unwrap();
         std::os::unix::fs::symlink(dir.join("victim"), dir.join("link.svg")).unwrap();
@@ -1045,26 +1071,7 @@ pub(crate) mod tests {
                 gpus: 1,
             },
         };
-        TuningTable {
-            format: FORMAT,
-            gpu: GpuRecord {
-                name: "NVIDIA H200".into(),
-                compute_capability: [9, 0],
-                sm_count: 132,
-                driver: "13.0".into(),
-                l2_bytes: 62_914_560,
-                memory_bytes: 0,
-                shared_per_block: 0,
-            },
-            kernels: BTreeMap::from([("k".to_string(), kernel)]),
-        }
-    }
-
-    fn temp(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("autotune-table-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        crate::testing::table([("k", kernel)])
     }
 
     /// A table from before device memory was recorded still holds for the GPU
@@ -1112,7 +1119,7 @@ pub(crate) mod tests {
 
     #[test]
     fn round_trips_and_validates() {
-        let dir = temp("roundtrip");
+        let dir = crate::testing::scratch("table-roundtrip");
         let path = dir.join("nvidia-h200.json");
         write_atomic(&path, &sample()).unwrap();
         assert_eq!(read(&path).unwrap(), sample());
@@ -1122,7 +1129,7 @@ pub(crate) mod tests {
 
     #[test]
     fn corrupt_and_invalid_tables_are_unreadable_with_the_file_named() {
-        let dir = temp("corrupt");
+        let dir = crate::testing::scratch("table-corrupt");
         let path = dir.join("t.json");
         std::fs::write(&path, "{ \"format\": 1, \"gpu\": ").unwrap();
         let error = read(&path).unwrap_err();
@@ -1212,7 +1219,7 @@ pub(crate) mod tests {
 
     #[test]
     fn duplicate_kernels_and_odd_formats_are_named_with_where() {
-        let dir = temp("hostile");
+        let dir = crate::testing::scratch("table-hostile");
         let path = dir.join("t.json");
         write_atomic(&path, &sample()).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

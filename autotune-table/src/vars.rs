@@ -64,193 +64,107 @@ impl Var {
     }
 }
 
-// The tuning knobs (`autotune_build::Settings`), each overriding build.rs's value.
-pub const STRATEGY: Var = Var::new(
-    "AUTOTUNE_STRATEGY",
-    "which points the sweep times: grid, random or local",
-    true,
-);
-pub const BUDGET: Var = Var::new(
-    "AUTOTUNE_BUDGET",
-    "points per key (`28`) or seconds for a kernel's whole search (`60s`)",
-    true,
-);
-pub const DEVICES: Var = Var::new(
-    "AUTOTUNE_DEVICES",
-    "the CUDA devices to tune on: `0,1` or `all`",
-    true,
-);
-pub const ARCH: Var = Var::new(
-    "AUTOTUNE_ARCH",
-    "the architectures to compile for, the first one the sweep's (`sm_90a,sm_100a`)",
-    true,
-);
-pub const FORCE: Var = Var::new(
-    "AUTOTUNE_FORCE",
-    "kernels to retune although their entries are fresh (`gemm,rms_norm` or `all`)",
-    true,
-);
-pub const ALLOW_SPILLS: Var = Var::new(
-    "AUTOTUNE_ALLOW_SPILLS",
-    "keep variants whose registers spill (1 or 0)",
-    true,
-);
-pub const MIN_MARGIN: Var = Var::new(
-    "AUTOTUNE_MIN_MARGIN",
-    "the least relative win that replaces the incumbent (0.02)",
-    true,
-);
-pub const REFINE: Var = Var::new(
-    "AUTOTUNE_REFINE",
-    "rounds of boundary refinement between sizes with different winners",
-    true,
-);
-pub const TASK_TIMEOUT_S: Var = Var::new(
-    "AUTOTUNE_TASK_TIMEOUT_S",
-    "seconds a variant may go without a result before it is put out",
-    true,
-);
-pub const SEED: Var = Var::new("AUTOTUNE_SEED", "the seed of the random inputs", true);
-pub const CHECK_SEEDS: Var = Var::new(
-    "AUTOTUNE_CHECK_SEEDS",
-    "draws of random inputs each variant is checked on at each size",
-    true,
-);
-pub const TARGET_MS: Var = Var::new(
-    "AUTOTUNE_TARGET_MS",
-    "the time budget per variant and key, in ms",
-    true,
-);
-pub const GRAPH: Var = Var::new(
-    "AUTOTUNE_GRAPH",
-    "time each launch as a CUDA-graph replay (1 or 0)",
-    true,
-);
+/// Declares each variable as a constant (`NAME = "VARIABLE", watched, "meaning";`)
+/// and [`ALL`], every one in the order declared.
+macro_rules! vars {
+    ($($(#[$doc:meta])* $name:ident = $var:literal, $watched:literal, $meaning:literal;)*) => {
+        $(
+            $(#[$doc])*
+            #[doc = concat!("`", $var, "`: ", $meaning, ".")]
+            pub const $name: Var = Var::new($var, $meaning, $watched);
+        )*
 
-// The build step's other inputs.
-pub const CHECK: Var = Var::new(
-    "AUTOTUNE_CHECK",
-    "`1`: look at the GPU and tables, tune nothing (`cargo autotune check`)",
-    true,
-);
-pub const TABLES_DIR: Var = Var::new(
-    "AUTOTUNE_TABLES_DIR",
-    "the tables folder, over build.rs's (`cargo autotune judge` tunes candidates there)",
-    true,
-);
-pub const NVCC_TIMEOUT_S: Var = Var::new(
-    "AUTOTUNE_NVCC_TIMEOUT_S",
-    "seconds one nvcc run may take (600)",
-    true,
-);
-pub const NVCC_WRAPPER: Var = Var::new(
-    "AUTOTUNE_NVCC_WRAPPER",
-    "a compiler cache to run nvcc through (sccache)",
-    true,
-);
-pub const WORKER: Var = Var::new(
-    "AUTOTUNE_WORKER",
-    "set by the sweep: the build script runs as its worker for this kernel",
-    true,
-);
-pub const WORKER_SUPERVISOR: Var = Var::new(
-    "AUTOTUNE_WORKER_SUPERVISOR",
-    "set by the sweep: the pid of the build that started the worker",
-    false,
-);
-pub const PROGRESS: Var = Var::new(
-    "AUTOTUNE_PROGRESS",
-    "set by `cargo autotune tune`: the file the sweep reports its progress to",
-    false,
-);
+        /// Every variable, the tool's own first.
+        pub const ALL: &[Var] = &[$($name),*];
+    };
+}
 
-// Other tools' variables.
-pub const NVCC: Var = Var::new("NVCC", "the nvcc to use, which must work", true);
-pub const CUDA_PATH: Var = Var::new("CUDA_PATH", "a CUDA toolkit: its bin/nvcc", true);
-pub const CUDA_HOME: Var = Var::new("CUDA_HOME", "a CUDA toolkit: its bin/nvcc", true);
-pub const CUDA_ROOT: Var = Var::new("CUDA_ROOT", "a CUDA toolkit: its bin/nvcc", true);
-pub const CUDA_TOOLKIT_ROOT_DIR: Var = Var::new(
-    "CUDA_TOOLKIT_ROOT_DIR",
-    "a CUDA toolkit: its bin/nvcc",
-    true,
-);
-pub const NVCC_CCBIN: Var = Var::new("NVCC_CCBIN", "nvcc's host compiler (read by nvcc)", true);
-pub const NVCC_PREPEND_FLAGS: Var = Var::new(
-    "NVCC_PREPEND_FLAGS",
-    "flags nvcc adds (read by nvcc; part of the fingerprint)",
-    true,
-);
-pub const NVCC_APPEND_FLAGS: Var = Var::new(
-    "NVCC_APPEND_FLAGS",
-    "flags nvcc adds (read by nvcc; part of the fingerprint)",
-    true,
-);
-pub const RUSTC_WRAPPER: Var = Var::new("RUSTC_WRAPPER", "sccache there caches nvcc too", true);
-pub const PATH: Var = Var::new("PATH", "where nvcc is looked for last", true);
-pub const DOCS_RS: Var = Var::new(
-    "DOCS_RS",
-    "set by docs.rs: bake, probe nothing, say nothing",
-    true,
-);
+// `true`: a change of it reruns the build script.
+vars! {
+    // The tuning knobs (`autotune_build::Settings`), each overriding build.rs's value.
+    STRATEGY = "AUTOTUNE_STRATEGY", true,
+        "which points the sweep times: grid, random or local";
+    BUDGET = "AUTOTUNE_BUDGET", true,
+        "points per key (`28`) or seconds for a kernel's whole search (`60s`)";
+    DEVICES = "AUTOTUNE_DEVICES", true,
+        "the CUDA devices to tune on: `0,1` or `all`";
+    ARCH = "AUTOTUNE_ARCH", true,
+        "the architectures to compile for, the first one the sweep's (`sm_90a,sm_100a`)";
+    FORCE = "AUTOTUNE_FORCE", true,
+        "kernels to retune although their entries are fresh (`gemm,rms_norm` or `all`)";
+    ALLOW_SPILLS = "AUTOTUNE_ALLOW_SPILLS", true,
+        "keep variants whose registers spill (1 or 0)";
+    MIN_MARGIN = "AUTOTUNE_MIN_MARGIN", true,
+        "the least relative win that replaces the incumbent (0.02)";
+    REFINE = "AUTOTUNE_REFINE", true,
+        "rounds of boundary refinement between sizes with different winners";
+    TASK_TIMEOUT_S = "AUTOTUNE_TASK_TIMEOUT_S", true,
+        "seconds a variant may go without a result before it is put out";
+    SEED = "AUTOTUNE_SEED", true,
+        "the seed of the random inputs";
+    CHECK_SEEDS = "AUTOTUNE_CHECK_SEEDS", true,
+        "draws of random inputs each variant is checked on at each size";
+    TARGET_MS = "AUTOTUNE_TARGET_MS", true,
+        "the time budget per variant and key, in ms";
+    GRAPH = "AUTOTUNE_GRAPH", true,
+        "time each launch as a CUDA-graph replay (1 or 0)";
 
-// Set by cargo for a build script or a cargo subcommand.
-pub const OUT_DIR: Var = Var::new("OUT_DIR", "where the generated dispatch goes", false);
-pub const CARGO_PKG_NAME: Var = Var::new("CARGO_PKG_NAME", "the crate's name", false);
-pub const CARGO_PKG_VERSION: Var = Var::new("CARGO_PKG_VERSION", "the crate's version", false);
-pub const CARGO_MANIFEST_DIR: Var = Var::new("CARGO_MANIFEST_DIR", "the crate's folder", false);
-pub const CARGO_FEATURE_AUTOTUNE: Var = Var::new(
-    "CARGO_FEATURE_AUTOTUNE",
-    "the crate's `autotune` feature: tune what is stale",
-    false,
-);
-pub const CARGO_TARGET_DIR: Var = Var::new(
-    "CARGO_TARGET_DIR",
-    "where `variants::compile_all` puts its cache",
-    false,
-);
-pub const CARGO: Var = Var::new("CARGO", "the cargo that runs `cargo autotune`", false);
+    // The build step's other inputs.
+    CHECK = "AUTOTUNE_CHECK", true,
+        "`1`: look at the GPU and tables, tune nothing (`cargo autotune check`)";
+    TABLES_DIR = "AUTOTUNE_TABLES_DIR", true,
+        "the tables folder, over build.rs's (`cargo autotune judge` tunes candidates there)";
+    NVCC_TIMEOUT_S = "AUTOTUNE_NVCC_TIMEOUT_S", true,
+        "seconds one nvcc run may take (600)";
+    NVCC_WRAPPER = "AUTOTUNE_NVCC_WRAPPER", true,
+        "a compiler cache to run nvcc through (sccache)";
+    WORKER = "AUTOTUNE_WORKER", true,
+        "set by the sweep: the build script runs as its worker for this kernel";
+    WORKER_SUPERVISOR = "AUTOTUNE_WORKER_SUPERVISOR", false,
+        "set by the sweep: the pid of the build that started the worker";
+    PROGRESS = "AUTOTUNE_PROGRESS", false,
+        "set by `cargo autotune tune`: the file the sweep reports its progress to";
 
-/// Every variable, the tool's own first.
-pub const ALL: &[Var] = &[
-    STRATEGY,
-    BUDGET,
-    DEVICES,
-    ARCH,
-    FORCE,
-    ALLOW_SPILLS,
-    MIN_MARGIN,
-    REFINE,
-    TASK_TIMEOUT_S,
-    SEED,
-    CHECK_SEEDS,
-    TARGET_MS,
-    GRAPH,
-    CHECK,
-    TABLES_DIR,
-    NVCC_TIMEOUT_S,
-    NVCC_WRAPPER,
-    WORKER,
-    WORKER_SUPERVISOR,
-    PROGRESS,
-    NVCC,
-    CUDA_PATH,
-    CUDA_HOME,
-    CUDA_ROOT,
-    CUDA_TOOLKIT_ROOT_DIR,
-    NVCC_CCBIN,
-    NVCC_PREPEND_FLAGS,
-    NVCC_APPEND_FLAGS,
-    RUSTC_WRAPPER,
-    PATH,
-    DOCS_RS,
-    OUT_DIR,
-    CARGO_PKG_NAME,
-    CARGO_PKG_VERSION,
-    CARGO_MANIFEST_DIR,
-    CARGO_FEATURE_AUTOTUNE,
-    CARGO_TARGET_DIR,
-    CARGO,
-];
+    // Other tools' variables.
+    NVCC = "NVCC", true,
+        "the nvcc to use, which must work";
+    CUDA_PATH = "CUDA_PATH", true,
+        "a CUDA toolkit: its bin/nvcc";
+    CUDA_HOME = "CUDA_HOME", true,
+        "a CUDA toolkit: its bin/nvcc";
+    CUDA_ROOT = "CUDA_ROOT", true,
+        "a CUDA toolkit: its bin/nvcc";
+    CUDA_TOOLKIT_ROOT_DIR = "CUDA_TOOLKIT_ROOT_DIR", true,
+        "a CUDA toolkit: its bin/nvcc";
+    NVCC_CCBIN = "NVCC_CCBIN", true,
+        "nvcc's host compiler (read by nvcc)";
+    NVCC_PREPEND_FLAGS = "NVCC_PREPEND_FLAGS", true,
+        "flags nvcc adds (read by nvcc; part of the fingerprint)";
+    NVCC_APPEND_FLAGS = "NVCC_APPEND_FLAGS", true,
+        "flags nvcc adds (read by nvcc; part of the fingerprint)";
+    RUSTC_WRAPPER = "RUSTC_WRAPPER", true,
+        "sccache there caches nvcc too";
+    PATH = "PATH", true,
+        "where nvcc is looked for last";
+    DOCS_RS = "DOCS_RS", true,
+        "set by docs.rs: bake, probe nothing, say nothing";
+
+    // Set by cargo for a build script or a cargo subcommand.
+    OUT_DIR = "OUT_DIR", false,
+        "where the generated dispatch goes";
+    CARGO_PKG_NAME = "CARGO_PKG_NAME", false,
+        "the crate's name";
+    CARGO_PKG_VERSION = "CARGO_PKG_VERSION", false,
+        "the crate's version";
+    CARGO_MANIFEST_DIR = "CARGO_MANIFEST_DIR", false,
+        "the crate's folder";
+    CARGO_FEATURE_AUTOTUNE = "CARGO_FEATURE_AUTOTUNE", false,
+        "the crate's `autotune` feature: tune what is stale";
+    CARGO_TARGET_DIR = "CARGO_TARGET_DIR", false,
+        "where `variants::compile_all` puts its cache";
+    CARGO = "CARGO", false,
+        "the cargo that runs `cargo autotune`";
+}
 
 /// The `cargo::rerun-if-env-changed` line of every watched variable.
 pub fn rerun_lines() -> impl Iterator<Item = String> {

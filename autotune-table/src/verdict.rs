@@ -122,16 +122,7 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
     }
     let rejected: Vec<String> = candidates
         .iter()
-        .filter_map(|v| {
-            v.rejected.as_ref().map(|r| {
-                format!(
-                    "{}: {:?}: {}",
-                    v.name,
-                    r.stage,
-                    r.reason.lines().next().unwrap_or("")
-                )
-            })
-        })
+        .filter_map(|v| v.rejected.as_ref().map(|r| format!("{}: {r}", v.name)))
         .collect();
     let valid: Vec<&&VariantRecord> = candidates.iter().filter(|v| v.rejected.is_none()).collect();
     let mut ranges = Vec::new();
@@ -386,8 +377,7 @@ mod tests {
     fn the_journal_round_trips_and_skips_what_it_cannot_read() {
         let entry = tuned();
         let line = JournalEntry::new(judge("k", &entry).unwrap(), &entry);
-        let dir = std::env::temp_dir().join(format!("journal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::testing::scratch("journal");
         let path = dir.join(JOURNAL_FILE);
         let text = format!("{}\nnot json\n", serde_json::to_string(&line).unwrap());
         std::fs::write(&path, text).unwrap();

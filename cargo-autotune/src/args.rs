@@ -22,7 +22,7 @@ pub enum Command {
     /// Add autotune to the crate here: dependencies, the `autotune` feature,
     /// build.rs, a tables folder, the build-override, and a sample kernel (its
     /// wrapper, case, CUDA source and test). Never overwrites a file.
-    Init(InitArgs),
+    Init(ManifestArgs),
     /// `cargo build --release --features autotune` with these options, with
     /// progress bars and a summary of what was tuned.
     Tune(TuneArgs),
@@ -32,7 +32,7 @@ pub enum Command {
     Plot(PlotArgs),
     /// Exit 0 when every kernel bakes a table measured on this GPU model with this
     /// nvcc and these sources; 1 when not.
-    Check(CheckArgs),
+    Check(ManifestArgs),
     /// Combine tables of one GPU model tuned on different machines.
     Merge(MergeArgs),
     /// Two tunings of one kernel side by side.
@@ -47,8 +47,9 @@ pub enum Command {
     Judge(JudgeArgs),
 }
 
+/// `init` and `check`: the crate, by its manifest.
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub struct ManifestArgs {
     /// The crate's manifest (default `./Cargo.toml`).
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
@@ -175,12 +176,6 @@ pub struct PlotArgs {
     /// Where to write the SVGs (default: `plots/` in the tables folder).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    #[arg(long, value_name = "PATH")]
-    pub manifest_path: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -9,10 +9,10 @@ use autotune_table::summary::{BuildSummary, KernelSummary};
 use autotune_table::table::GpuRecord;
 use autotune_table::vars;
 
-use crate::args::CheckArgs;
+use crate::args::ManifestArgs;
 use crate::error::CliError;
 
-pub fn run(args: &CheckArgs) -> Result<ExitCode, CliError> {
+pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
     let summaries = build_summaries(args)?;
     let mut all_ok = true;
     for summary in &summaries {
@@ -101,7 +101,7 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, Un
 }
 
 /// The summaries of every build script of the build that wrote one.
-fn build_summaries(args: &CheckArgs) -> Result<Vec<BuildSummary>, CliError> {
+fn build_summaries(args: &ManifestArgs) -> Result<Vec<BuildSummary>, CliError> {
     let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command.args(["build", "--message-format=json"]);

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use toml_edit::{DocumentMut, Item, Table, value};
 
-use crate::args::InitArgs;
+use crate::args::ManifestArgs;
 use crate::error::CliError;
 
 /// The sample kernel's files, relative to the crate root, and their text
@@ -25,7 +25,7 @@ const FILES: [(&str, &str); 4] = [
 /// The tables folder the build reads by default, kept in git before the first table.
 const TABLES_KEEP: &str = "tuning/.gitkeep";
 
-pub fn run(args: &InitArgs) -> Result<ExitCode, CliError> {
+pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
     let manifest = args
         .manifest_path
         .clone()
