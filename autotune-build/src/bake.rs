@@ -255,7 +255,7 @@ fn compile_images(
     let jobs: Vec<CompileJob> = images
         .iter()
         .map(|image| {
-            let label = spec.slug(&image.values);
+            let label = spec.compile_slug(&image.values);
             let target = Target::Fatbin(archs.to_vec());
             CompileJob::of_point(
                 spec,

@@ -357,6 +357,12 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
         let sizes: Vec<u8> = spec.sizes.iter().flat_map(|s| s.to_le_bytes()).collect();
         field("sizes", &sizes);
         field("params", spec.params.join("\0").as_bytes());
+        // Only where a parameter is launch-only or renamed, so that tables tuned
+        // before these options existed stay fresh.
+        if !spec.define_names.is_empty() {
+            let names: Vec<&str> = spec.define_names.iter().map(|n| n.unwrap_or("")).collect();
+            field("define_names", names.join("\0").as_bytes());
+        }
         let points: Vec<u8> = spec
             .points
             .iter()

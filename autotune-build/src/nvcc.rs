@@ -56,6 +56,10 @@ pub enum NvccError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The job was another's too (points that differ only in launch-only values),
+    /// which failed so.
+    #[error("{0}")]
+    Shared(String),
 }
 
 /// The architectures a build bakes machine code for when `AUTOTUNE_ARCH` names
@@ -745,6 +749,19 @@ pub struct CompileJob {
 }
 
 impl CompileJob {
+    /// Whether `other` compiles the same image: points that differ only in
+    /// launch-only values have the same label (`KernelSpec::compile_slug`) and defines.
+    fn same_compile(&self, other: &CompileJob) -> bool {
+        self.kernel == other.kernel
+            && self.label == other.label
+            && self.source == other.source
+            && self.entries == other.entries
+            && self.defines == other.defines
+            && self.flags == other.flags
+            && self.target == other.target
+            && self.dir == other.dir
+    }
+
     /// The compile job of the point `values` of `spec` (the sweep's and the bake's
     /// alike, so that the bake finds the sweep's cubins in the cache).
     pub fn of_point(
@@ -931,8 +948,49 @@ impl Nvcc {
     }
 
     /// Compiles every job on all cores (respecting cargo's jobserver inside a build
-    /// script), results in job order.
+    /// script), results in job order. Jobs that are the same (points that differ
+    /// only in launch-only values) are compiled once.
     pub fn compile_all(
+        &self,
+        jobs: &[CompileJob],
+        cache_dir: &Path,
+        progress: &Progress,
+    ) -> (Vec<Result<Compiled, NvccError>>, f64) {
+        let mut unique: Vec<&CompileJob> = Vec::new();
+        let slots: Vec<usize> = jobs
+            .iter()
+            .map(
+                |job| match unique.iter().position(|u| u.same_compile(job)) {
+                    Some(slot) => slot,
+                    None => {
+                        unique.push(job);
+                        unique.len() - 1
+                    }
+                },
+            )
+            .collect();
+        let unique: Vec<CompileJob> = unique.into_iter().cloned().collect();
+        let (results, seconds) = self.compile_each(&unique, cache_dir, progress);
+        // What a later job of the same image gets: the compiled image, or the
+        // first one's failure as text.
+        let shared: Vec<Result<Compiled, String>> = results
+            .iter()
+            .map(|result| result.as_ref().map_err(ToString::to_string).cloned())
+            .collect();
+        let mut results: Vec<Option<Result<Compiled, NvccError>>> =
+            results.into_iter().map(Some).collect();
+        let mut out = Vec::with_capacity(jobs.len());
+        for slot in slots {
+            out.push(
+                results[slot]
+                    .take()
+                    .unwrap_or_else(|| shared[slot].clone().map_err(NvccError::Shared)),
+            );
+        }
+        (out, seconds)
+    }
+
+    fn compile_each(
         &self,
         jobs: &[CompileJob],
         cache_dir: &Path,

@@ -74,7 +74,7 @@ pub fn compile_jobs(
             name: spec.point_name(point),
             values: point.to_vec(),
             fallback: false,
-            job: job(spec, spec.slug(point), point),
+            job: job(spec, spec.compile_slug(point), point),
         })
         .collect();
     if let Some(fallback) = spec.fallback {
@@ -91,7 +91,11 @@ pub fn compile_jobs(
                 fallback: true,
                 job: job(
                     fallback,
-                    format!("fallback-{}-{}", fallback.name, fallback.slug(point)),
+                    format!(
+                        "fallback-{}-{}",
+                        fallback.name,
+                        fallback.compile_slug(point)
+                    ),
                     point,
                 ),
             });

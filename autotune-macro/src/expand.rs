@@ -166,6 +166,21 @@ fn spec_const(spec: &Spec) -> TokenStream {
     let key = spec.key.to_string();
     let sizes = &spec.sizes;
     let param_names: Vec<&str> = spec.space.params.iter().map(|p| p.name.as_str()).collect();
+    // Empty where every parameter is compiled under its own name (the default).
+    let launch_only = spec
+        .defines
+        .launch_only(&spec.space.params)
+        .next()
+        .is_some();
+    let define_names = if launch_only || spec.defines.renamed(&spec.space.params) {
+        let names = spec.defines.names.iter().map(|name| match name {
+            Some(name) => quote!(::core::option::Option::Some(#name)),
+            None => quote!(::core::option::Option::None),
+        });
+        quote!(&[#(#names),*])
+    } else {
+        quote!(&[])
+    };
     let points = spec.space.points();
     let points = points.iter().map(|p| {
         let values = &p.0;
@@ -214,6 +229,7 @@ fn spec_const(spec: &Spec) -> TokenStream {
             key: #key,
             sizes: &[#(#sizes),*],
             params: &[#(#param_names),*],
+            define_names: #define_names,
             points: &[#(#points),*],
             default: &[#(#default),*],
             constraint: #constraint,

@@ -26,6 +26,10 @@ pub struct KernelSpec {
     pub sizes: &'static [u64],
     /// Parameter names, in declaration order.
     pub params: &'static [&'static str],
+    /// Per parameter, the `-D` name it is compiled under, `None` for one that only
+    /// reaches the launch (`launch = [...]`); empty where every parameter is
+    /// compiled under its name in upper case (the default).
+    pub define_names: &'static [Option<&'static str>],
     /// Every point of the space (the constraint holds), in enumeration order.
     pub points: &'static [&'static [u32]],
     /// The declared default point (or the first point).
@@ -70,6 +74,7 @@ impl KernelSpec {
             key,
             sizes,
             params: &[],
+            define_names: &[],
             points: &[&[]],
             default: &[],
             constraint: None,
@@ -108,18 +113,52 @@ impl KernelSpec {
         autotune_spec::names::point_name(self.params, values)
     }
 
-    /// `block128_stages2`: the point as a file-name fragment.
-    pub fn slug(&self, values: &[u32]) -> String {
-        autotune_spec::names::point_slug(self.params, values)
+    /// How the parameters reach nvcc (`launch`, `define_prefix`, `defines`).
+    pub const fn with_define_names(self, define_names: &'static [Option<&'static str>]) -> Self {
+        Self {
+            define_names,
+            ..self
+        }
     }
 
-    /// `-DBLOCK=128 -DSTAGES=2`.
+    /// The `-D` name parameter `index` is compiled under; `None` where it only
+    /// reaches the launch.
+    pub fn define_of(&self, index: usize) -> Option<String> {
+        match self.define_names.get(index) {
+            Some(name) => name.map(str::to_string),
+            None => self
+                .params
+                .get(index)
+                .map(|p| autotune_spec::names::define(p)),
+        }
+    }
+
+    /// Whether parameter `index` only reaches the launch (never nvcc).
+    pub fn is_launch_only(&self, index: usize) -> bool {
+        self.define_of(index).is_none()
+    }
+
+    /// `-DBLOCK=128 -DSTAGES=2`: the compile-time parameters, under their names.
     pub fn defines(&self, values: &[u32]) -> Vec<String> {
-        self.params
+        values
+            .iter()
+            .enumerate()
+            .filter_map(|(index, value)| Some(format!("-D{}={value}", self.define_of(index)?)))
+            .collect()
+    }
+
+    /// `block128`: the point's compile-time values as a file-name fragment, the
+    /// same for every launch-only value (they share one compiled image).
+    pub fn compile_slug(&self, values: &[u32]) -> String {
+        let (params, values): (Vec<&str>, Vec<u32>) = self
+            .params
             .iter()
             .zip(values)
-            .map(|(name, value)| format!("-D{}={value}", autotune_spec::names::define(name)))
-            .collect()
+            .enumerate()
+            .filter(|(index, _)| !self.is_launch_only(*index))
+            .map(|(_, (param, value))| (*param, *value))
+            .unzip();
+        autotune_spec::names::point_slug(&params, &values)
     }
 
     /// The source `values` (a point) is compiled from.

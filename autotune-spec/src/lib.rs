@@ -34,6 +34,8 @@ mod args;
 #[cfg(feature = "grammar")]
 mod constraint;
 #[cfg(feature = "grammar")]
+mod defines;
+#[cfg(feature = "grammar")]
 mod diagnostics;
 pub mod names;
 pub mod range;
@@ -54,6 +56,8 @@ mod spec;
 pub use args::{AttrArgs, Entry};
 #[cfg(feature = "grammar")]
 pub use constraint::{Constraint, EvalError};
+#[cfg(feature = "grammar")]
+pub use defines::Defines;
 #[cfg(feature = "grammar")]
 pub use diagnostics::Diagnostics;
 pub use range::KeyRange;

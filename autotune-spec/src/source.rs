@@ -59,6 +59,29 @@ impl SourceSet {
         Ok(Self { files })
     }
 
+    /// Where a file declares `ident` itself (a variable, a constant, a parameter, a
+    /// function, or a `#define` not guarded by `#ifndef`): the file, the line (from
+    /// 1) and the line's text. A `-D` of that name would rewrite the declaration.
+    pub fn declaration_of(&self, ident: &str) -> Option<(&Path, usize, &str)> {
+        self.files.iter().find_map(|file| {
+            let guarded = file.text.lines().any(|line| {
+                let words: Vec<&str> = identifiers(line).collect();
+                line.trim_start().starts_with('#')
+                    && (words.starts_with(&["ifndef", ident])
+                        || (words.first() == Some(&"if")
+                            && line.contains('!')
+                            && words.contains(&"defined")
+                            && words.contains(&ident)))
+            });
+            code_lines(&file.text)
+                .find(|(_, code)| declares(code, ident, guarded))
+                .map(|(number, _)| {
+                    let text = file.text.lines().nth(number - 1).unwrap_or("").trim();
+                    (file.path.as_path(), number, text)
+                })
+        })
+    }
+
     /// Whether `ident` occurs as an identifier outside comments in any file.
     pub fn mentions(&self, ident: &str) -> bool {
         self.files
@@ -78,6 +101,133 @@ fn includes(text: &str) -> impl Iterator<Item = (&str, bool)> {
         let rest = rest.strip_prefix('<')?;
         rest.split_once('>').map(|(path, _)| (path, false))
     })
+}
+
+/// Each line's number (from 1) and its code, comments blanked.
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, String)> + '_ {
+    let mut in_block = false;
+    text.lines().enumerate().map(move |(index, line)| {
+        let mut code = String::new();
+        let mut rest = line;
+        loop {
+            if in_block {
+                match rest.find("*/") {
+                    Some(end) => {
+                        rest = &rest[end + 2..];
+                        in_block = false;
+                    }
+                    None => break,
+                }
+            } else {
+                let line_comment = rest.find("//");
+                let block = rest.find("/*");
+                match (line_comment, block) {
+                    (Some(l), b) if b.is_none_or(|b| l < b) => {
+                        code.push_str(&rest[..l]);
+                        break;
+                    }
+                    (_, Some(b)) => {
+                        code.push_str(&rest[..b]);
+                        code.push(' ');
+                        rest = &rest[b + 2..];
+                        in_block = true;
+                    }
+                    _ => {
+                        code.push_str(rest);
+                        break;
+                    }
+                }
+            }
+        }
+        (index + 1, blank_strings(&code))
+    })
+}
+
+/// `code` with the insides of its string and character literals blanked.
+fn blank_strings(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in code.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                    out.push(c);
+                    continue;
+                }
+                out.push(' ');
+            }
+            None => {
+                if c == '"' || c == '\'' {
+                    quote = Some(c);
+                }
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Words before a name that make its line a use, not a declaration.
+const NOT_A_TYPE: [&str; 12] = [
+    "return", "case", "sizeof", "if", "while", "for", "else", "goto", "throw", "new", "delete",
+    "alignas",
+];
+
+/// Whether the code of one line declares `ident`: `#define ident` (unless the file
+/// guards it with `#ifndef`), or `ident` right after a declaration's type, that is
+/// after nothing but words, `*`, `&`, `::` and `<` since the statement or parameter
+/// began (`const int N`, `T* N`, `template <int N>`), ending in a word, `*` or `&`,
+/// and before `=`, `;`, `,`, `(`, `)`, `[`, `{` or `>`.
+fn declares(code: &str, ident: &str, guarded: bool) -> bool {
+    let trimmed = code.trim_start();
+    if let Some(directive) = trimmed.strip_prefix('#') {
+        let mut words = identifiers(directive);
+        return words.next() == Some("define") && words.next() == Some(ident) && !guarded;
+    }
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut search = 0;
+    while let Some(found) = code[search..].find(ident) {
+        let at = search + found;
+        search = at + ident.len();
+        let rest = &code[search..];
+        let bounded = !code[..at].ends_with(is_word) && !rest.starts_with(is_word);
+        let after = rest.trim_start();
+        if !bounded
+            || !after.starts_with(['=', ';', ',', '(', ')', '[', '{', '>'])
+            || after.starts_with("==")
+        {
+            continue;
+        }
+        let start = code[..at]
+            .rfind([';', '{', '}', '(', ','])
+            .map_or(0, |i| i + 1);
+        let prefix = code[start..at].trim();
+        // `<` only in a template's parameter list; a type's words never start with
+        // a digit (`16 * N` is arithmetic).
+        let template = prefix.starts_with("template");
+        let declarator = !prefix.is_empty()
+            && prefix.chars().all(|c| {
+                is_word(c)
+                    || c.is_whitespace()
+                    || matches!(c, '*' | '&' | ':')
+                    || (c == '<' && template)
+            })
+            && prefix.ends_with(|c: char| is_word(c) || c == '*' || c == '&')
+            && identifiers(prefix).next().is_some()
+            && identifiers(prefix).all(|word| {
+                !NOT_A_TYPE.contains(&word) && !word.starts_with(|c: char| c.is_ascii_digit())
+            });
+        if declarator {
+            return true;
+        }
+    }
+    false
 }
 
 fn identifiers(text: &str) -> impl Iterator<Item = &str> {
@@ -114,6 +264,72 @@ fn strip_comments(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declaration_is_told_from_a_use() {
+        for code in [
+            "const int BLOCK_SIZE = 1024;",
+            "  static constexpr unsigned BLOCK_SIZE{256};",
+            "int *BLOCK_SIZE, n;",
+            "__device__ float BLOCK_SIZE(int x) {",
+            "template <int BLOCK_SIZE> __global__ void k() {",
+            "void f(int BLOCK_SIZE) {",
+            "#define BLOCK_SIZE 1024",
+        ] {
+            assert!(declares(code, "BLOCK_SIZE", false), "{code}");
+        }
+        for code in [
+            "for (int i = 0; i < BLOCK_SIZE; ++i)",
+            "static_assert(C % (16 * BLOCK_SIZE) == 0, \"a multiple of 16 * BLOCK_SIZE\");",
+            "for (int i = tid; i < BM * BLOCK_SIZE; i += kThreads) {",
+            "return BLOCK_SIZE;",
+            "x = BLOCK_SIZE * 2;",
+            "k<<<grid, BLOCK_SIZE>>>(x);",
+            "foo<BLOCK_SIZE>(x);",
+            "if (n == BLOCK_SIZE) {",
+            "const unsigned chunk_start = blockIdx.x * BLOCK_SIZE;",
+            "constexpr unsigned kChunk = BLOCK * BLOCK_SIZE;",
+            "base = start + (warp + i * BLOCK_SIZE) * kWarpTile;",
+            "for (int i = 0; i < BLOCK_SIZE; ++i)",
+            "static_assert(C % (16 * BLOCK_SIZE) == 0, \"a multiple of 16 * BLOCK_SIZE\");",
+            "for (int i = tid; i < BM * BLOCK_SIZE; i += kThreads) {",
+            "int MY_BLOCK_SIZE = 1;",
+            "#ifndef BLOCK_SIZE",
+        ] {
+            assert!(!declares(code, "BLOCK_SIZE", false), "{code}");
+        }
+        // The usual override: a default the -D replaces.
+        assert!(!declares("#define BLOCK_SIZE 1024", "BLOCK_SIZE", true));
+    }
+
+    #[test]
+    fn the_declaration_s_file_and_line_are_found_past_comments() {
+        let dir = std::env::temp_dir().join(format!("autotune-spec-decl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("k.cu"),
+            "#include \"k.cuh\"\n/* const int BLOCK = 1;\n   still a comment */\n__global__ void k() {}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("k.cuh"),
+            "// header\n\nconst int BLOCK = 1024; // fixed\n",
+        )
+        .unwrap();
+        let set = SourceSet::load(&dir.join("k.cu")).unwrap();
+        let (path, line, text) = set.declaration_of("BLOCK").unwrap();
+        assert!(path.ends_with("k.cuh"));
+        assert_eq!((line, text), (3, "const int BLOCK = 1024; // fixed"));
+        assert!(set.declaration_of("k").is_some(), "a function");
+        assert!(set.declaration_of("THREADS").is_none());
+        std::fs::write(
+            dir.join("k.cuh"),
+            "#ifndef BLOCK\n#define BLOCK 128\n#endif\n",
+        )
+        .unwrap();
+        let set = SourceSet::load(&dir.join("k.cu")).unwrap();
+        assert!(set.declaration_of("BLOCK").is_none(), "a guarded default");
+    }
 
     #[test]
     fn follows_local_includes_and_ignores_comments() {

@@ -9,6 +9,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
 
 use crate::above::Above;
 use crate::constraint::Constraint;
+use crate::defines::{Defines, parse_defines};
 use crate::shapes::{Shapes, parenthesized, parse_shapes, size_literal};
 use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer, is_signed};
 use crate::source::SourceSet;
@@ -16,7 +17,7 @@ use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
 
 /// The option names of `#[autotune]`; every other name declares a parameter.
-pub const OPTIONS: [&str; 14] = [
+pub const OPTIONS: [&str; 17] = [
     "source",
     "entry",
     "key",
@@ -31,6 +32,9 @@ pub const OPTIONS: [&str; 14] = [
     "above",
     "vendor",
     "shapes",
+    "launch",
+    "define_prefix",
+    "defines",
 ];
 
 /// The most points a space may have before its constraint (each is compiled with
@@ -90,6 +94,9 @@ pub struct Spec {
     /// The largest value of the key's type (what the probe above the top may reach).
     pub key_max: u64,
     pub signature: WrapperSignature,
+    /// Which parameters reach nvcc, and as what (`launch`, `define_prefix`,
+    /// `defines`).
+    pub defines: Defines,
 }
 
 impl Spec {
@@ -157,20 +164,21 @@ impl Spec {
         check_params_struct(signature.as_ref(), &params, attr_span, &mut diag);
 
         let space = build_space(params, &options, attr_span, max_points, &mut diag)?;
+        let [launch, prefix, named] =
+            ["launch", "define_prefix", "defines"].map(|o| options.get(o).copied());
+        let defines = parse_defines(&space.params, launch, prefix, named, &mut diag);
         let default = match options.get("default") {
             Some(e) => parse_default(&e.value, &space, &mut diag),
             None => space.points().into_iter().next(),
         };
         if let (Some(dir), Some(sources), Some(entry_names)) = (manifest_dir, &sources, &entries) {
-            check_sources(
-                dir,
-                sources,
-                entry_names,
-                options.get("entry").copied(),
-                &space,
-                &args.entries,
-                &mut diag,
-            );
+            let entry_option = options.get("entry").copied();
+            let checked = Checked {
+                space: &space,
+                defines: &defines,
+                attr: args,
+            };
+            check_sources(dir, sources, entry_names, entry_option, &checked, &mut diag);
         }
 
         let (
@@ -211,6 +219,7 @@ impl Spec {
             key_max: integer_max(&key_ty).unwrap_or(u64::MAX),
             key_ty,
             signature,
+            defines,
         })
     }
 
@@ -864,15 +873,23 @@ fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<
     Some(point)
 }
 
-/// Every source must exist and mention every entry; every parameter must appear in
-/// at least one of them (or the headers they include).
+/// What the sources are checked against: the space, how its parameters reach nvcc,
+/// and the attribute (to point at a parameter's tokens).
+struct Checked<'a> {
+    space: &'a Space,
+    defines: &'a Defines,
+    attr: &'a AttrArgs,
+}
+
+/// Every source must exist and mention every entry; every compile-time parameter's
+/// define must appear in at least one of them (or the headers they include), and
+/// none may declare it (a `-D` would rewrite the declaration).
 fn check_sources(
     dir: &Path,
     sources: &[LitStr],
     entries: &[String],
     entry_option: Option<&Entry>,
-    space: &Space,
-    attr_entries: &syn::punctuated::Punctuated<Entry, syn::Token![,]>,
+    checked: &Checked<'_>,
     diag: &mut Diagnostics,
 ) {
     let mut sets = Vec::new();
@@ -903,12 +920,28 @@ fn check_sources(
         sets.push(set);
     }
     let shown: Vec<String> = sources.iter().map(LitStr::value).collect();
-    for param in space.params.iter().filter(|p| p.name != SOURCE_PARAM) {
-        let define = names::define(&param.name);
-        if !sets.iter().any(|set| set.mentions(&define))
-            && let Some(e) = attr_entries.iter().find(|e| e.name == param.name)
-        {
-            diag.at(&e.name, format!("parameter `{}` is never used: `{define}` does not appear in {} or the headers it includes", param.name, shown.join(" or ")));
+    let params = checked.space.params.iter().zip(&checked.defines.names);
+    for (param, define) in params.filter(|(p, _)| p.name != SOURCE_PARAM) {
+        // A launch-only parameter reaches no define: nothing to find.
+        let Some(define) = define else { continue };
+        let Some(e) = checked.attr.entries.iter().find(|e| e.name == param.name) else {
+            continue;
+        };
+        if !sets.iter().any(|set| set.mentions(define)) {
+            diag.at(&e.name, format!("parameter `{}` is never used: `{define}` does not appear in {} or the headers it includes; a parameter that only reaches the launch is declared `launch = [{}]`", param.name, shown.join(" or "), param.name));
+        }
+        if let Some((file, line, text)) = sets.iter().find_map(|set| set.declaration_of(define)) {
+            let shown_file = file.strip_prefix(dir).unwrap_or(file).display();
+            diag.at(
+                &e.name,
+                format!(
+                    "`-D{define}` (parameter `{}`) would rewrite what {shown_file}:{line} declares: \
+                     `{text}`; emit another name (`defines = ({} = \"...\")` or \
+                     `define_prefix = \"...\"`), or, if it only reaches the launch, \
+                     `launch = [{}]`",
+                    param.name, param.name, param.name
+                ),
+            );
         }
     }
 }
@@ -1396,5 +1429,98 @@ mod tests {
         );
         assert!(errors(&many)[0].contains("65 sizes"));
         assert!(spec(&format!("{many}, max_sizes = 65")).is_ok());
+    }
+
+    /// A kernel in a library's style: the block size reaches the launch and an
+    /// argument, and the file declares `BLOCK_SIZE` itself.
+    const LIBRARY: &str = "const int BLOCK_SIZE = 1024;\n\
+        extern \"C\" __global__ void rms_norm(const float* x, int block_size) {}\n";
+
+    fn in_dir(source: &str, attr: &str) -> Result<Spec, Vec<String>> {
+        let dir = std::env::temp_dir().join(format!(
+            "autotune-spec-defines-{}-{}",
+            std::process::id(),
+            attr.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("k.cu"), source).unwrap();
+        let args: AttrArgs = syn::parse_str(&format!("{BASE}, {attr}")).unwrap();
+        let item: syn::ItemFn = syn::parse_str(WRAPPER).unwrap();
+        let parsed = Spec::parse(&args, &item.sig, Span::call_site(), Some(&dir));
+        std::fs::remove_dir_all(dir).unwrap();
+        parsed.map_err(|e| e.into_iter().map(|e| e.to_string()).collect())
+    }
+
+    #[test]
+    fn a_launch_only_parameter_needs_no_define() {
+        // It was refused: "parameter `rows` is never used".
+        let s = in_dir(LIBRARY, "rows = [1, 4], launch = [rows]").unwrap();
+        assert_eq!(s.defines.names, [None]);
+        let error = in_dir(LIBRARY, "rows = [1, 4]").unwrap_err();
+        assert!(error[0].contains("launch = [rows]"), "{error:?}");
+    }
+
+    #[test]
+    fn a_define_that_rewrites_a_declaration_names_its_file_and_line() {
+        // `block_size` matched the library's own constant, and every point failed
+        // with "expected an identifier" on `const int 32 = 1024;`.
+        let error = in_dir(LIBRARY, "block_size = [32, 1024]").unwrap_err();
+        assert_eq!(error.len(), 1, "{error:?}");
+        assert!(
+            error[0].contains("k.cu:1 declares: `const int BLOCK_SIZE = 1024;`"),
+            "{error:?}"
+        );
+        // Launch-only, or under another name, it compiles.
+        assert!(in_dir(LIBRARY, "block_size = [32, 1024], launch = [block_size]").is_ok());
+        let renamed = format!("{LIBRARY}#define DIM_X 1\nint y = TUNE_BLOCK_SIZE;");
+        let s = in_dir(&renamed, "block_size = [32], define_prefix = \"TUNE_\"").unwrap();
+        assert_eq!(s.defines.names, [Some("TUNE_BLOCK_SIZE".to_string())]);
+        let named = format!("{LIBRARY}int y = THREADS;");
+        let s = in_dir(
+            &named,
+            "block_size = [32], defines = (block_size = \"THREADS\")",
+        )
+        .unwrap();
+        assert_eq!(s.defines.names, [Some("THREADS".to_string())]);
+        // The mention check looks for the name emitted.
+        let error = in_dir(
+            LIBRARY,
+            "block_size = [32], defines = (block_size = \"NOPE\")",
+        )
+        .unwrap_err();
+        assert!(error[0].contains("`NOPE` does not appear"), "{error:?}");
+    }
+
+    #[test]
+    fn the_define_options_say_what_is_wrong_at_once() {
+        let all = errors(&format!(
+            "{BASE}, block = [64], rows = [1], launch = [rowz], define_prefix = \"9x\", \
+             defines = (block = \"A\", rows = \"A B\", stages = \"C\")"
+        ));
+        for expected in [
+            "`launch` names `rowz`, which is not a parameter of this kernel (parameters: `block`, `rows`)",
+            "\"9x\" is not the start of a C identifier",
+            "\"A B\" is not a C identifier",
+            "`defines` names `stages`, which is not a parameter",
+        ] {
+            assert!(
+                all.iter().any(|e| e.contains(expected)),
+                "{expected}: {all:?}"
+            );
+        }
+        let clash = errors(&format!(
+            "{BASE}, block = [64], rows = [1], defines = (block = \"ROWS\")"
+        ));
+        assert!(
+            clash[0].contains("`block` and `rows` would both be emitted as `-DROWS`"),
+            "{clash:?}"
+        );
+        let launch_named = errors(&format!(
+            "{BASE}, rows = [1], launch = [rows], defines = (rows = \"R\")"
+        ));
+        assert!(
+            launch_named[0].contains("`rows` is launch-only"),
+            "{launch_named:?}"
+        );
     }
 }

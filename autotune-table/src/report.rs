@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::table::{KernelTable, TuningTable};
+use crate::table::{KernelTable, KeyRange, SizeRecord, TuningTable};
 
 pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
     let gpu = &table.gpu;
@@ -25,6 +25,29 @@ pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
         out.push_str(&kernel_report(name, kernel));
     }
     out
+}
+
+/// `tuning bought 1.11-1.14x over fallback:default`: what the range's variant gained
+/// over the incumbent (the default, or what the fallback's own plan runs) at the
+/// keys timed inside it; `None` where the incumbent owns the range.
+fn bought(k: &KernelTable, range: &KeyRange<String>, inside: &[&SizeRecord]) -> Option<String> {
+    let owner = k.variant(&range.choice)?;
+    let mut ratios = Vec::new();
+    let mut over: Vec<&str> = Vec::new();
+    for size in inside.iter().filter(|s| s.incumbent != range.choice) {
+        ratios.push(size.incumbent_us / owner.median_at(size.key)?);
+        if !over.contains(&size.incumbent.as_str()) {
+            over.push(&size.incumbent);
+        }
+    }
+    let low = ratios.iter().copied().reduce(f64::min)?;
+    let high = ratios.iter().copied().reduce(f64::max)?;
+    let by = if format!("{low:.2}") == format!("{high:.2}") {
+        format!("{low:.2}x")
+    } else {
+        format!("{low:.2}-{high:.2}x")
+    };
+    Some(format!("tuning bought {by} over {}", over.join(", ")))
 }
 
 fn kernel_report(name: &str, k: &KernelTable) -> String {
@@ -52,16 +75,12 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     for range in &k.ranges {
         let span = range.span();
         let inside = k.sizes_in(range);
-        let _ = writeln!(
-            out,
-            "  {span:<24} {}{}",
-            range.choice,
-            if inside.is_empty() {
-                "  (no key timed inside)"
-            } else {
-                ""
-            }
-        );
+        let after = if inside.is_empty() {
+            "  (no key timed inside)".to_string()
+        } else {
+            bought(k, range, &inside).map_or_else(String::new, |b| format!("  ({b})"))
+        };
+        let _ = writeln!(out, "  {span:<24} {}{after}", range.choice);
         for size in inside {
             let runner_up = size.runner_up.as_deref().unwrap_or("-");
             let over_runner_up = size

@@ -1,0 +1,63 @@
+//! On a GPU: every range of the tuned softmax, at both widths and at one that was
+//! not tuned, is right against the CPU; the library's launch (the incumbent) too.
+//! Skips (and says so) without a GPU.
+
+use autotune_runtime::cudarc::driver::CudaStream;
+use autotune_runtime::prelude::{CudaSlice, fill_uniform};
+use library_softmax::softmax::{Softmax, SoftmaxLibrary, reference};
+
+/// Runs `launch` on random rows and compares with the CPU.
+fn check(
+    stream: &std::sync::Arc<CudaStream>,
+    rows: usize,
+    cols: usize,
+    launch: impl FnOnce(&CudaSlice<f32>, &mut CudaSlice<f32>),
+) -> autotune_runtime::Verdict {
+    let mut host = vec![0.0f32; rows * cols];
+    fill_uniform(&mut host, 7, -2.0, 3.0);
+    let x = stream.clone_htod(&host).unwrap();
+    let mut y = stream.alloc_zeros::<f32>(rows * cols).unwrap();
+    launch(&x, &mut y);
+    let out = stream.clone_dtoh(&y).unwrap();
+    autotune_runtime::compare(&out, &reference(&host, cols))
+}
+
+#[test]
+fn every_range_and_the_library_s_launch_are_right() {
+    let ctx = match autotune_runtime::gpu::open(0) {
+        Ok(ctx) => ctx,
+        Err(why) => return autotune_build::skip(format!("no GPU ({why})")),
+    };
+    let tuned = Softmax::load(&ctx).unwrap();
+    let library = SoftmaxLibrary::load(&ctx).unwrap();
+    let stream = ctx.default_stream();
+    for cols in [768, 4096, 1000] {
+        let mut rows_to_check: Vec<usize> = tuned
+            .ranges_at(cols)
+            .iter()
+            .map(|range| {
+                usize::try_from(range.first.max(1) + 5)
+                    .unwrap_or(1 << 15)
+                    .min(1 << 15)
+            })
+            .collect();
+        rows_to_check.push(3);
+        for rows in rows_to_check {
+            let verdict = check(&stream, rows, cols, |x, y| {
+                tuned.launch(&stream, x, y, rows, cols).unwrap()
+            });
+            assert!(
+                verdict.passed(),
+                "{rows} x {cols} via {}: {verdict:?}",
+                tuned.describe(rows, cols)
+            );
+            let verdict = check(&stream, rows, cols, |x, y| {
+                library.launch(&stream, x, y, rows, cols).unwrap()
+            });
+            assert!(
+                verdict.passed(),
+                "the library's launch, {rows} x {cols}: {verdict:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! A launch-only parameter is never compiled: the library-style softmax of
+//! `examples/library` (its block size launch-only, `ROWS_PER_BLOCK` compiled in)
+//! compiles once per value of the compile-time parameter, however many block sizes
+//! each image is timed at. nvcc is a script here that counts its compiles and runs
+//! the real one. Skips, and says so, without nvcc (unless AUTOTUNE_REQUIRE_NVCC=1).
+//! Its own test binary: it sets `NVCC` for the whole process.
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
+
+use std::path::{Path, PathBuf};
+
+use autotune_runtime::KernelSpec;
+
+/// `threads` only reaches the launch; `rows_per_block` is `-DROWS_PER_BLOCK`.
+const SPEC: KernelSpec = KernelSpec::new(
+    "softmax",
+    "src/softmax.rs",
+    "kernels/softmax.cu",
+    &["softmax_rows"],
+    "rows",
+    &[1024],
+)
+.with_space(
+    &["threads", "rows_per_block"],
+    &[
+        &[32, 1],
+        &[32, 2],
+        &[32, 4],
+        &[256, 1],
+        &[256, 2],
+        &[256, 4],
+        &[1024, 1],
+    ],
+    &[32, 1],
+)
+.with_define_names(&[None, Some("ROWS_PER_BLOCK")]);
+
+fn real_nvcc() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/local/cuda/bin")])
+        .map(|dir| dir.join("nvcc"))
+        .find(|nvcc| nvcc.is_file())
+}
+
+/// A script that logs each compile (`-cubin`) it is asked for, then runs `nvcc`.
+fn counting_nvcc(dir: &Path, nvcc: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("compiles.log");
+    let script = dir.join("nvcc");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -cubin \"*) echo \"$*\" >> '{}';; esac\nexec '{}' \"$@\"\n",
+            log.display(),
+            nvcc.display()
+        ),
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions).unwrap();
+    (script, log)
+}
+
+#[test]
+fn each_compile_time_point_is_compiled_once() {
+    let Some(nvcc) = real_nvcc() else {
+        if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() {
+            panic!("AUTOTUNE_REQUIRE_NVCC is set but there is no nvcc");
+        }
+        return autotune_build::skip("no nvcc on PATH or in /usr/local/cuda");
+    };
+    let dir = std::env::temp_dir().join(format!("autotune-launch-only-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (script, log) = counting_nvcc(&dir, &nvcc);
+    // SAFETY: this test binary has one test, so no other thread reads the
+    // environment while it is set.
+    unsafe {
+        std::env::set_var("NVCC", &script);
+        std::env::set_var("CARGO_TARGET_DIR", dir.join("target"));
+        // Straight to the script: a compiler cache would hide compiles from it.
+        std::env::remove_var("AUTOTUNE_NVCC_WRAPPER");
+        std::env::remove_var("RUSTC_WRAPPER");
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/library");
+    let report = autotune_build::variants::compile_all(&SPEC, &root, "sm_90").unwrap();
+    report.assert_clean();
+    assert_eq!(
+        report.variants.len(),
+        SPEC.points.len(),
+        "every point has its variant"
+    );
+    let compiles = std::fs::read_to_string(&log).unwrap_or_default();
+    let defines: Vec<&str> = compiles
+        .lines()
+        .map(|line| {
+            line.split(' ')
+                .find(|arg| arg.starts_with("-DROWS_PER_BLOCK="))
+                .unwrap_or("none")
+        })
+        .collect();
+    assert_eq!(
+        defines.len(),
+        3,
+        "one nvcc compile per rows_per_block, not per point: {compiles}"
+    );
+    assert!(
+        !compiles.contains("THREADS"),
+        "a launch-only parameter reached nvcc: {compiles}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
