@@ -102,6 +102,22 @@ mod tunables;
 /// range none does. The library's name and version are in the table's fingerprint (a
 /// new cuBLAS retunes) and in the report. `vendor` and `fallback` are exclusive.
 ///
+/// **Kernels you did not write** (a library's file, kept as it ships):
+/// - `launch = [threads, rows]` declares parameters that only reach the launch (a
+///   block size passed at launch and as an argument): no `-D`, no mention needed in
+///   the source; the sweep compiles once per point of the other parameters and times
+///   every launch value on that image. A constraint may mix both kinds.
+/// - `define_prefix = "TUNE_"` emits every compile-time parameter as `-DTUNE_BLOCK`;
+///   `defines = (block = "BLOCK_DIM")` names one; the source must mention the name
+///   emitted.
+/// - A define that would rewrite what the source declares (`const int BLOCK_SIZE =
+///   1024;`, a variable, a parameter, a function, an unguarded `#define`) is a compile
+///   error naming the file and line; `#ifndef BLOCK_SIZE` / `#define BLOCK_SIZE 1024`
+///   is the override the define is for.
+/// - The library's own launch, its heuristic included, is the incumbent as a
+///   `fallback`: an `#[autotune]` wrapper without parameters (`Variant<()>`) that
+///   launches the way the library does (`examples/library`).
+///
 /// **`case`** is a type implementing `autotune_runtime::Case` (generics allowed:
 /// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are
 /// what the sweep launches the wrapper with.
