@@ -833,3 +833,53 @@ fn arch_and_force_variables_are_checked() {
         "{line}"
     );
 }
+
+/// Two checkouts of one crate sharing a target folder share its build script (cargo
+/// names it by package name and version); one whose wrapper differs but is older
+/// than the other's build got the other's kernels baked, silently. Now it is refused,
+/// with what to do.
+#[test]
+fn a_build_script_compiled_from_another_checkout_is_refused() {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-faults-checkouts");
+    let (a, b) = (root.join("a").join("same"), root.join("b").join("same"));
+    copy::copy_scale(workspace(), &a).unwrap();
+    copy::copy_scale(workspace(), &b).unwrap();
+    let wrapper = b.join("src/scale.rs");
+    let text = std::fs::read_to_string(&wrapper).unwrap();
+    std::fs::write(&wrapper, text.replace("default = (block = 128)", "default = (block = 256)"))
+        .unwrap();
+    // Every file of `b` older than `a`'s build, as a checkout made earlier.
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    for file in ["build.rs", "Cargo.toml", "src/lib.rs", "src/scale.rs", "kernels/scale.cu"] {
+        std::fs::File::options()
+            .write(true)
+            .open(b.join(file))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    let target = root.join("target");
+    let build = |dir: &Path| {
+        build_command(dir, &[])
+            .env("CARGO_TARGET_DIR", &target)
+            .env("NVCC", "/nonexistent/nvcc")
+            .output()
+            .unwrap()
+    };
+    let first = build(&a);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    // A kernel source changed in `b`: cargo reruns the (shared) build script there.
+    std::fs::write(
+        b.join("kernels/scale.cu"),
+        std::fs::read_to_string(b.join("kernels/scale.cu")).unwrap() + "\n",
+    )
+    .unwrap();
+    let second = build(&b);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "b baked a's kernels:\n{stderr}");
+    assert!(
+        stderr.contains("whose src/scale.rs differs from")
+            && stderr.contains("cargo clean -p fixture-scale-same"),
+        "{stderr}"
+    );
+}

@@ -7,6 +7,9 @@ use std::path::PathBuf;
 /// build then bakes the committed tables or the defaults and says so in a warning.
 #[derive(thiserror::Error)]
 pub enum BuildError {
+    /// The build script was compiled from another checkout's wrappers.
+    #[error("{0}")]
+    OtherCheckout(String),
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,

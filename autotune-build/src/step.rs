@@ -59,6 +59,9 @@ pub(crate) fn run(
     let mode = Mode::from_env();
     let mut report: Vec<String> = stray_worker.into_iter().collect();
     let build = Build::configure(tables_dir, declared, &tunables, mode, &mut report)?;
+    if let Some(why) = tunables.other_checkout(&build.crate_version) {
+        return Err(BuildError::OtherCheckout(why));
+    }
     build.check_names(&tunables, mode, &mut report)?;
     let nvcc = if mode.docs_rs {
         Err(NvccError::NotAsked("a docs.rs build"))

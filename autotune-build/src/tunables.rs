@@ -38,6 +38,10 @@ impl<K: Kernel> Tunable for KernelTunable<K> {
 pub struct Tunables {
     pub(crate) root: PathBuf,
     pub(crate) kernels: Vec<Box<dyn Tunable>>,
+    /// Where `tunables!()` read the wrapper files this build script was compiled
+    /// from, and each file (relative to it) with its digest.
+    compiled_at: PathBuf,
+    compiled_from: &'static [(&'static str, u64)],
 }
 
 impl std::fmt::Debug for Tunables {
@@ -55,13 +59,44 @@ impl Tunables {
     /// `CARGO_MANIFEST_DIR` as cargo sets it when running the build script (`root`,
     /// the path `tunables!()` saw at compile time, is the fallback).
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let compiled_at = root.into();
         let root = autotune_table::vars::CARGO_MANIFEST_DIR
             .os()
-            .map_or_else(|| root.into(), PathBuf::from);
+            .map_or_else(|| compiled_at.clone(), PathBuf::from);
         Self {
             root,
             kernels: Vec::new(),
+            compiled_at,
+            compiled_from: &[],
         }
+    }
+
+    /// The files `tunables!()` compiled into this build script, each with its digest
+    /// ([`autotune_spec::names::file_digest`]), relative to the crate root.
+    pub fn compiled_from(mut self, files: &'static [(&'static str, u64)]) -> Self {
+        self.compiled_from = files;
+        self
+    }
+
+    /// Why this build script cannot speak for the crate it runs for: it was compiled
+    /// from another checkout's wrapper files, which differ from this one's (cargo
+    /// names a path crate's build script by name and version, so two checkouts
+    /// sharing a target folder share it, and an older file here does not rebuild it).
+    pub(crate) fn other_checkout(&self, package: &str) -> Option<String> {
+        let differs = self.compiled_from.iter().find(|(file, digest)| {
+            std::fs::read(self.root.join(file))
+                .map_or(true, |bytes| autotune_spec::names::file_digest(&bytes) != *digest)
+        })?;
+        let crate_name = package.split(' ').next().unwrap_or(package);
+        Some(format!(
+            "this build script was compiled from {}, whose {} differs from {}'s: two \
+             checkouts of `{crate_name}` share a target folder and cargo reused the other's \
+             build script. Run `cargo clean -p {crate_name}` here, or give each checkout its \
+             own CARGO_TARGET_DIR",
+            self.compiled_at.display(),
+            differs.0,
+            self.root.display()
+        ))
     }
 
     /// Adds the kernel of one `#[autotune]` wrapper (its dispatch struct).

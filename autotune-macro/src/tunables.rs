@@ -46,12 +46,23 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let mut modules = Vec::new();
     let mut kernels = Vec::new();
     let mut tracked = Vec::new();
+    let mut digests = Vec::new();
     for file in &files {
         let path = file.to_string_lossy().into_owned();
         tracked.push(quote!(#path));
         let Ok(text) = std::fs::read_to_string(file) else {
             continue;
         };
+        // What the build step checks it runs for: the same files, with the same
+        // contents (cargo shares a build script between checkouts of one crate
+        // that share a target folder).
+        let relative = file
+            .strip_prefix(&manifest_dir)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .into_owned();
+        let digest = autotune_spec::names::file_digest(text.as_bytes());
+        digests.push(quote!((#relative, #digest)));
         if !text.contains("autotune") {
             continue;
         }
@@ -80,7 +91,9 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         {
             #(#modules)*
             const _: &[&str] = &[#(::core::include_str!(#tracked)),*];
-            ::autotune_build::Tunables::new(#root) #(#kernels)*
+            ::autotune_build::Tunables::new(#root)
+                .compiled_from(&[#(#digests),*])
+                #(#kernels)*
         }
     })
 }

@@ -98,6 +98,14 @@ pub fn is_standard_macro(define: &str) -> bool {
             && (define.ends_with("_MAX") || define.ends_with("_MIN") || define.ends_with("_C")))
 }
 
+/// A 64-bit FNV-1a digest of `bytes`: what `tunables!()` records of each file it
+/// compiles into a build script, and what the build step compares at run time.
+pub fn file_digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// `block` -> `BLOCK`: the preprocessor macro a parameter becomes (`-DBLOCK=128`).
 pub fn define(param: &str) -> String {
     param.to_ascii_uppercase()
