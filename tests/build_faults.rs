@@ -846,11 +846,20 @@ fn a_build_script_compiled_from_another_checkout_is_refused() {
     copy::copy_scale(workspace(), &b).unwrap();
     let wrapper = b.join("src/scale.rs");
     let text = std::fs::read_to_string(&wrapper).unwrap();
-    std::fs::write(&wrapper, text.replace("default = (block = 128)", "default = (block = 256)"))
-        .unwrap();
+    std::fs::write(
+        &wrapper,
+        text.replace("default = (block = 128)", "default = (block = 256)"),
+    )
+    .unwrap();
     // Every file of `b` older than `a`'s build, as a checkout made earlier.
     let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
-    for file in ["build.rs", "Cargo.toml", "src/lib.rs", "src/scale.rs", "kernels/scale.cu"] {
+    for file in [
+        "build.rs",
+        "Cargo.toml",
+        "src/lib.rs",
+        "src/scale.rs",
+        "kernels/scale.cu",
+    ] {
         std::fs::File::options()
             .write(true)
             .open(b.join(file))
@@ -867,7 +876,11 @@ fn a_build_script_compiled_from_another_checkout_is_refused() {
             .unwrap()
     };
     let first = build(&a);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     // A kernel source changed in `b`: cargo reruns the (shared) build script there.
     std::fs::write(
         b.join("kernels/scale.cu"),

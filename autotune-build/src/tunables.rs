@@ -84,8 +84,9 @@ impl Tunables {
     /// sharing a target folder share it, and an older file here does not rebuild it).
     pub(crate) fn other_checkout(&self, package: &str) -> Option<String> {
         let differs = self.compiled_from.iter().find(|(file, digest)| {
-            std::fs::read(self.root.join(file))
-                .map_or(true, |bytes| autotune_spec::names::file_digest(&bytes) != *digest)
+            std::fs::read(self.root.join(file)).map_or(true, |bytes| {
+                autotune_spec::names::file_digest(&bytes) != *digest
+            })
         })?;
         let crate_name = package.split(' ').next().unwrap_or(package);
         Some(format!(

@@ -7,8 +7,7 @@
 use syn::{Expr, ExprLit, Ident, Lit, LitStr};
 
 use crate::shapes::parenthesized;
-use crate::space::Param;
-use crate::spec::SOURCE_PARAM;
+use crate::space::{Param, SOURCE_PARAM};
 use crate::{Diagnostics, Entry, names};
 
 /// How each parameter reaches the kernel, in the order of the space's parameters.

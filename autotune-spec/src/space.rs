@@ -12,6 +12,10 @@ pub struct Param {
     pub values: Vec<u32>,
 }
 
+/// The parameter a kernel with candidate sources gains: which source a point is
+/// compiled from (0, the first listed, is the incumbent).
+pub const SOURCE_PARAM: &str = "source";
+
 /// The values of every parameter of a kernel, in declaration order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Point(pub Vec<u32>);

@@ -50,9 +50,7 @@ pub const MAX_POINTS_CEILING: u64 = 65_536;
 /// exact up to 2^53.
 pub const MAX_SIZE: u64 = 1 << 53;
 
-/// The parameter a kernel with candidate sources gains: which source a point is
-/// compiled from (0, the first listed, is the incumbent).
-pub const SOURCE_PARAM: &str = "source";
+pub use crate::space::SOURCE_PARAM;
 
 /// The most sources (incumbent and candidates) a kernel may list.
 pub const MAX_SOURCES: usize = 16;
