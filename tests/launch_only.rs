@@ -5,6 +5,7 @@
 //! the real one. Skips, and says so, without nvcc (unless AUTOTUNE_REQUIRE_NVCC=1).
 //! Its own test binary: it sets `NVCC` for the whole process.
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use std::path::{Path, PathBuf};
 
