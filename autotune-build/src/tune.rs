@@ -226,16 +226,21 @@ impl Tuner<'_> {
         let (compiled, seconds) = self
             .nvcc
             .compile_all(&compile_jobs, &self.cache_dir, progress);
-        let fresh = compiled
+        // Images, not variants: points that differ only in launch-only values share one.
+        let mut images: Vec<(&PathBuf, bool)> = compiled
             .iter()
-            .filter(|c| c.as_ref().is_ok_and(|c| !c.cached))
-            .count();
+            .filter_map(|c| c.as_ref().ok().map(|c| (&c.binary, c.cached)))
+            .collect();
+        images.sort();
+        images.dedup();
+        let fresh = images.iter().filter(|(_, cached)| !cached).count();
         let _ = writeln!(
             log,
-            "{}: {} variants compiled for {arch} in {seconds:.1} s ({fresh} by nvcc, {} cached)",
+            "{}: {} variants, {} images compiled for {arch} in {seconds:.1} s ({fresh} by nvcc, {} cached)",
             job.entry,
             jobs.len(),
-            jobs.len() - fresh
+            images.len(),
+            images.len() - fresh
         );
         let mut candidates = Candidates {
             variants: Vec::new(),
