@@ -599,6 +599,11 @@ fn name_says_values(name: &str, values: &[u32]) -> bool {
         .strip_prefix(FALLBACK)
         .and_then(|n| n.strip_prefix(':'))
         .unwrap_or(name);
+    // A kernel without parameters has one point, named so
+    // (`autotune_spec::names::point_name`).
+    if values.is_empty() {
+        return name == "default";
+    }
     let said: Vec<Option<u32>> = name
         .split(',')
         .filter(|part| !part.is_empty())
@@ -1287,5 +1292,16 @@ pub(crate) mod tests {
             })
             .collect();
         assert!(k.validate().unwrap_err().contains("4097 ranges"));
+    }
+
+    /// A kernel without parameters (a library's own launch as a fallback) has one
+    /// variant, `default`, with no values: its table is valid.
+    #[test]
+    fn a_kernel_without_parameters_names_its_point_default() {
+        assert!(name_says_values("default", &[]));
+        assert!(name_says_values("fallback:default", &[]));
+        assert!(!name_says_values("default", &[1]));
+        assert!(!name_says_values("block=1", &[]));
+        assert!(name_says_values("block=1,stages=2", &[1, 2]));
     }
 }
