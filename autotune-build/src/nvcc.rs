@@ -1,6 +1,7 @@
 //! Finding nvcc as the CUDA ecosystem does, asking it which files a kernel reads,
 //! and compiling points of a space with it: in parallel, cached, under a timeout.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -628,7 +629,7 @@ fn toolkit_dirs_in(dryrun: &str) -> Vec<PathBuf> {
 }
 
 /// What to compile to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// One architecture's machine code (`sm_90`), with ptxas's resource report:
     /// what the sweep times.
@@ -726,8 +727,9 @@ pub fn include_dirs(args: &[String]) -> Vec<PathBuf> {
     dirs
 }
 
-/// One point of one kernel to compile.
-#[derive(Debug, Clone)]
+/// One point of one kernel to compile; points that differ only in launch-only
+/// values make equal jobs (`KernelSpec::compile_slug` labels them alike).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CompileJob {
     pub kernel: String,
     /// File-name fragment for the point (`block128_stages2`).
@@ -749,19 +751,6 @@ pub struct CompileJob {
 }
 
 impl CompileJob {
-    /// Whether `other` compiles the same image: points that differ only in
-    /// launch-only values have the same label (`KernelSpec::compile_slug`) and defines.
-    fn same_compile(&self, other: &CompileJob) -> bool {
-        self.kernel == other.kernel
-            && self.label == other.label
-            && self.source == other.source
-            && self.entries == other.entries
-            && self.defines == other.defines
-            && self.flags == other.flags
-            && self.target == other.target
-            && self.dir == other.dir
-    }
-
     /// The compile job of the point `values` of `spec` (the sweep's and the bake's
     /// alike, so that the bake finds the sweep's cubins in the cache).
     pub fn of_point(
@@ -956,20 +945,17 @@ impl Nvcc {
         cache_dir: &Path,
         progress: &Progress,
     ) -> (Vec<Result<Compiled, NvccError>>, f64) {
-        let mut unique: Vec<&CompileJob> = Vec::new();
+        let mut unique: Vec<CompileJob> = Vec::new();
+        let mut slot_of: HashMap<&CompileJob, usize> = HashMap::new();
         let slots: Vec<usize> = jobs
             .iter()
-            .map(
-                |job| match unique.iter().position(|u| u.same_compile(job)) {
-                    Some(slot) => slot,
-                    None => {
-                        unique.push(job);
-                        unique.len() - 1
-                    }
-                },
-            )
+            .map(|job| {
+                *slot_of.entry(job).or_insert_with(|| {
+                    unique.push(job.clone());
+                    unique.len() - 1
+                })
+            })
             .collect();
-        let unique: Vec<CompileJob> = unique.into_iter().cloned().collect();
         let (results, seconds) = self.compile_each(&unique, cache_dir, progress);
         // What a later job of the same image gets: the compiled image, or the
         // first one's failure as text.

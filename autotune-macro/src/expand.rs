@@ -167,12 +167,7 @@ fn spec_const(spec: &Spec) -> TokenStream {
     let sizes = &spec.sizes;
     let param_names: Vec<&str> = spec.space.params.iter().map(|p| p.name.as_str()).collect();
     // Empty where every parameter is compiled under its own name (the default).
-    let launch_only = spec
-        .defines
-        .launch_only(&spec.space.params)
-        .next()
-        .is_some();
-    let define_names = if launch_only || spec.defines.renamed(&spec.space.params) {
+    let define_names = if !spec.defines.is_plain(&spec.space.params) {
         let names = spec.defines.names.iter().map(|name| match name {
             Some(name) => quote!(::core::option::Option::Some(#name)),
             None => quote!(::core::option::Option::None),

@@ -18,31 +18,14 @@ pub struct Defines {
 }
 
 impl Defines {
-    /// Every parameter a compile-time one under its upper-case name.
-    pub fn plain(params: &[Param]) -> Self {
-        Self {
-            names: params
+    /// Whether every parameter of `params` is compiled under its own name in upper
+    /// case (the default: no `launch`, `define_prefix` or `defines`).
+    pub fn is_plain(&self, params: &[Param]) -> bool {
+        self.names.len() == params.len()
+            && params
                 .iter()
-                .map(|p| Some(names::define(&p.name)))
-                .collect(),
-        }
-    }
-
-    /// The launch-only parameters' names.
-    pub fn launch_only<'a>(&'a self, params: &'a [Param]) -> impl Iterator<Item = &'a str> {
-        params
-            .iter()
-            .zip(&self.names)
-            .filter(|(_, name)| name.is_none())
-            .map(|(p, _)| p.name.as_str())
-    }
-
-    /// Whether any name differs from the default (a prefix, an explicit name).
-    pub fn renamed(&self, params: &[Param]) -> bool {
-        params
-            .iter()
-            .zip(&self.names)
-            .any(|(p, name)| name.as_ref().is_some_and(|n| *n != names::define(&p.name)))
+                .zip(&self.names)
+                .all(|(p, name)| name.as_ref() == Some(&names::define(&p.name)))
     }
 }
 
