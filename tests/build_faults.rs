@@ -145,6 +145,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         key: "n".into(),
         default: "block=128".into(),
         fallback: None,
+        check: None,
         timing: "hand-made for a test".into(),
         min_margin: 0.01,
         variants: vec![variant],

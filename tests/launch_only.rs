@@ -1,9 +1,11 @@
 //! A launch-only parameter is never compiled: the library-style softmax of
 //! `examples/library` (its block size launch-only, `ROWS_PER_BLOCK` compiled in)
 //! compiles once per value of the compile-time parameter, however many block sizes
-//! each image is timed at. nvcc is a script here that counts its compiles and runs
-//! the real one. Skips, and says so, without nvcc (unless AUTOTUNE_REQUIRE_NVCC=1).
-//! Its own test binary: it sets `NVCC` for the whole process.
+//! each image is timed at; its PTX-only twin is never compiled at all, found
+//! through a variable as cargo's `links` metadata would give it. nvcc is a script
+//! here that counts its compiles and runs the real one. Skips, and says so, without
+//! nvcc (unless AUTOTUNE_REQUIRE_NVCC=1). Its own test binary: it sets `NVCC` for
+//! the whole process.
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -34,6 +36,19 @@ const SPEC: KernelSpec = KernelSpec::new(
     &[32, 1],
 )
 .with_define_names(&[None, Some("ROWS_PER_BLOCK")]);
+
+/// The same kernel as PTX made by a separate step, under a `DEP_*` variable (what
+/// a crate's build script gets from a dependency that declares `links`).
+const PTX_SPEC: KernelSpec = KernelSpec::new(
+    "softmax_ptx",
+    "src/softmax.rs",
+    "$DEP_SOFTMAX_PTX_DIR/softmax.ptx",
+    &["softmax_rows"],
+    "rows",
+    &[1024],
+)
+.with_space(&["threads"], &[&[32], &[256], &[1024]], &[32])
+.with_define_names(&[None]);
 
 fn real_nvcc() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -108,6 +123,17 @@ fn each_compile_time_point_is_compiled_once() {
     assert!(
         !compiles.contains("THREADS"),
         "a launch-only parameter reached nvcc: {compiles}"
+    );
+    // SAFETY: as above.
+    unsafe { std::env::set_var("DEP_SOFTMAX_PTX_DIR", root.join("kernels")) };
+    let report = autotune_build::variants::compile_all(&PTX_SPEC, &root, "sm_90").unwrap();
+    // Every point has its variant, with ptxas's resources read off the one image.
+    report.assert_clean();
+    assert_eq!(report.variants.len(), PTX_SPEC.points.len());
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        compiles,
+        "nvcc compiled a precompiled image"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -64,10 +64,14 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
     }
     found.archs.sort_by_key(|a| (arch_number(a), a.clone()));
     found.archs.dedup();
+    // A kernel whose sources are all precompiled images needs no nvcc.
+    let all_images = spec
+        .sources()
+        .all(|s| autotune_spec::image::precompiled(s).is_some());
     let not_compiled = match input.nvcc {
-        Err(reason) => Some(reason.to_string()),
-        Ok(nvcc) => {
-            compile_images(input, nvcc, &mut found.images, &found.archs)?;
+        Err(reason) if !all_images => Some(reason.to_string()),
+        nvcc => {
+            compile_images(input, nvcc.ok(), &mut found.images, &found.archs)?;
             None
         }
     };
@@ -185,7 +189,7 @@ impl Found {
             let borrowed = if spec.shapes.is_empty() {
                 ranges.clone()
             } else {
-                borrowed_ranges(entry, &ranges, &self.images)
+                borrowed_ranges(spec, entry, &ranges, &self.images)
             };
             self.baked_plans.push(BakedPlan {
                 table: shown.clone(),
@@ -242,11 +246,12 @@ impl Found {
     }
 }
 
-/// Compiles every image as a fatbin for `archs`; a failure fails the build (the
-/// default, and every variant a fresh table names, must compile).
+/// Compiles every image as a fatbin for `archs` (a precompiled one is taken as it
+/// is, with or without `nvcc`); a failure fails the build (the default, and every
+/// variant a fresh table names, must compile).
 fn compile_images(
     input: &BakeInput<'_>,
-    nvcc: &Nvcc,
+    nvcc: Option<&Nvcc>,
     images: &mut [ImageData],
     archs: &[String],
 ) -> Result<(), BuildError> {
@@ -267,7 +272,8 @@ fn compile_images(
             )
         })
         .collect();
-    let (results, _) = nvcc.compile_all(&jobs, input.cache_dir, &Progress::silent(spec.name));
+    let (results, _) =
+        crate::image::compile_all(nvcc, &jobs, input.cache_dir, &Progress::silent(spec.name));
     let mut failure = None;
     for (image, result) in images.iter_mut().zip(results) {
         match result {
@@ -286,31 +292,46 @@ fn compile_images(
 
 /// The ranges a shape that was not tuned takes from `entry`'s plan
 /// ([`autotune_table::ranges::borrowed`]): a variant keeps a range only where it led
-/// the fallback by [`BORROW_LEAD`] at every key measured inside it. The plan itself
-/// where the kernel has no fallback.
+/// the incumbent by [`BORROW_LEAD`] at every key measured inside it, and the
+/// incumbent gets the rest. The incumbent is what a call would run without tuning:
+/// the declared fallback (ours or a vendor's), else the default variant.
 ///
 /// [`BORROW_LEAD`]: autotune_table::ranges::BORROW_LEAD
-fn borrowed_ranges(entry: &KernelTable, ranges: &[Range], images: &[ImageData]) -> Vec<Range> {
-    let Some(fallback) = entry
+fn borrowed_ranges(
+    spec: &KernelSpec,
+    entry: &KernelTable,
+    ranges: &[Range],
+    images: &[ImageData],
+) -> Vec<Range> {
+    let fallback = entry
         .variants
         .iter()
-        .find(|v| matches!(v.role, table::Role::Fallback | table::Role::Vendor))
-    else {
-        return ranges.to_vec();
+        .find(|v| matches!(v.role, table::Role::Fallback | table::Role::Vendor));
+    let (incumbent, choice) = match fallback {
+        Some(record) => (Some(record), Choice::Fallback),
+        None => (
+            entry.variants.iter().find(|v| v.values == spec.default),
+            // The default is always image 0 (`bake` puts it there first).
+            Choice::Variant(0),
+        ),
     };
-    let keys: Vec<u64> = fallback.measurements.iter().map(|m| m.key).collect();
+    let Some(incumbent) = incumbent else {
+        // No incumbent was timed (a table that does not list it): lend nothing.
+        return vec![Range::new(0, u64::MAX, choice)];
+    };
+    let keys: Vec<u64> = incumbent.measurements.iter().map(|m| m.key).collect();
     let lead = |choice: Choice, key: u64| {
         let Choice::Variant(index) = choice else {
             return None;
         };
         let values = &images.get(index)?.values;
         let record = entry.variants.iter().find(|v| &v.values == values)?;
-        Some(fallback.median_at(key)? / record.median_at(key)?)
+        Some(incumbent.median_at(key)? / record.median_at(key)?)
     };
     autotune_table::ranges::borrowed(
         ranges,
         &keys,
-        Choice::Fallback,
+        choice,
         autotune_table::ranges::BORROW_LEAD,
         lead,
     )

@@ -34,6 +34,9 @@ fn specs(spec: &'static KernelSpec) -> Vec<&'static KernelSpec> {
     all
 }
 
+/// The fingerprint's nvcc where nothing is compiled.
+const PRECOMPILED: &str = "none (precompiled)";
+
 /// What one kernel's fingerprint is computed from, gathered once per build.
 #[derive(Debug, Clone)]
 pub struct KernelInputs {
@@ -46,6 +49,9 @@ pub struct KernelInputs {
     /// What the include scanner finds through the include folders: watched in
     /// any case, the compile cache's key where nvcc cannot be asked.
     scanned: Vec<PathBuf>,
+    /// Precompiled images (PTX, cubins, fatbins): the path as the attribute writes
+    /// it (`$DEP_X_DIR/k.ptx`), and the file. Their bytes are their fingerprint.
+    images: Vec<(String, PathBuf)>,
     flags: Vec<String>,
     nvcc_version: Option<String>,
     crate_version: String,
@@ -163,14 +169,26 @@ fn scan_sources(
     root: &Path,
     nvcc: Option<&Nvcc>,
     scanned: &mut Vec<PathBuf>,
+    images: &mut Vec<(String, PathBuf)>,
     mut nvcc_sources: Option<&mut Vec<PathBuf>>,
 ) -> Result<(), BuildError> {
     let error = |message: String| BuildError::Kernel {
         kernel: spec.name.to_string(),
         message,
     };
-    for (index, source) in spec.sources().enumerate() {
-        let source = root.join(source);
+    for (index, written) in spec.sources().enumerate() {
+        let source = crate::source_path::resolve(root, written)
+            .map_err(|e| error(format!("source {written}: {e}")))?;
+        if autotune_spec::image::precompiled(written).is_some() {
+            if !source.is_file() {
+                return Err(error(format!(
+                    "the kernel image {written} ({}) is not a file",
+                    source.display()
+                )));
+            }
+            images.push((written.to_string(), source));
+            continue;
+        }
         let defines = spec.defines(&spec.default_for_source(index));
         let args = nvcc::source_args(&flags_of(spec), &defines, &source);
         let found = nvcc::scan(&source, &args, root)
@@ -203,10 +221,18 @@ impl KernelInputs {
         let mut wrapper = Sha256::new();
         let mut wrapper_files = Vec::new();
         let mut scanned = Vec::new();
+        let mut images = Vec::new();
         let mut nvcc_sources = nvcc.map(|_| Vec::new());
         for spec in specs(spec) {
             hash_wrapper(spec, root, &mut wrapper, &mut wrapper_files)?;
-            scan_sources(spec, root, nvcc, &mut scanned, nvcc_sources.as_mut())?;
+            scan_sources(
+                spec,
+                root,
+                nvcc,
+                &mut scanned,
+                &mut images,
+                nvcc_sources.as_mut(),
+            )?;
         }
         let nvcc_env = nvcc.map(Nvcc::environment_flags).unwrap_or_default();
         Ok(Self {
@@ -216,6 +242,7 @@ impl KernelInputs {
             wrapper_files,
             nvcc_sources,
             scanned,
+            images,
             flags: nvcc::BASE_FLAGS
                 .iter()
                 .map(|f| f.to_string())
@@ -235,6 +262,7 @@ impl KernelInputs {
             .iter()
             .flatten()
             .chain(&self.scanned)
+            .chain(self.images.iter().map(|(_, file)| file))
             .chain(&self.wrapper_files)
             .cloned()
             .collect();
@@ -261,6 +289,7 @@ impl KernelInputs {
             (None, Some(recorded)) => recorded
                 .sources
                 .iter()
+                .filter(|shown| !self.images.iter().any(|(written, _)| written == *shown))
                 .map(|shown| {
                     inside_crate(shown)
                         .then(|| self.root.join(shown))
@@ -284,7 +313,22 @@ impl KernelInputs {
             sources.update([0]);
             shown.push(name);
         }
+        // An image under the name the attribute gives it: `$DEP_X_DIR/k.ptx` is the
+        // same on every machine, wherever the variable points.
+        for (written, file) in &self.images {
+            let bytes =
+                autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            sources.update(written.as_bytes());
+            sources.update([0]);
+            sources.update(&bytes);
+            sources.update([0]);
+            shown.push(written.clone());
+        }
+        // Nothing of a kernel that is all images (its fallback's too) is compiled.
+        let all_images = self.scanned.is_empty() && !self.images.is_empty();
         let nvcc = match (&self.nvcc_version, recorded) {
+            _ if all_images => PRECOMPILED.to_string(),
             (Some(version), _) => version.clone(),
             (None, Some(recorded)) => recorded.nvcc.clone(),
             (None, None) => "unknown".to_string(),

@@ -13,7 +13,7 @@ use autotune_runtime::KernelSpec;
 use autotune_spec::source::SourceSet;
 use sha2::{Digest, Sha256};
 
-use autotune_table::hex;
+pub(crate) use autotune_table::hex;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::vars;
 
@@ -347,7 +347,7 @@ fn compile_seconds(binary: &Path, fresh: Option<f64>) -> f64 {
 }
 
 /// The log kept beside a cached image (ptxas's report, for pruning on a cache hit).
-fn log_path(binary: &Path) -> PathBuf {
+pub(crate) fn log_path(binary: &Path) -> PathBuf {
     let mut name = binary.as_os_str().to_owned();
     name.push(".log");
     PathBuf::from(name)
@@ -356,7 +356,7 @@ fn log_path(binary: &Path) -> PathBuf {
 /// `binary` from the cache (`None`), or made by `make` into a temporary file that
 /// is renamed into place with its log (`Some(log)`): a reader never sees a part,
 /// and a failure leaves nothing behind.
-fn produce(
+pub(crate) fn produce(
     binary: &Path,
     make: impl FnOnce(&Path) -> Result<String, NvccError>,
 ) -> Result<Option<String>, NvccError> {
@@ -399,7 +399,7 @@ fn produce(
 }
 
 /// Runs `command`, its output piped, killing it past `timeout`.
-fn run_with_timeout(
+pub(crate) fn run_with_timeout(
     mut command: Command,
     timeout: Duration,
     what: &str,
@@ -761,10 +761,13 @@ impl CompileJob {
         target: Target,
         dependencies: &[PathBuf],
     ) -> Self {
+        let source = spec.source_of(values);
         Self {
             kernel: spec.name.to_string(),
             label,
-            source: root.join(spec.source_of(values)),
+            // Unresolvable (`$VAR` unset): the path as written, which reading
+            // reports; gathering the kernel's inputs refused it first.
+            source: crate::source_path::resolve(root, source).unwrap_or_else(|_| root.join(source)),
             entries: spec.entries.iter().map(|e| e.to_string()).collect(),
             defines: spec.defines(values),
             flags: spec.flags.iter().map(|f| f.to_string()).collect(),
@@ -772,6 +775,13 @@ impl CompileJob {
             dependencies: dependencies.to_vec(),
             dir: root.to_path_buf(),
         }
+    }
+}
+
+impl CompileJob {
+    /// The kind of image the job's source already is, `None` for CUDA source.
+    pub fn precompiled(&self) -> Option<autotune_spec::image::ImageKind> {
+        autotune_spec::image::precompiled(&self.source.to_string_lossy())
     }
 }
 
@@ -1035,7 +1045,7 @@ fn jobserver_client() -> Option<jobserver::Client> {
     unsafe { jobserver::Client::from_env() }
 }
 
-fn tail(text: &str, lines: usize) -> String {
+pub(crate) fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }

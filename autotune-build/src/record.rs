@@ -98,6 +98,8 @@ pub struct Record<'a> {
     unfit: BTreeSet<(u64, usize)>,
     failed_keys: BTreeMap<u64, String>,
     resumed: usize,
+    /// How passing variants were checked, each way once.
+    checks: Vec<String>,
 }
 
 impl std::fmt::Debug for Record<'_> {
@@ -125,6 +127,7 @@ impl<'a> Record<'a> {
             unfit: BTreeSet::new(),
             failed_keys: BTreeMap::new(),
             resumed: 0,
+            checks: Vec::new(),
         }
     }
 
@@ -148,6 +151,18 @@ impl<'a> Record<'a> {
     /// How many outcomes came from a journal.
     pub fn resumed(&self) -> usize {
         self.resumed
+    }
+
+    /// Notes how a variant that passed was checked.
+    pub fn checked_by(&mut self, check: String) {
+        if !check.is_empty() && !self.checks.contains(&check) {
+            self.checks.push(check);
+        }
+    }
+
+    /// How the variants that passed were checked, each way once.
+    pub fn checks(&self) -> &[String] {
+        &self.checks
     }
 
     /// Whether `task` needs no running on `device`: its variant is out, its key has

@@ -121,6 +121,11 @@ pub struct SweepResult {
     /// Keys where the case itself could not be built, with the reason.
     pub failed_keys: BTreeMap<u64, String>,
     pub resumed: usize,
+    /// How the variants that passed were checked ([`Verdict::describe_check`]),
+    /// each way once, in the order first seen.
+    ///
+    /// [`Verdict::describe_check`]: autotune_runtime::Verdict::describe_check
+    pub checks: Vec<String>,
     pub seconds: f64,
     /// Per device used: how many tasks it ran and for how many seconds.
     pub devices: Vec<DeviceShare>,
@@ -247,10 +252,11 @@ pub fn run(
     }
     let record = sweep.record();
     let measurements = record.measurements();
-    let (rejected, failed_keys, resumed) = (
+    let (rejected, failed_keys, resumed, checks) = (
         record.rejected().to_vec(),
         record.failed_keys().clone(),
         record.resumed(),
+        record.checks().to_vec(),
     );
     record.remove_journal();
     drop(record);
@@ -260,6 +266,7 @@ pub fn run(
         decisions,
         failed_keys,
         resumed,
+        checks,
         seconds: started.elapsed().as_secs_f64(),
         devices,
         beyond,
@@ -600,7 +607,8 @@ impl<'a> Sweep<'a> {
                     current = Some((task, Instant::now()));
                     continue;
                 }
-                Reported::Checked(task) => {
+                Reported::Checked(task, check) => {
+                    self.record().checked_by(check);
                     if let Some(flag) = checked.get_mut(task)
                         && !*flag
                     {
@@ -699,7 +707,7 @@ impl<'a> Sweep<'a> {
         match event {
             Event::Done => Reported::Done,
             Event::Started { task } => Reported::Started(task),
-            Event::Checked { task } => Reported::Checked(task),
+            Event::Checked { task, check } => Reported::Checked(task, check),
             Event::Measured { task, measurement } => {
                 Reported::Finished(task, Outcome::Measured(measurement))
             }
@@ -730,7 +738,8 @@ impl<'a> Sweep<'a> {
 enum Reported {
     Done,
     Started(usize),
-    Checked(usize),
+    /// The task's variant passed its check, described.
+    Checked(usize, String),
     /// The task's outcome (measured, or out for a reason).
     Finished(usize, Outcome),
 }

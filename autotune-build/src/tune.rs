@@ -223,9 +223,8 @@ impl Tuner<'_> {
             &job.inputs.compile_inputs(),
         );
         let compile_jobs: Vec<CompileJob> = jobs.iter().map(|p| p.job.clone()).collect();
-        let (compiled, seconds) = self
-            .nvcc
-            .compile_all(&compile_jobs, &self.cache_dir, progress);
+        let (compiled, seconds) =
+            crate::image::compile_all(Some(self.nvcc), &compile_jobs, &self.cache_dir, progress);
         // Images, not variants: points that differ only in launch-only values share one.
         let mut images: Vec<(&PathBuf, bool)> = compiled
             .iter()
@@ -249,6 +248,9 @@ impl Tuner<'_> {
             compile_s: Vec::new(),
             seconds,
         };
+        // A compile's time goes to the first point of its image only: points that
+        // differ in launch-only values share one.
+        let mut timed_images = std::collections::HashSet::new();
         for (point, result) in jobs.iter().zip(compiled) {
             let (binary, rejection, used, compile_s) = match result {
                 Err(error) => {
@@ -258,12 +260,15 @@ impl Tuner<'_> {
                     };
                     (PathBuf::new(), Some(rejection), None, None)
                 }
-                Ok(c) => (
-                    c.binary,
-                    self.pruned(c.resources),
-                    c.resources,
-                    Some(c.seconds),
-                ),
+                Ok(c) => {
+                    let first = timed_images.insert(c.binary.clone());
+                    (
+                        c.binary,
+                        self.pruned(c.resources),
+                        c.resources,
+                        first.then_some(c.seconds),
+                    )
+                }
             };
             if let Some(r) = &rejection {
                 let _ = writeln!(
@@ -387,7 +392,8 @@ impl Tuner<'_> {
             fallback: variants
                 .iter()
                 .any(|v| v.fallback)
-                .then(|| FALLBACK.to_string()),
+                .then(|| fallback_name(spec)),
+            check: (!result.checks.is_empty()).then(|| result.checks.join("; ")),
             timing: self.timing_note(),
             min_margin: self.settings.min_margin,
             variants: variant_records(candidates, result),
@@ -436,6 +442,16 @@ fn variant_records(candidates: &Candidates, result: &SweepResult) -> Vec<Variant
             measurements: result.measurements[index].clone(),
         })
         .collect()
+}
+
+/// What the table calls the fallback: its wrapper (`softmax_library`) or the vendor
+/// library (`cuBLAS`).
+fn fallback_name(spec: &KernelSpec) -> String {
+    match (spec.fallback, spec.vendor) {
+        (Some(wrapper), _) => wrapper.name.to_string(),
+        (None, Some(vendor)) => vendor.name.to_string(),
+        (None, None) => FALLBACK.to_string(),
+    }
 }
 
 /// The points the fallback's own plan runs, by range of the key (its default where
@@ -595,7 +611,7 @@ fn write_summary(table: &KernelTable, log: &mut dyn Write) {
     let _ = writeln!(
         log,
         "  decisions (incumbent `{}`, min margin {:.1}%):",
-        table.fallback.as_deref().unwrap_or(&table.default),
+        table.incumbent_name(),
         table.min_margin * 100.0
     );
     for size in &table.sizes {

@@ -101,8 +101,13 @@ pub fn compile_all(
     let cache = cache_dir(root);
     let nvcc = Nvcc::find(&cache)?;
     let mut dependencies: Vec<PathBuf> = Vec::new();
-    for (index, source) in spec.sources().enumerate() {
-        let source = root.join(source);
+    for (index, written) in spec.sources().enumerate() {
+        // A precompiled image reads nothing else (nvcc is never run on it).
+        if autotune_spec::image::precompiled(written).is_some() {
+            continue;
+        }
+        let source =
+            crate::source_path::resolve(root, written).unwrap_or_else(|_| root.join(written));
         let defines = spec.defines(&spec.default_for_source(index));
         let args = nvcc::source_args(&flags_of(spec), &defines, &source);
         // A source the scanner cannot read is nvcc's to report.
@@ -126,7 +131,8 @@ pub fn compile_all(
         &dependencies,
     );
     let batch: Vec<_> = jobs.iter().map(|point| point.job.clone()).collect();
-    let (results, seconds) = nvcc.compile_all(&batch, &cache, &Progress::silent(spec.name));
+    let (results, seconds) =
+        crate::image::compile_all(Some(&nvcc), &batch, &cache, &Progress::silent(spec.name));
     let variants = jobs
         .iter()
         .zip(results)

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::timing::{self, L2Flush, TimingConfig};
 use autotune_runtime::random::Rng;
-use autotune_runtime::{Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase};
+use autotune_runtime::{
+    Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase, Verdict,
+};
 use autotune_table::table::{Measurement, Stage};
 use autotune_table::vars;
 
@@ -93,6 +95,9 @@ pub enum Event {
     /// Its output matched the reference; timing follows.
     Checked {
         task: usize,
+        /// How it was checked ([`Verdict::describe_check`]).
+        #[serde(default)]
+        check: String,
     },
     Measured {
         task: usize,
@@ -277,8 +282,11 @@ impl<K: Kernel> Session<K> {
             {
                 self.case = None; // free the previous size first
                 let shape = autotune_runtime::Shape::new(K::SPEC.shape_args, &job.shape);
-                let cases = K::Case::with_shape(&self.stream, task.key, &shape)
-                    .and_then(|case| Ok((case, K::Case::alternates(&self.stream, task.key)?)));
+                let cases = K::Case::with_shape(&self.stream, task.key, &shape).and_then(|case| {
+                    let alternates =
+                        K::Case::alternates_with_shape(&self.stream, task.key, &shape)?;
+                    Ok((case, alternates))
+                });
                 match cases {
                     Ok((case, alternates)) => {
                         self.case = Some(CaseAt {
@@ -384,7 +392,9 @@ fn run_task<K: Kernel>(
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
         // The memory is inspected once, after timing: what a launch writes outside
         // its outputs stays there until then.
-        error = gate::<K>(case, stream, variant, own_seed, false)?.map_err(|f| wrong(f, ""))?;
+        let verdict =
+            gate::<K>(case, stream, variant, own_seed, false)?.map_err(|f| wrong(f, ""))?;
+        error = verdict.error;
         // The same variant on the case's other draws of its non-key arguments; a
         // wrapper that refuses one is not checked there (dispatch would refuse too).
         for (number, alternate) in alternates.iter_mut().enumerate() {
@@ -396,7 +406,10 @@ fn run_task<K: Kernel>(
                 Err(failure) => return Err(failure),
             }
         }
-        emit(Event::Checked { task: index });
+        emit(Event::Checked {
+            task: index,
+            check: verdict.describe_check(),
+        });
     } else {
         if job.check_seeds > 1 {
             // A previous task's later draws replaced the build's own values.
@@ -515,7 +528,7 @@ fn gate<K: Kernel>(
     variant: &Runnable<K::Params, K::Case>,
     seed: u64,
     inspect: bool,
-) -> Result<Result<f64, String>, Failure> {
+) -> Result<Result<Verdict, String>, Failure> {
     case.randomize(stream, seed).map_err(preparing)?;
     case.poison(stream).map_err(preparing)?;
     first_launch::<K>(case, stream, variant)?;
@@ -537,7 +550,7 @@ fn verify<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
     inspect: bool,
-) -> Result<Result<f64, String>, Failure> {
+) -> Result<Result<Verdict, String>, Failure> {
     let failed = |e: autotune_runtime::CaseError| {
         Failure::Out(Stage::WrongResult, format!("check failed: {e}"))
     };
@@ -551,7 +564,7 @@ fn verify<K: Kernel>(
     let verdict = case.check(stream).map_err(failed)?;
     Ok(match verdict.failure() {
         Some(failure) => Err(failure),
-        None => Ok(verdict.error),
+        None => Ok(verdict),
     })
 }
 

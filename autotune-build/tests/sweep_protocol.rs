@@ -97,6 +97,9 @@ fn assert_anchors_on_both_devices(log: &str) {
     }
 }
 
+/// How the scripted worker says it checked a variant that passed.
+const SCRIPTED_CHECK: &str = "relative L2 <= 1e-2 and each element <= 1.6e-2 of its block's scale";
+
 fn worker() -> ! {
     let stdin = std::io::stdin();
     let slow = std::env::var_os("SCRIPTED_SLOW").is_some();
@@ -118,7 +121,10 @@ fn worker() -> ! {
                 "v=4" => std::thread::sleep(Duration::from_secs(3600)),
                 "v=5" => {
                     if task.check {
-                        emit_line(&Event::Checked { task: task_index });
+                        emit_line(&Event::Checked {
+                            task: task_index,
+                            check: SCRIPTED_CHECK.into(),
+                        });
                     }
                     emit_line(&Event::Rejected {
                         task: task_index,
@@ -165,6 +171,12 @@ fn worker() -> ! {
                     reason: "n = 400 is not a multiple of 64".into(),
                 }),
                 _ => {
+                    if task.check {
+                        emit_line(&Event::Checked {
+                            task: task_index,
+                            check: SCRIPTED_CHECK.into(),
+                        });
+                    }
                     let median =
                         script(name, task.key, job.device, &job.shape).expect("a scripted variant");
                     let measurement = Measurement {
@@ -268,6 +280,8 @@ fn failures_cost_only_their_variant(work: &Path) {
     );
     assert_eq!(stage(4), Some(Stage::Timeout), "{log}");
     assert_eq!(stage(5), Some(Stage::WrongResult), "{log}");
+    // How the variants were checked reaches the result (and the table) once.
+    assert_eq!(result.checks, [SCRIPTED_CHECK], "{log}");
     for v in 0..3 {
         assert_eq!(stage(v), None, "variant {v}: {log}");
     }

@@ -524,9 +524,26 @@ fn introspection(
                 self.loaded.shape_rule(&[#(#shape_idents as u64),*])
             }
 
-            /// The ranges of the key of the plan a call at this shape uses.
+            /// The ranges of the key of the plan a call at this shape uses (its own,
+            /// or what the nearest tuned shape lends it).
             pub fn ranges_at(&self, #(#shape_params),*) -> &'static [#rt::dispatch::Range] {
                 self.loaded.ranges_in(&[#(#shape_idents as u64),*])
+            }
+
+            /// The shapes the plans in use were tuned at (a value per shape
+            /// argument, in declaration order); empty where the defaults are in use.
+            pub fn tuned_shapes(&self) -> ::std::vec::Vec<&'static [u64]> {
+                self.loaded.tuned_shapes()
+            }
+        }
+    });
+    // Without shapes, one plan: its ranges. With shapes, each shape has its own
+    // (`ranges_at`), and no one of them is "the" ranges.
+    let ranges = shape_idents.is_empty().then(|| {
+        quote! {
+            /// The ranges of the key of the plan in use.
+            pub fn ranges(&self) -> &'static [#rt::dispatch::Range] {
+                self.loaded.ranges()
             }
         }
     });
@@ -563,10 +580,7 @@ fn introspection(
         self.loaded.selection()
     }
 
-    /// The ranges of the key of the plan in use.
-    pub fn ranges(&self) -> &'static [#rt::dispatch::Range] {
-        self.loaded.ranges()
-    }
+    #ranges
 
     /// What the build baked: variants, one plan per matching table, defaults.
     pub fn baked() -> &'static #rt::dispatch::Baked {

@@ -14,14 +14,22 @@ use crate::shape::Shape;
 /// A problem instance for the sweep, at one value of the key. The struct's fields
 /// named like the wrapper's arguments are what the sweep launches the wrapper with.
 pub trait Case: Sized + 'static {
-    /// Allocates the problem whose key argument is `key`, at full size.
-    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError>;
+    /// Allocates the problem whose key argument is `key`, at full size, for a
+    /// kernel without shapes. A case of a kernel with shapes implements
+    /// [`with_shape`](Case::with_shape) instead and may leave this out (by default
+    /// it is an error that says so).
+    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+        let _ = (stream, key);
+        Err(CaseError::Other(
+            "this case implements neither `Case::new` nor `Case::with_shape`".into(),
+        ))
+    }
 
-    /// The problem at `key` and `shape`, for a kernel tuned over `shapes = [...]`:
-    /// `shape.get("n")` is the value of the wrapper's argument `n` (the sweep calls
-    /// this, with an empty shape for a kernel without shapes). By default [`new`]
-    /// where the shape is empty, and an error otherwise: a case of a kernel with
-    /// shapes implements it.
+    /// The problem at `key` and `shape`: `shape.get("n")` is the value of the
+    /// wrapper's argument `n` for a kernel tuned over `shapes = [...]`. The sweep
+    /// makes every case through this, with an empty shape for a kernel without
+    /// shapes. By default [`new`] where the shape is empty, and an error otherwise:
+    /// a case of a kernel with shapes implements it (and need not implement `new`).
     ///
     /// [`new`]: Case::new
     fn with_shape(
@@ -58,10 +66,24 @@ pub trait Case: Sized + 'static {
     /// size, a width that is not a multiple of any tile): the gate checks every
     /// variant on each of them as well, so that a pick is right across the calls its
     /// range will get, not only on the case it was timed on. They are not timed.
-    /// None by default.
+    /// None by default. A kernel with shapes implements
+    /// [`alternates_with_shape`](Case::alternates_with_shape) instead.
     fn alternates(stream: &Arc<CudaStream>, key: u64) -> Result<Vec<Self>, CaseError> {
         let _ = (stream, key);
         Ok(Vec::new())
+    }
+
+    /// The alternates of the case at `key` and `shape` (the sweep asks for them
+    /// through this): by default [`alternates`](Case::alternates), which does not
+    /// see the shape. A kernel with shapes draws them near the shape it is tuned
+    /// at (the same width with a ragged row count, a neighbouring width).
+    fn alternates_with_shape(
+        stream: &Arc<CudaStream>,
+        key: u64,
+        shape: &Shape<'_>,
+    ) -> Result<Vec<Self>, CaseError> {
+        let _ = shape;
+        Self::alternates(stream, key)
     }
 
     /// What one launch must move and compute at least, for TB/s and TFLOP/s.
@@ -82,6 +104,10 @@ pub struct Work {
 /// (`element_error <= element_tolerance`, see [`ErrorSum::add_block`]). The norm
 /// alone lets a small wrong part through: one row of 65,536 sign-flipped moves it by
 /// 2/256 = 7.8e-3, under bf16's 1e-2; the element bound fails that row by 200x.
+///
+/// Every constructor says which bounds it holds the output to ([`Bounds`]); a check
+/// looser than both is chosen by name ([`Verdict::norm_only`]) and the tuning table,
+/// its report and `cargo autotune context` say so ([`Verdict::describe_check`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
     /// `‖out − ref‖ / ‖ref‖`, or a mismatch fraction for discrete outputs; infinite
@@ -91,19 +117,82 @@ pub struct Verdict {
     /// The worst element's error relative to its scale (0 where not measured).
     pub element_error: f64,
     pub element_tolerance: f64,
+    /// Which bounds were applied.
+    pub bounds: Bounds,
     /// What went wrong, for the table (`"row 17: NaN"`), when known.
     pub detail: Option<String>,
 }
 
+/// The bounds a [`Verdict`] holds the outputs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bounds {
+    /// The relative L2 norm and every element ([`compare`], [`Verdict::new`]).
+    NormAndElements,
+    /// The relative L2 norm alone: no element is held to a bound
+    /// ([`Verdict::norm_only`]).
+    NormOnly,
+    /// The fraction of discrete outputs (indices, flags) that are wrong
+    /// ([`Verdict::mismatches`]): there is no per-element scale to bound.
+    Mismatches,
+}
+
 impl Verdict {
-    /// A verdict on the norm (or mismatch fraction) alone.
-    pub fn new(error: f64, tolerance: f64) -> Self {
+    /// A verdict on both bounds: the relative L2 `error` against `tolerance` and
+    /// the worst element's `element_error` against `element_tolerance`.
+    pub fn new(error: f64, tolerance: f64, element_error: f64, element_tolerance: f64) -> Self {
         Self {
             error,
             tolerance,
-            element_error: 0.0,
-            element_tolerance: f64::INFINITY,
+            element_error,
+            element_tolerance,
+            bounds: Bounds::NormAndElements,
             detail: None,
+        }
+    }
+
+    /// A verdict on the relative L2 norm alone, the per-element bound off: a check
+    /// looser than [`compare`]'s, which the table and its report name
+    /// (`checked: relative L2 <= 1e-2 only, no per-element bound`).
+    pub fn norm_only(error: f64, tolerance: f64) -> Self {
+        Self {
+            bounds: Bounds::NormOnly,
+            ..Self::new(error, tolerance, 0.0, f64::INFINITY)
+        }
+    }
+
+    /// A verdict on discrete outputs (indices, flags): `wrong` of `total` places
+    /// are wrong, and at most `tolerance` of them may be (0: every one right).
+    pub fn mismatches(wrong: u64, total: u64, tolerance: f64) -> Self {
+        let error = if wrong == 0 {
+            0.0
+        } else {
+            wrong as f64 / total.max(1) as f64
+        };
+        Self {
+            bounds: Bounds::Mismatches,
+            ..Self::new(error, tolerance, 0.0, f64::INFINITY)
+        }
+    }
+
+    /// How the outputs were checked, for the table and its report:
+    /// `relative L2 <= 1e-2 and each element <= 1.6e-2 of its block's scale`.
+    pub fn describe_check(&self) -> String {
+        match self.bounds {
+            Bounds::NormAndElements => format!(
+                "relative L2 <= {:.0e} and each element <= {:.1e} of its block's scale",
+                self.tolerance, self.element_tolerance
+            ),
+            Bounds::NormOnly => format!(
+                "relative L2 <= {:.0e} only, no per-element bound (Verdict::norm_only)",
+                self.tolerance
+            ),
+            Bounds::Mismatches if self.tolerance == 0.0 => {
+                "every discrete output exact (no mismatch allowed)".to_string()
+            }
+            Bounds::Mismatches => format!(
+                "at most {:.1e} of the discrete outputs wrong",
+                self.tolerance
+            ),
         }
     }
 
@@ -115,7 +204,7 @@ impl Verdict {
     /// A failing verdict for a reason found outside the comparison (memory written
     /// outside the outputs, an input changed, a workspace left dirty).
     pub fn failed(detail: impl Into<String>) -> Self {
-        Self::new(f64::INFINITY, 0.0).with_detail(detail)
+        Self::new(f64::INFINITY, 0.0, 0.0, 0.0).with_detail(detail)
     }
 
     pub fn passed(&self) -> bool {
@@ -317,9 +406,12 @@ impl ErrorSum {
     /// The verdict under `T`'s tolerances, naming the first unwritten output of `len`
     /// or else the worst element.
     pub fn verdict<T: Element>(&self, len: usize) -> Verdict {
-        let mut verdict = Verdict::new(self.error(), T::TOLERANCE);
-        verdict.element_tolerance = T::ELEMENT_TOLERANCE;
-        verdict.element_error = self.worst.map_or(0.0, |w| w.error);
+        let verdict = Verdict::new(
+            self.error(),
+            T::TOLERANCE,
+            self.worst.map_or(0.0, |w| w.error),
+            T::ELEMENT_TOLERANCE,
+        );
         match (self.first_bad, self.worst) {
             (Some((index, value)), _) => verdict.with_detail(format!(
                 "output {index} of {len} is {value} (never written?)"
@@ -361,11 +453,13 @@ pub fn relative_error<T: Element>(out: &[T], reference: &[f64]) -> f64 {
 /// each element against the RMS of its run of [`BLOCK`] elements.
 pub fn compare<T: Element>(out: &[T], reference: &[f64]) -> Verdict {
     if out.len() != reference.len() {
-        return Verdict::new(f64::INFINITY, T::TOLERANCE).with_detail(format!(
-            "{} outputs for {} reference values",
-            out.len(),
-            reference.len()
-        ));
+        return Verdict::new(f64::INFINITY, T::TOLERANCE, 0.0, T::ELEMENT_TOLERANCE).with_detail(
+            format!(
+                "{} outputs for {} reference values",
+                out.len(),
+                reference.len()
+            ),
+        );
     }
     error_sum(out, reference).verdict::<T>(out.len())
 }
@@ -373,6 +467,33 @@ pub fn compare<T: Element>(out: &[T], reference: &[f64]) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verdict_says_which_bounds_it_held_the_output_to() {
+        let full = compare::<f32>(&[1.0, 2.0], &[1.0, 2.0]);
+        assert_eq!(full.bounds, Bounds::NormAndElements);
+        assert!(full.passed());
+        assert_eq!(
+            full.describe_check(),
+            "relative L2 <= 1e-5 and each element <= 1.0e-4 of its block's scale"
+        );
+        // The looser check is chosen by name and says so; it passes a wrong element
+        // that the full check fails.
+        let loose = Verdict::norm_only(1e-6, 1e-5);
+        assert_eq!(loose.bounds, Bounds::NormOnly);
+        assert!(loose.passed());
+        assert!(loose.describe_check().contains("no per-element bound"));
+        let strict = Verdict::new(1e-6, 1e-5, 0.5, 1e-4);
+        assert!(!strict.passed());
+        // Discrete outputs: a fraction of wrong places.
+        let exact = Verdict::mismatches(0, 2048, 0.0);
+        assert!(exact.passed());
+        assert_eq!(
+            exact.describe_check(),
+            "every discrete output exact (no mismatch allowed)"
+        );
+        assert!(!Verdict::mismatches(1, 2048, 0.0).passed());
+    }
 
     #[test]
     fn relative_error_is_zero_for_equal_and_infinite_for_nan() {

@@ -55,9 +55,10 @@ pub struct Plan {
     /// The ranges as a `match` (generated from the same data).
     pub select: fn(u64) -> Choice,
     /// The ranges a shape that was not tuned gets from this plan: a variant keeps a
-    /// range only where it led the fallback by `autotune_table::ranges::BORROW_LEAD`
-    /// at every key measured inside it, the fallback elsewhere (the same as `ranges`
-    /// without a fallback).
+    /// range only where it led the incumbent (the fallback, else the default
+    /// variant) by `autotune_table::ranges::BORROW_LEAD` at every key measured
+    /// inside it, the incumbent elsewhere; the same as `ranges` for a kernel
+    /// without shapes.
     pub borrowed: &'static [Range],
     /// `borrowed` as a `match`.
     pub select_borrowed: fn(u64) -> Choice,
@@ -433,28 +434,30 @@ impl<P: Params> Loaded<P> {
             return format!("{asked}: its own plan (tuned at this shape)");
         }
         let tuned = crate::Shape::new(names, plan.shape);
-        let lent = if plan.borrowed == plan.ranges {
-            String::new()
-        } else {
-            let kept = plan
-                .borrowed
-                .iter()
-                .filter(|r| r.choice != Choice::Fallback)
-                .count();
-            let of = plan
-                .ranges
-                .iter()
-                .filter(|r| r.choice != Choice::Fallback)
-                .count();
-            format!(
-                "; it lends {kept} of its {of} ranges of ours, those that led {fallback} by enough \
-                 there (the rest launch {fallback})",
-                fallback = self.baked.fallback
-            )
-        };
+        let lent = self.lent(plan);
         format!(
             "{asked} is not tuned: the plan of {tuned}, the nearest by sum of |log2 ratio| ({:.2}){lent}",
             crate::shape::distance(plan.shape, shape)
+        )
+    }
+
+    /// `; it keeps 1 of its 3 ranges, ...`: what a plan lends a shape it was not
+    /// tuned at, where that is not the whole plan.
+    fn lent(&self, plan: &Plan) -> String {
+        let kept = |r: &&Range| {
+            (plan.select_borrowed)(r.first) == r.choice
+                && (plan.select_borrowed)(r.last) == r.choice
+        };
+        let Some(taken) = plan.ranges.iter().find(|r| !kept(r)) else {
+            return String::new();
+        };
+        // What a range that is not lent launches: the incumbent.
+        let incumbent = self.name_of((plan.select_borrowed)(taken.first));
+        format!(
+            "; it lends {} of its {} ranges, those that led {incumbent} (the incumbent) by \
+             enough there; the rest launch {incumbent}",
+            plan.ranges.iter().filter(kept).count(),
+            plan.ranges.len(),
         )
     }
 
@@ -479,9 +482,20 @@ impl<P: Params> Loaded<P> {
         &self.selection
     }
 
-    /// The ranges of the plan in use (the first shape's, with shapes).
+    /// The ranges of the plan in use, for a kernel without shapes (with shapes,
+    /// [`Loaded::ranges_in`]).
     pub fn ranges(&self) -> &'static [Range] {
         self.plans[0].ranges
+    }
+
+    /// The shapes the plans in use were tuned at; empty where the defaults are in
+    /// use.
+    pub fn tuned_shapes(&self) -> Vec<&'static [u64]> {
+        self.plans
+            .iter()
+            .filter(|plan| plan.origin.is_some())
+            .map(|plan| plan.shape)
+            .collect()
     }
 
     /// The ranges of the plan `shape` uses.

@@ -10,6 +10,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Signature, Type};
 use crate::above::Above;
 use crate::constraint::Constraint;
 use crate::defines::{Defines, parse_defines};
+use crate::image;
 use crate::shapes::{Shapes, parenthesized, parse_shapes, size_literal};
 use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer, is_signed};
 use crate::source::SourceSet;
@@ -162,9 +163,7 @@ impl Spec {
         check_params_struct(signature.as_ref(), &params, attr_span, &mut diag);
 
         let space = build_space(params, &options, attr_span, max_points, &mut diag)?;
-        let [launch, prefix, named] =
-            ["launch", "define_prefix", "defines"].map(|o| options.get(o).copied());
-        let defines = parse_defines(&space.params, launch, prefix, named, &mut diag);
+        let defines = parse_reach(&options, &space, sources.as_deref(), args, &mut diag);
         let default = match options.get("default") {
             Some(e) => parse_default(&e.value, &space, &mut diag),
             None => space.points().into_iter().next(),
@@ -892,7 +891,17 @@ fn check_sources(
 ) {
     let mut sets = Vec::new();
     for source in sources {
-        let path = dir.join(source.value());
+        let path = match image::resolve(dir, &source.value(), variable) {
+            Ok(path) => path,
+            // Set for the build script (cargo's `DEP_*`), which checks it there.
+            Err(image::Unresolved::Unset(_)) => continue,
+            // Malformed: said when the attribute was parsed.
+            Err(image::Unresolved::Malformed) => continue,
+        };
+        if image::precompiled(&source.value()).is_some() {
+            check_image(&path, source, entries, entry_option, sources.len(), diag);
+            continue;
+        }
         let set = match SourceSet::load(&path) {
             Ok(set) => set,
             Err(error) => {
@@ -941,6 +950,116 @@ fn check_sources(
                 ),
             );
         }
+    }
+}
+
+/// How each parameter reaches the kernel (`launch`, `define_prefix`, `defines`),
+/// checked against sources that are already compiled.
+fn parse_reach(
+    options: &BTreeMap<&str, &Entry>,
+    space: &Space,
+    sources: Option<&[LitStr]>,
+    args: &AttrArgs,
+    diag: &mut Diagnostics,
+) -> Defines {
+    let [launch, prefix, named] =
+        ["launch", "define_prefix", "defines"].map(|o| options.get(o).copied());
+    let defines = parse_defines(&space.params, launch, prefix, named, diag);
+    if let Some(sources) = sources {
+        let flags = options.get("flags").copied();
+        check_precompiled(sources, space, &defines, args, flags, diag);
+    }
+    defines
+}
+
+/// The value of a variable a source path starts with, as rustc (or the build
+/// script) sees it: the user's attribute names it, so it is read here.
+#[allow(clippy::disallowed_methods)]
+fn variable(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(name).map(std::path::PathBuf::from)
+}
+
+/// A precompiled image must exist and hold every entry's symbol.
+fn check_image(
+    path: &Path,
+    source: &LitStr,
+    entries: &[String],
+    entry_option: Option<&Entry>,
+    count: usize,
+    diag: &mut Diagnostics,
+) {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            diag.at(
+                source,
+                format!("cannot read the kernel image {}: {error}", path.display()),
+            );
+            return;
+        }
+    };
+    for entry in entries {
+        let found = bytes
+            .windows(entry.len().max(1))
+            .any(|w| w == entry.as_bytes());
+        if !found {
+            let message = format!(
+                "`{entry}` is not a symbol of {}: name the kernel's symbol with `entry = \"...\"` \
+                 (as the image spells it, mangled for a C++ kernel)",
+                source.value()
+            );
+            match entry_option {
+                Some(option) if count == 1 => diag.at(&option.value, message),
+                _ => diag.at(source, message),
+            }
+        }
+    }
+}
+
+/// A source path that starts with `$` names a variable. With a precompiled source
+/// (PTX, a cubin, a fatbin) nothing is compiled: every parameter must reach the
+/// launch only, and there are no nvcc flags to give.
+fn check_precompiled(
+    sources: &[LitStr],
+    space: &Space,
+    defines: &Defines,
+    attr: &AttrArgs,
+    flags: Option<&Entry>,
+    diag: &mut Diagnostics,
+) {
+    for source in sources {
+        let path = source.value();
+        if path.starts_with('$') && image::variable_of(&path).is_none() {
+            diag.at(source, image::Unresolved::Malformed.to_string());
+        }
+    }
+    let Some(image) = sources
+        .iter()
+        .find(|s| image::precompiled(&s.value()).is_some())
+    else {
+        return;
+    };
+    let image = image.value();
+    for (param, define) in space.params.iter().zip(&defines.names) {
+        if param.name == SOURCE_PARAM || define.is_none() {
+            continue;
+        }
+        if let Some(e) = attr.entries.iter().find(|e| e.name == param.name) {
+            diag.at(
+                &e.name,
+                format!(
+                    "parameter `{}` would be compiled in, but {image} is already compiled: \
+                     declare it `launch = [{}]` (it then reaches the launch only)",
+                    param.name, param.name
+                ),
+            );
+        }
+    }
+    if let Some(flags) = flags {
+        diag.at(
+            &flags.name,
+            format!("`flags` go to nvcc, which never sees {image} (it is already compiled)"),
+        );
     }
 }
 

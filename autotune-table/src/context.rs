@@ -129,6 +129,9 @@ fn kernel_context(name: &str, k: &KernelTable) -> String {
         k.tuned_on,
         k.min_margin * 100.0
     );
+    if let Some(check) = &k.check {
+        let _ = writeln!(out, "Outputs checked against the reference: {check}.\n");
+    }
     out.push_str(
         "| range | bakes | timed at | its time (us) | fastest other | other vs it | noise |\n\
          | --- | --- | --- | --- | --- | --- | --- |\n",

@@ -145,10 +145,11 @@ impl Canvas<'_> {
         let _ = writeln!(
             svg,
             "<text x=\"{LEFT}\" y=\"40\" font-size=\"11\" fill=\"#555\">incumbent: {}; shaded: the range each pick owns</text>",
-            escape(kernel.fallback.as_deref().map_or(
-                kernel.default.as_str(),
-                |_| "the fallback, as its own plan runs it"
-            ))
+            escape(&match kernel.fallback.as_deref() {
+                None => kernel.default.clone(),
+                Some(crate::table::FALLBACK) => "the fallback, as its own plan runs it".into(),
+                Some(name) => format!("{name}, as its own plan runs it"),
+            })
         );
     }
 

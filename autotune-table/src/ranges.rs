@@ -192,38 +192,43 @@ pub fn ranges(decisions: &[Decision], beyond: usize, extend: bool) -> Vec<KeyRan
     out
 }
 
-/// The lead over the fallback a range must have had where it was tuned for a shape
+/// The lead over the incumbent a range must have had where it was tuned for a shape
 /// that was not tuned to borrow it (see [`borrowed`]).
 pub const BORROW_LEAD: f64 = 1.35;
 
 /// The ranges a shape that was not tuned takes from the nearest one that was. A range
 /// keeps its choice `c` there only if, at every key `k` measured inside it where it
-/// was tuned, `lead(c, k) = t_fallback(k) / t_c(k) ≥ min_lead`; the others, and any
-/// range with no measured key inside, launch `fallback`. Adjacent ranges that end up
+/// was tuned, `lead(c, k) = t_incumbent(k) / t_c(k) ≥ min_lead`; the others, and any
+/// range with no measured key inside, launch `incumbent`. Adjacent ranges that end up
 /// with the same choice are merged.
+///
+/// The incumbent is what a call would run without tuning: the declared fallback
+/// (ours or a vendor's), else the default variant.
 ///
 /// Why: a tuned range is a measurement at its own shape only. The one borrowing the
 /// shipped tables have measured (the untuned GEMM 1 x 6144 x 4096, on the H200's
 /// table of session 12) swung by 1.35x: the split-K point that led cuBLAS by 1.09x
-/// at 1 x 4096 x 4096 ran at 0.81x there. So a borrowed range must lead by at least
-/// that swing ([`BORROW_LEAD`]) to be expected not to lose to the fallback, which is
-/// what a user would call instead. `lead` is `None` where either was not timed.
+/// at 1 x 4096 x 4096 ran at 0.81x there; a LayerNorm tuned at widths 768 and 4096
+/// and run at 1536 took 768's first range, which ran at 0.83-0.96x of its default
+/// there. So a borrowed range must lead by at least that swing ([`BORROW_LEAD`]) to
+/// be expected not to lose to the incumbent, which is what a user would get without
+/// the tool. `lead` is `None` where either was not timed.
 pub fn borrowed<C: Copy + PartialEq>(
     ranges: &[KeyRange<C>],
     keys: &[u64],
-    fallback: C,
+    incumbent: C,
     min_lead: f64,
     lead: impl Fn(C, u64) -> Option<f64>,
 ) -> Vec<KeyRange<C>> {
     let mut out: Vec<KeyRange<C>> = Vec::with_capacity(ranges.len());
     for range in ranges {
         let choice = range.choice;
-        let keep = choice == fallback || {
+        let keep = choice == incumbent || {
             let mut inside = keys.iter().filter(|&&k| range.contains(k)).peekable();
             inside.peek().is_some()
                 && inside.all(|&k| lead(choice, k).is_some_and(|l| l >= min_lead))
         };
-        let choice = if keep { choice } else { fallback };
+        let choice = if keep { choice } else { incumbent };
         push_merged(&mut out, range.first, range.last, choice);
     }
     out

@@ -27,17 +27,18 @@ pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
     out
 }
 
-/// `tuning bought 1.11-1.14x over fallback:default`: what the range's variant gained
+/// `tuning bought 1.11-1.14x over softmax_library`: what the range's variant gained
 /// over the incumbent (the default, or what the fallback's own plan runs) at the
 /// keys timed inside it; `None` where the incumbent owns the range.
 fn bought(k: &KernelTable, range: &KeyRange<String>, inside: &[&SizeRecord]) -> Option<String> {
     let owner = k.variant(&range.choice)?;
     let mut ratios = Vec::new();
-    let mut over: Vec<&str> = Vec::new();
+    let mut over: Vec<String> = Vec::new();
     for size in inside.iter().filter(|s| s.incumbent != range.choice) {
         ratios.push(size.incumbent_us / owner.median_at(size.key)?);
-        if !over.contains(&size.incumbent.as_str()) {
-            over.push(&size.incumbent);
+        let incumbent = k.known_as(&size.incumbent);
+        if !over.contains(&incumbent) {
+            over.push(incumbent);
         }
     }
     let low = ratios.iter().copied().reduce(f64::min)?;
@@ -64,6 +65,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         k.seconds.total,
         k.seconds.compile
     );
+    if let Some(check) = &k.check {
+        let _ = writeln!(out, "  checked: {check}");
+    }
     if let Some(line) = compile_times(k) {
         let _ = writeln!(out, "  {line}");
     }
@@ -129,7 +133,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     out
 }
 
-/// `nvcc per variant: median 2.1 s, slowest 9.8 s (name)`, where the table has them.
+/// `nvcc per image: median 2.1 s, slowest 9.8 s (name), 12 images`, where the table
+/// has them. Points that differ only in launch-only values share an image, whose
+/// time the table records on the first of them.
 fn compile_times(k: &KernelTable) -> Option<String> {
     let mut times: Vec<(f64, &str)> = k
         .variants
@@ -140,7 +146,7 @@ fn compile_times(k: &KernelTable) -> Option<String> {
     let (slowest, name) = *times.last()?;
     let median = times[times.len() / 2].0;
     Some(format!(
-        "nvcc per variant: median {median:.1} s, slowest {slowest:.1} s ({name}), {} variants",
+        "nvcc per image: median {median:.1} s, slowest {slowest:.1} s ({name}), {} images",
         times.len()
     ))
 }
@@ -149,6 +155,7 @@ fn compile_times(k: &KernelTable) -> Option<String> {
 mod tests {
     use super::*;
     use crate::table::tests::committed;
+    use crate::testing::assert_contains;
 
     #[test]
     fn reports_each_range_with_its_margins_and_the_fingerprint() {
@@ -212,9 +219,26 @@ mod tests {
     }
 
     #[test]
+    fn says_how_the_outputs_were_checked_where_recorded() {
+        let mut table = committed();
+        let kernel = table.kernels.get_mut("rms_norm").unwrap();
+        kernel.check = Some("relative L2 <= 1e-5 only, no per-element bound".into());
+        let text = render("t.json", &table, Some("rms_norm"));
+        assert_contains(
+            &text,
+            &["  checked: relative L2 <= 1e-5 only, no per-element bound\n"],
+        );
+        let context = crate::context::render("t.json", &table, None, &[]);
+        assert_contains(
+            &context,
+            &["checked against the reference: relative L2 <= 1e-5 only"],
+        );
+    }
+
+    #[test]
     fn compile_times_are_summarised_where_recorded() {
         let mut table = committed();
-        assert!(!render("t.json", &table, Some("rms_norm")).contains("nvcc per variant"));
+        assert!(!render("t.json", &table, Some("rms_norm")).contains("nvcc per image"));
         let kernel = table.kernels.get_mut("rms_norm").unwrap();
         for (i, v) in kernel.variants.iter_mut().enumerate() {
             v.compile_s = Some(1.0 + i as f64);
@@ -223,7 +247,7 @@ mod tests {
         let text = render("t.json", &table, Some("rms_norm"));
         assert!(
             text.contains(&format!(
-                "nvcc per variant: median 5.0 s, slowest 9.0 s ({slowest}), 9 variants"
+                "nvcc per image: median 5.0 s, slowest 9.0 s ({slowest}), 9 images"
             )),
             "{text}"
         );

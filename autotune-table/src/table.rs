@@ -205,7 +205,14 @@ pub struct KernelTable {
     pub seed: u64,
     pub key: String,
     pub default: String,
+    /// The declared fallback's name: its wrapper (`softmax_library`) or the vendor
+    /// library (`cuBLAS`); `fallback` in tables written before 0.2.
     pub fallback: Option<String>,
+    /// How the outputs were checked (`relative L2 <= 1e-2 and each element <=
+    /// 1.6e-2 of its block's scale`), each way the variants were checked; absent in
+    /// tables written before 0.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
     /// How the times were taken.
     pub timing: String,
     /// A challenger must beat the incumbent by more than this and the noise.
@@ -394,6 +401,30 @@ impl KernelTable {
 }
 
 impl KernelTable {
+    /// The incumbent a tuned range beat, by name: the fallback's wrapper or
+    /// library where one is declared (`softmax_library`, `cuBLAS`), else the default
+    /// variant.
+    pub fn incumbent_name(&self) -> &str {
+        self.fallback.as_deref().unwrap_or(&self.default)
+    }
+
+    /// A variant's name as a reader knows it: the fallback's points under its
+    /// wrapper's name (`fallback:default` is `softmax_library`, `fallback:block=64`
+    /// is `softmax_library (block=64)`), the vendor's under the library's.
+    pub fn known_as(&self, variant: &str) -> String {
+        let named = self.fallback.as_deref().filter(|f| *f != FALLBACK);
+        if let (Some(name), Some(point)) = (named, variant.strip_prefix("fallback:")) {
+            return match point {
+                "default" => name.to_string(),
+                point => format!("{name} ({point})"),
+            };
+        }
+        variant
+            .strip_prefix("vendor:")
+            .unwrap_or(variant)
+            .to_string()
+    }
+
     /// Checks what serde cannot: variant names are unique and say their values;
     /// ranges are contiguous from 0 to `u64::MAX`, and each names a valid variant of
     /// the table measured inside the range or at a timed key next to it (or the
@@ -1049,6 +1080,7 @@ pub(crate) mod tests {
             key: "n".into(),
             default: "block=64".into(),
             fallback: None,
+            check: None,
             timing: "events".into(),
             min_margin: 0.01,
             variants: vec![

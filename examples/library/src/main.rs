@@ -1,11 +1,12 @@
-//! Prints the softmax's plan per width and range (what dispatch launches, and what
-//! tuning bought over the library's launch there), then, on a GPU, launches every
-//! range once.
+//! Prints the softmax's plan per width and range, and its PTX-only twin's (what
+//! dispatch launches, and what tuning bought over the library's launch there),
+//! then, on a GPU, launches every range once.
 
-use library_softmax::softmax::{Softmax, SoftmaxLibrary};
+use library_softmax::softmax::{Softmax, SoftmaxLibrary, SoftmaxPtx};
 
 fn main() {
     print!("{}", Softmax::baked().describe("rows"));
+    print!("{}", SoftmaxPtx::baked().describe("rows"));
     print!("{}", SoftmaxLibrary::baked().describe("rows"));
     match autotune_runtime::gpu::open(0) {
         Err(why) => println!("\nNo GPU here ({why}): nothing was launched."),
@@ -13,6 +14,7 @@ fn main() {
             let kernel = Softmax::load(&ctx).expect("the baked variants load");
             println!("\n{}", kernel.selection());
             let stream = ctx.default_stream();
+            println!("plans tuned at cols = {:?}", kernel.tuned_shapes());
             for cols in [768usize, 4096] {
                 for range in kernel.ranges_at(cols) {
                     let rows = usize::try_from(range.first.max(1))

@@ -1,10 +1,10 @@
-//! On a GPU: every range of the tuned softmax, at both widths and at one that was
-//! not tuned, is right against the CPU; the library's launch (the incumbent) too.
-//! Skips (and says so) without a GPU.
+//! On a GPU: every range of the tuned softmax and of its PTX-only twin, at both
+//! widths and at one that was not tuned, is right against the CPU; the library's
+//! launch (the incumbent) too. Skips (and says so) without a GPU.
 
 use autotune_runtime::cudarc::driver::CudaStream;
 use autotune_runtime::prelude::{CudaSlice, fill_uniform};
-use library_softmax::softmax::{Softmax, SoftmaxLibrary, reference};
+use library_softmax::softmax::{Softmax, SoftmaxLibrary, SoftmaxPtx, reference};
 
 /// Runs `launch` on random rows and compares with the CPU.
 fn check(
@@ -30,7 +30,11 @@ fn every_range_and_the_library_s_launch_are_right() {
     };
     let tuned = Softmax::load(&ctx).unwrap();
     let library = SoftmaxLibrary::load(&ctx).unwrap();
+    let ptx = SoftmaxPtx::load(&ctx).unwrap();
     let stream = ctx.default_stream();
+    // Each plan in use is its own shape's: 768 and 4096 where the table is baked.
+    let shapes = tuned.tuned_shapes();
+    assert!(shapes.is_empty() || shapes == [&[768][..], &[4096][..]], "{shapes:?}");
     for cols in [768, 4096, 1000] {
         let mut rows_to_check: Vec<usize> = tuned
             .ranges_at(cols)
@@ -50,6 +54,14 @@ fn every_range_and_the_library_s_launch_are_right() {
                 verdict.passed(),
                 "{rows} x {cols} via {}: {verdict:?}",
                 tuned.describe(rows, cols)
+            );
+            let verdict = check(&stream, rows, cols, |x, y| {
+                ptx.launch(&stream, x, y, rows, cols).unwrap()
+            });
+            assert!(
+                verdict.passed(),
+                "the PTX, {rows} x {cols} via {}: {verdict:?}",
+                ptx.describe(rows, cols)
             );
             let verdict = check(&stream, rows, cols, |x, y| {
                 library.launch(&stream, x, y, rows, cols).unwrap()
