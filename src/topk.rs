@@ -507,7 +507,7 @@ pub fn check_top_k(scores: &[f64], out: &[i32]) -> Verdict {
             &mut first,
         );
     }
-    let verdict = Verdict::mismatches(violations as u64, k as u64, 0.0);
+    let verdict = Verdict::new(violations as f64 / k as f64, 0.0);
     match first {
         Some(detail) => verdict.with_detail(detail),
         None => verdict,

@@ -126,7 +126,7 @@ pub struct Verdict {
 /// The bounds a [`Verdict`] holds the outputs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bounds {
-    /// The relative L2 norm and every element ([`compare`], [`Verdict::new`]).
+    /// The relative L2 norm and every element ([`compare`], [`Verdict::bounded`]).
     NormAndElements,
     /// The relative L2 norm alone: no element is held to a bound
     /// ([`Verdict::norm_only`]).
@@ -139,7 +139,7 @@ pub enum Bounds {
 impl Verdict {
     /// A verdict on both bounds: the relative L2 `error` against `tolerance` and
     /// the worst element's `element_error` against `element_tolerance`.
-    pub fn new(error: f64, tolerance: f64, element_error: f64, element_tolerance: f64) -> Self {
+    pub fn bounded(error: f64, tolerance: f64, element_error: f64, element_tolerance: f64) -> Self {
         Self {
             error,
             tolerance,
@@ -150,13 +150,21 @@ impl Verdict {
         }
     }
 
+    /// The 0.1 constructor: `error` against `tolerance`, no per-element bound.
+    /// Prefer the constructor that says what it checks ([`Verdict::bounded`],
+    /// [`Verdict::norm_only`], [`Verdict::mismatches`]); this one is
+    /// [`Verdict::norm_only`], and the table and its report say so.
+    pub fn new(error: f64, tolerance: f64) -> Self {
+        Self::norm_only(error, tolerance)
+    }
+
     /// A verdict on the relative L2 norm alone, the per-element bound off: a check
     /// looser than [`compare`]'s, which the table and its report name
-    /// (`checked: relative L2 <= 1e-2 only, no per-element bound`).
+    /// (`checked: error <= 1e-2 only, no per-element bound ...`).
     pub fn norm_only(error: f64, tolerance: f64) -> Self {
         Self {
             bounds: Bounds::NormOnly,
-            ..Self::new(error, tolerance, 0.0, f64::INFINITY)
+            ..Self::bounded(error, tolerance, 0.0, f64::INFINITY)
         }
     }
 
@@ -170,7 +178,7 @@ impl Verdict {
         };
         Self {
             bounds: Bounds::Mismatches,
-            ..Self::new(error, tolerance, 0.0, f64::INFINITY)
+            ..Self::bounded(error, tolerance, 0.0, f64::INFINITY)
         }
     }
 
@@ -183,7 +191,7 @@ impl Verdict {
                 self.tolerance, self.element_tolerance
             ),
             Bounds::NormOnly => format!(
-                "relative L2 <= {:.0e} only, no per-element bound (Verdict::norm_only)",
+                "error <= {:.0e} only, no per-element bound (Verdict::norm_only or Verdict::new)",
                 self.tolerance
             ),
             Bounds::Mismatches if self.tolerance == 0.0 => {
@@ -204,7 +212,7 @@ impl Verdict {
     /// A failing verdict for a reason found outside the comparison (memory written
     /// outside the outputs, an input changed, a workspace left dirty).
     pub fn failed(detail: impl Into<String>) -> Self {
-        Self::new(f64::INFINITY, 0.0, 0.0, 0.0).with_detail(detail)
+        Self::bounded(f64::INFINITY, 0.0, 0.0, 0.0).with_detail(detail)
     }
 
     pub fn passed(&self) -> bool {
@@ -406,7 +414,7 @@ impl ErrorSum {
     /// The verdict under `T`'s tolerances, naming the first unwritten output of `len`
     /// or else the worst element.
     pub fn verdict<T: Element>(&self, len: usize) -> Verdict {
-        let verdict = Verdict::new(
+        let verdict = Verdict::bounded(
             self.error(),
             T::TOLERANCE,
             self.worst.map_or(0.0, |w| w.error),
@@ -453,13 +461,12 @@ pub fn relative_error<T: Element>(out: &[T], reference: &[f64]) -> f64 {
 /// each element against the RMS of its run of [`BLOCK`] elements.
 pub fn compare<T: Element>(out: &[T], reference: &[f64]) -> Verdict {
     if out.len() != reference.len() {
-        return Verdict::new(f64::INFINITY, T::TOLERANCE, 0.0, T::ELEMENT_TOLERANCE).with_detail(
-            format!(
+        return Verdict::bounded(f64::INFINITY, T::TOLERANCE, 0.0, T::ELEMENT_TOLERANCE)
+            .with_detail(format!(
                 "{} outputs for {} reference values",
                 out.len(),
                 reference.len()
-            ),
-        );
+            ));
     }
     error_sum(out, reference).verdict::<T>(out.len())
 }
@@ -483,7 +490,9 @@ mod tests {
         assert_eq!(loose.bounds, Bounds::NormOnly);
         assert!(loose.passed());
         assert!(loose.describe_check().contains("no per-element bound"));
-        let strict = Verdict::new(1e-6, 1e-5, 0.5, 1e-4);
+        let strict = Verdict::bounded(1e-6, 1e-5, 0.5, 1e-4);
+        // The 0.1 constructor is the norm-only one, and says so.
+        assert_eq!(Verdict::new(1e-6, 1e-5).bounds, Bounds::NormOnly);
         assert!(!strict.passed());
         // Discrete outputs: a fraction of wrong places.
         let exact = Verdict::mismatches(0, 2048, 0.0);

@@ -18,9 +18,7 @@ fn an_untuned_width_borrows_only_ranges_that_led_the_default_by_the_swing() {
         Err(e) => panic!("{}: {}", e.path.display(), e.reason),
     };
     let entry = &table.kernels["layer_norm@cols=768"];
-    let default = entry
-        .variant(&entry.default)
-        .expect("the default is timed");
+    let default = entry.variant(&entry.default).expect("the default is timed");
     let h200 = GpuIdentity {
         name: "NVIDIA H200".into(),
         compute_capability: (9, 0),
@@ -32,7 +30,10 @@ fn an_untuned_width_borrows_only_ranges_that_led_the_default_by_the_swing() {
         .iter()
         .find(|p| p.shape == [768])
         .expect("768 is tuned and baked");
-    assert_eq!(baked.images[0].name, entry.default, "image 0 is the default");
+    assert_eq!(
+        baked.images[0].name, entry.default,
+        "image 0 is the default"
+    );
     let mut lent_away = 0;
     for range in plan.borrowed {
         let Choice::Variant(index) = range.choice else {

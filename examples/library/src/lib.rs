@@ -5,5 +5,9 @@
 //! every block size timed on that image. The library's own launcher, with its
 //! heuristic (32 threads a row below 1024 columns, 1024 from there), is the
 //! incumbent the tuned plan must beat, per width and per number of rows.
+//!
+//! `softmax_ptx` is the same kernel as the library might ship it, as PTX only
+//! (`kernels/softmax.ptx`): nothing is compiled, its launch is tuned.
 
 pub mod softmax;
+pub mod softmax_ptx;

@@ -2,11 +2,13 @@
 //! dispatch launches, and what tuning bought over the library's launch there),
 //! then, on a GPU, launches every range once.
 
-use library_softmax::softmax::{Softmax, SoftmaxLibrary, SoftmaxPtx};
+use library_softmax::softmax::{Softmax, SoftmaxLibrary};
+use library_softmax::softmax_ptx::{SoftmaxPtx, SoftmaxPtxLibrary};
 
 fn main() {
     print!("{}", Softmax::baked().describe("rows"));
     print!("{}", SoftmaxPtx::baked().describe("rows"));
+    print!("{}", SoftmaxPtxLibrary::baked().describe("rows"));
     print!("{}", SoftmaxLibrary::baked().describe("rows"));
     match autotune_runtime::gpu::open(0) {
         Err(why) => println!("\nNo GPU here ({why}): nothing was launched."),

@@ -63,34 +63,6 @@ pub fn softmax(
     )
 }
 
-/// The library's kernel as PTX only (`kernels/softmax.ptx`, made by a separate step:
-/// `kernels/make-ptx.sh`), loaded by name: nothing is compiled, its block size
-/// (`threads`, launch-only) tuned against the library's own launch.
-#[autotune(
-    source = "kernels/softmax.ptx",
-    entry = "softmax_rows",
-    key = rows,
-    sizes = [1k, 16k, 64k],
-    shapes = [(cols = 768), (cols = 4096)],
-    case = SoftmaxCase,
-    fallback = softmax_library,
-    threads = [32, 64, 128, 256, 512, 1024],
-    launch = [threads],
-    default = (threads = 128),
-)]
-pub fn softmax_ptx(
-    stream: &CudaStream,
-    variant: &Variant<SoftmaxPtxParams>,
-    x: &CudaSlice<f32>,
-    y: &mut CudaSlice<f32>,
-    rows: usize,
-    cols: usize,
-) -> Result<(), KernelError> {
-    // The PTX was compiled with the library's default of one row per block.
-    let threads = variant.params().threads;
-    launch(stream, variant.function(), x, y, rows, cols, threads, 1)
-}
-
 /// `softmax_rows<<<ceil(rows / rows_per_block), (threads, rows_per_block)>>>`, as
 /// the library's launcher does it.
 #[allow(clippy::too_many_arguments)]
@@ -157,23 +129,26 @@ impl SoftmaxCase {
 }
 
 impl Case for SoftmaxCase {
+    fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
+        Self::at(stream, key, 768)
+    }
+
     fn with_shape(
         stream: &Arc<CudaStream>,
         key: u64,
         shape: &Shape<'_>,
     ) -> Result<Self, CaseError> {
-        Self::at(stream, key, cols_of(shape)?)
+        let cols = shape.get("cols").unwrap_or(768);
+        Self::at(
+            stream,
+            key,
+            usize::try_from(cols).map_err(|_| format!("cols = {cols}"))?,
+        )
     }
 
-    /// The shape's width less 8 (a multiple of 8 and of no block size), at a row
-    /// count of no block's multiple of rows.
-    fn alternates_with_shape(
-        stream: &Arc<CudaStream>,
-        key: u64,
-        shape: &Shape<'_>,
-    ) -> Result<Vec<Self>, CaseError> {
-        let cols = cols_of(shape)?.saturating_sub(8).max(8);
-        Ok(vec![Self::at(stream, key.min(4096) | 1, cols)?])
+    /// A width that is no multiple of any block size.
+    fn alternates(stream: &Arc<CudaStream>, key: u64) -> Result<Vec<Self>, CaseError> {
+        Ok(vec![Self::at(stream, key.min(4096), 1000)?])
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
@@ -215,14 +190,6 @@ impl Case for SoftmaxCase {
             flops: 5 * n,
         }
     }
-}
-
-/// The width a case is made at: the shape's `cols` (every shape declares it).
-fn cols_of(shape: &Shape<'_>) -> Result<usize, CaseError> {
-    let cols = shape
-        .get("cols")
-        .ok_or_else(|| format!("the shape {shape} has no `cols`"))?;
-    Ok(usize::try_from(cols).map_err(|_| format!("cols = {cols}"))?)
 }
 
 /// Softmax of each row of `x`, in f64.

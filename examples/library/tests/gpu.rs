@@ -4,7 +4,8 @@
 
 use autotune_runtime::cudarc::driver::CudaStream;
 use autotune_runtime::prelude::{CudaSlice, fill_uniform};
-use library_softmax::softmax::{Softmax, SoftmaxLibrary, SoftmaxPtx, reference};
+use library_softmax::softmax::{Softmax, SoftmaxLibrary, reference};
+use library_softmax::softmax_ptx::SoftmaxPtx;
 
 /// Runs `launch` on random rows and compares with the CPU.
 fn check(
@@ -34,7 +35,10 @@ fn every_range_and_the_library_s_launch_are_right() {
     let stream = ctx.default_stream();
     // Each plan in use is its own shape's: 768 and 4096 where the table is baked.
     let shapes = tuned.tuned_shapes();
-    assert!(shapes.is_empty() || shapes == [&[768][..], &[4096][..]], "{shapes:?}");
+    assert!(
+        shapes.is_empty() || shapes == [&[768][..], &[4096][..]],
+        "{shapes:?}"
+    );
     for cols in [768, 4096, 1000] {
         let mut rows_to_check: Vec<usize> = tuned
             .ranges_at(cols)

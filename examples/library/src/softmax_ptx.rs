@@ -1,0 +1,206 @@
+//! The library's softmax as PTX only: `kernels/softmax.ptx`, made by a separate step
+//! (`kernels/make-ptx.sh`, as a library's own build would make it) and loaded by
+//! name. Nothing is compiled; its block size (`threads`, launch-only) is tuned
+//! against the library's own launch, per width. Its case is built per shape only
+//! (`Case::with_shape`, no `Case::new`), its alternates near the shape it is tuned at.
+
+use autotune_runtime::prelude::*;
+
+/// The library's launch of the same PTX: its heuristic picks the block size from
+/// the width (32 threads a row below 1024 columns, 1024 from there).
+#[autotune(
+    source = "kernels/softmax.ptx",
+    entry = "softmax_rows",
+    key = rows,
+    sizes = [1k, 16k, 64k],
+    shapes = [(cols = 768), (cols = 4096)],
+    case = SoftmaxPtxCase,
+)]
+pub fn softmax_ptx_library(
+    stream: &CudaStream,
+    variant: &Variant<()>,
+    x: &CudaSlice<f32>,
+    y: &mut CudaSlice<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<(), KernelError> {
+    let threads = if cols < 1024 { 32 } else { 1024 };
+    launch(stream, variant, x, y, rows, cols, threads)
+}
+
+/// The PTX with its block size tuned; the library's launch owns every range where
+/// no block size beats it.
+#[autotune(
+    source = "kernels/softmax.ptx",
+    entry = "softmax_rows",
+    key = rows,
+    sizes = [1k, 16k, 64k],
+    shapes = [(cols = 768), (cols = 4096)],
+    case = SoftmaxPtxCase,
+    fallback = softmax_ptx_library,
+    threads = [32, 64, 128, 256, 512, 1024],
+    launch = [threads],
+    default = (threads = 128),
+)]
+pub fn softmax_ptx(
+    stream: &CudaStream,
+    variant: &Variant<SoftmaxPtxParams>,
+    x: &CudaSlice<f32>,
+    y: &mut CudaSlice<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<(), KernelError> {
+    launch(stream, variant, x, y, rows, cols, variant.params().threads)
+}
+
+/// `softmax_rows<<<rows, threads>>>`: the PTX was made with the library's default
+/// of one row per block.
+fn launch<P: Params>(
+    stream: &CudaStream,
+    variant: &Variant<P>,
+    x: &CudaSlice<f32>,
+    y: &mut CudaSlice<f32>,
+    rows: usize,
+    cols: usize,
+    threads: u32,
+) -> Result<(), KernelError> {
+    KernelError::check(x.len() >= rows * cols && y.len() >= rows * cols, || {
+        format!("x or y is smaller than {rows} x {cols}")
+    })?;
+    let (Ok(r), Ok(c), Ok(block_size)) = (
+        i32::try_from(rows),
+        i32::try_from(cols),
+        i32::try_from(threads),
+    ) else {
+        return Err(KernelError::Arguments(format!(
+            "{rows} x {cols} does not fit i32"
+        )));
+    };
+    if rows == 0 {
+        return Ok(());
+    }
+    let config = LaunchConfig {
+        grid_dim: (r as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut builder = stream.launch_builder(variant.function());
+    builder.arg(x).arg(y).arg(&r).arg(&c).arg(&block_size);
+    // SAFETY: `(const float*, float*, int, int, int)`, sizes checked above.
+    unsafe { builder.launch(config) }?;
+    Ok(())
+}
+
+/// Random rows in [-2, 3) at `rows = key` and the shape's `cols`, the reference in
+/// f64 computed once per draw.
+#[derive(Debug)]
+pub struct SoftmaxPtxCase {
+    x: Guarded<f32>,
+    y: Guarded<f32>,
+    rows: usize,
+    cols: usize,
+    host_x: Vec<f32>,
+    seed: u64,
+    expected: Option<(u64, Vec<f64>)>,
+}
+
+impl SoftmaxPtxCase {
+    fn at(stream: &Arc<CudaStream>, rows: u64, cols: usize) -> Result<Self, CaseError> {
+        let rows = usize::try_from(rows).map_err(|_| format!("rows = {rows}"))?;
+        Ok(Self {
+            x: Guarded::alloc(stream, rows * cols)?,
+            y: Guarded::alloc(stream, rows * cols)?,
+            rows,
+            cols,
+            host_x: vec![0.0; rows * cols],
+            seed: 0,
+            expected: None,
+        })
+    }
+}
+
+/// The width a case is made at: the shape's `cols` (every shape declares it).
+fn cols_of(shape: &Shape<'_>) -> Result<usize, CaseError> {
+    let cols = shape
+        .get("cols")
+        .ok_or_else(|| format!("the shape {shape} has no `cols`"))?;
+    Ok(usize::try_from(cols).map_err(|_| format!("cols = {cols}"))?)
+}
+
+impl Case for SoftmaxPtxCase {
+    fn with_shape(
+        stream: &Arc<CudaStream>,
+        key: u64,
+        shape: &Shape<'_>,
+    ) -> Result<Self, CaseError> {
+        Self::at(stream, key, cols_of(shape)?)
+    }
+
+    /// The shape's width less 8 (a multiple of 8 and of no block size) at an odd
+    /// row count.
+    fn alternates_with_shape(
+        stream: &Arc<CudaStream>,
+        key: u64,
+        shape: &Shape<'_>,
+    ) -> Result<Vec<Self>, CaseError> {
+        let cols = cols_of(shape)?.saturating_sub(8).max(8);
+        Ok(vec![Self::at(stream, key.min(4096) | 1, cols)?])
+    }
+
+    fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
+        self.seed = seed;
+        fill_uniform(&mut self.host_x, seed, -2.0, 3.0);
+        stream.memcpy_htod(&self.host_x, &mut *self.x)?;
+        Ok(())
+    }
+
+    fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
+        Ok(self.y.poison(stream)?)
+    }
+
+    fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
+        memory.output("y", &self.y)?;
+        memory.guarded_input("x", &self.x, &self.host_x)
+    }
+
+    fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
+        let out = stream.clone_dtoh(&*self.y)?;
+        if self
+            .expected
+            .as_ref()
+            .is_none_or(|(seed, _)| *seed != self.seed)
+        {
+            self.expected = Some((self.seed, reference(&self.host_x, self.cols)));
+        }
+        let expected = self
+            .expected
+            .as_ref()
+            .map_or(&[][..], |(_, v)| v.as_slice());
+        Ok(compare(&out, expected))
+    }
+
+    fn work(&self) -> Work {
+        let n = (self.rows * self.cols) as u64;
+        Work {
+            bytes: 8 * n,
+            flops: 5 * n,
+        }
+    }
+}
+
+/// Softmax of each row of `x`, in f64.
+fn reference(x: &[f32], cols: usize) -> Vec<f64> {
+    let rows = x.len() / cols.max(1);
+    parallel::map_indices(rows, |row| {
+        let input = &x[row * cols..(row + 1) * cols];
+        let max = input
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, v| m.max(f64::from(*v)));
+        let sum: f64 = input.iter().map(|v| (f64::from(*v) - max).exp()).sum();
+        input
+            .iter()
+            .map(|v| (f64::from(*v) - max).exp() / sum)
+            .collect::<Vec<f64>>()
+    })
+    .concat()
+}
