@@ -146,6 +146,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         default: "block=128".into(),
         fallback: None,
         check: None,
+        tuned_by: None,
         timing: "hand-made for a test".into(),
         min_margin: 0.01,
         variants: vec![variant],

@@ -26,6 +26,7 @@ mod ptxas;
 mod record;
 mod retune;
 mod settings;
+mod shard_run;
 mod skip;
 mod source_path;
 mod step;

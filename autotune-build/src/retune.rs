@@ -15,6 +15,7 @@ use autotune_table::vars;
 use crate::fingerprint::{self, KernelInputs};
 use crate::nvcc::Nvcc;
 use crate::probe::on_devices;
+use crate::shard_run::{self, ShardRun};
 use crate::step::Build;
 use crate::tune::TuneJob;
 use crate::{BuildError, Tunables, tune};
@@ -54,7 +55,12 @@ impl Build {
         {
             return Ok(format!("{shown} is up to date for {}", gpu.name));
         }
-        let _lock = table::TablesLock::acquire(&self.tables_dir)?;
+        // A shard writes its own file, never the table: shards of one run sharing a
+        // tables folder (a shared file system) do not wait for each other.
+        let _lock = match self.settings.shard {
+            None => Some(table::TablesLock::acquire(&self.tables_dir)?),
+            Some(_) => None,
+        };
         // Another build may have tuned while this one waited for the lock.
         let mut table = self.open_table(&path, &shown, gpu)?;
         // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
@@ -65,6 +71,14 @@ impl Build {
                 .any(|other| other.fallback.is_some_and(|f| f.name == name))
         };
         todo.sort_by_key(|stale| !is_a_fallback(stale.spec.name));
+        // With a shard, this machine's part of the run only.
+        let shard_run = self.settings.shard.map(|shard| {
+            let entries: Vec<shard_run::Entry<'_>> = todo.iter().map(Stale::as_entry).collect();
+            ShardRun::plan(shard, &entries)
+        });
+        if let Some(run) = &shard_run {
+            todo.retain(|stale| run.owns(&stale.entry));
+        }
         let exe = std::env::current_exe().map_err(|e| {
             BuildError::Worker(format!("cannot find this build script's path: {e}"))
         })?;
@@ -96,20 +110,47 @@ impl Build {
                 }
             }
         }
-        // Once, with every entry: the ones kept and the ones tuned before any failure.
-        if !done.is_empty() {
-            table::write_atomic(&path, &table)?;
-            // The committed report and plots follow the table they show.
-            artifacts::write_beside(&self.tables_dir, &shown, &table)?;
-        }
+        let written = self.write_tuned(&path, &shown, &table, shard_run.as_ref(), &done)?;
         if let Some(error) = failed {
             return Err(error);
         }
         Ok(format!(
-            "tuned {} on {} -> {shown}",
+            "tuned {} on {} -> {written}",
             done.join(", "),
             gpu.name
         ))
+    }
+
+    /// Writes what was tuned, once: the table with every entry (the ones kept and
+    /// the ones tuned before any failure) and its report and plots; or, for a
+    /// shard, its partial table (written even when its part is empty, so that the
+    /// merge sees every shard). Returns the file written, as shown.
+    fn write_tuned(
+        &self,
+        path: &Path,
+        shown: &str,
+        table: &TuningTable,
+        shard_run: Option<&ShardRun>,
+        done: &[String],
+    ) -> Result<String, BuildError> {
+        if let Some(run) = shard_run {
+            let path = run.path(&self.tables_dir, &table.gpu);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(BuildError::io("cannot create", dir))?;
+            }
+            table::write_atomic(&path, &run.table(table))?;
+            return Ok(format!(
+                "{} (shard {}; `cargo autotune merge` joins the shards into {shown})",
+                fingerprint::relative(&path, &self.root),
+                run.record.shard
+            ));
+        }
+        if !done.is_empty() {
+            table::write_atomic(path, table)?;
+            // The committed report and plots follow the table they show.
+            artifacts::write_beside(&self.tables_dir, shown, table)?;
+        }
+        Ok(shown.to_string())
     }
 
     /// The entries to tune (one per kernel, or per declared shape of a kernel with
@@ -270,6 +311,17 @@ struct Stale {
     reason: String,
 }
 
+impl Stale {
+    fn as_entry(&self) -> shard_run::Entry<'_> {
+        shard_run::Entry {
+            spec: self.spec,
+            entry: &self.entry,
+            shape: &self.shape,
+            fingerprint: &self.fingerprint,
+        }
+    }
+}
+
 /// The table to tune into on `gpu`: `table` itself with the facts it predates
 /// filled in from this GPU, or, when it was measured under other conditions
 /// (driver, L2, memory), a fresh one and the old one whole, to keep beside it.
@@ -289,6 +341,7 @@ fn fresh_table(gpu: &GpuRecord) -> TuningTable {
         format: table::FORMAT,
         gpu: gpu.clone(),
         kernels: Default::default(),
+        shard: None,
     }
 }
 

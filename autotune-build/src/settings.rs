@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use autotune_table::shard::{NotAShard, Shard};
 use autotune_table::strategy::{Budget, Strategy};
 use autotune_table::vars::{self, Var};
 
@@ -59,6 +60,9 @@ pub struct Settings {
     /// `AUTOTUNE_STRATEGY` (`grid`, `random`, `local`) with `AUTOTUNE_BUDGET` (points
     /// per size, `28`, or seconds for a kernel's search, `60s`): which points the sweep times.
     pub strategy: Strategy,
+    /// `AUTOTUNE_SHARD` (`1/2`): tune only this shard's part of what is stale, into
+    /// the tables folder's `shards/` (`cargo autotune merge` joins the shards).
+    pub shard: Option<Shard>,
 }
 
 impl Default for Settings {
@@ -77,6 +81,7 @@ impl Default for Settings {
             check_seeds: 1,
             timing: TimingConfig::default(),
             strategy: Strategy::Grid,
+            shard: None,
         }
     }
 }
@@ -135,6 +140,12 @@ impl Settings {
         }
         if let Some(text) = var(vars::TASK_TIMEOUT_S)? {
             self.task_timeout = Duration::from_secs(parse(&text, vars::TASK_TIMEOUT_S.name)?);
+        }
+        if let Some(text) = var(vars::SHARD)? {
+            let shard = text.parse().map_err(|e: NotAShard| {
+                SettingsError::new(vars::SHARD.name, &text, e.to_string())
+            })?;
+            self.shard = Some(shard);
         }
         let strategy = var(vars::STRATEGY)?;
         let budget = var(vars::BUDGET)?;

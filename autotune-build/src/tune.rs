@@ -394,6 +394,7 @@ impl Tuner<'_> {
                 .any(|v| v.fallback)
                 .then(|| fallback_name(spec)),
             check: (!result.checks.is_empty()).then(|| result.checks.join("; ")),
+            tuned_by: None,
             timing: self.timing_note(),
             min_margin: self.settings.min_margin,
             variants: variant_records(candidates, result),

@@ -19,6 +19,8 @@ pub mod ranges;
 pub mod regular;
 pub mod report;
 pub mod resources;
+pub mod shard;
+pub mod shard_join;
 pub mod shown;
 pub mod strategy;
 pub mod summary;

@@ -18,6 +18,9 @@ pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
         gpu.driver,
         gpu.l2_bytes >> 20
     );
+    if let Some(line) = shards_line(table) {
+        out.push_str(&line);
+    }
     for (name, kernel) in &table.kernels {
         if only.is_some_and(|o| !crate::table::is_entry_of(name, o)) {
             continue;
@@ -25,6 +28,45 @@ pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
         out.push_str(&kernel_report(name, kernel));
     }
     out
+}
+
+/// `shards: 1/2 on gpu-a (4 entries, median noise 0.6%), 2/2 on gpu-b (...)`, for a
+/// table joined from shards: each entry was decided among times of one machine, so
+/// the machines are not calibrated against each other; their noise is shown.
+fn shards_line(table: &TuningTable) -> Option<String> {
+    let mut shards: Vec<(&crate::shard::TunedBy, Vec<f64>, usize)> = Vec::new();
+    for kernel in table.kernels.values() {
+        let Some(by) = &kernel.tuned_by else { continue };
+        let noise = kernel.sizes.iter().map(|s| s.noise);
+        match shards.iter_mut().find(|(b, _, _)| *b == by) {
+            Some((_, all, entries)) => {
+                all.extend(noise);
+                *entries += 1;
+            }
+            None => shards.push((by, noise.collect(), 1)),
+        }
+    }
+    if shards.is_empty() {
+        return None;
+    }
+    shards.sort_by_key(|(by, _, _)| by.shard.index);
+    let parts: Vec<String> = shards
+        .into_iter()
+        .map(|(by, mut noise, entries)| {
+            noise.sort_by(f64::total_cmp);
+            let median = noise.get(noise.len() / 2).copied().unwrap_or(0.0);
+            format!(
+                "{} on {} ({entries} entries, median noise {:.1}%)",
+                by.shard,
+                by.host,
+                median * 100.0
+            )
+        })
+        .collect();
+    Some(format!(
+        "shards: {}; each entry was decided among times of one machine\n",
+        parts.join(", ")
+    ))
 }
 
 /// `tuning bought 1.11-1.14x over softmax_library`: what the range's variant gained
@@ -65,6 +107,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         k.seconds.total,
         k.seconds.compile
     );
+    if let Some(by) = &k.tuned_by {
+        let _ = writeln!(out, "  tuned by {by}");
+    }
     if let Some(check) = &k.check {
         let _ = writeln!(out, "  checked: {check}");
     }

@@ -24,6 +24,10 @@ pub struct TuningTable {
     /// A kernel named twice in the file is an error, not "the last one wins".
     #[serde(deserialize_with = "unique_keys")]
     pub kernels: BTreeMap<String, KernelTable>,
+    /// A shard's partial table (`AUTOTUNE_SHARD`): which run and which part of it;
+    /// `cargo autotune merge` joins the shards and drops it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::ShardRecord>,
 }
 
 /// A map whose keys must be unique in the JSON text (serde's own maps keep the last).
@@ -213,6 +217,9 @@ pub struct KernelTable {
     /// tables written before 0.2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
+    /// The shard that tuned it, in a table joined from shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned_by: Option<crate::shard::TunedBy>,
     /// How the times were taken.
     pub timing: String,
     /// A challenger must beat the incumbent by more than this and the noise.
@@ -1081,6 +1088,7 @@ pub(crate) mod tests {
             default: "block=64".into(),
             fallback: None,
             check: None,
+            tuned_by: None,
             timing: "events".into(),
             min_margin: 0.01,
             variants: vec![

@@ -43,5 +43,6 @@ pub fn table<'a>(kernels: impl IntoIterator<Item = (&'a str, KernelTable)>) -> T
             .into_iter()
             .map(|(name, kernel)| (name.to_string(), kernel))
             .collect(),
+        shard: None,
     }
 }

@@ -108,6 +108,8 @@ vars! {
         "the time budget per variant and key, in ms";
     GRAPH = "AUTOTUNE_GRAPH", true,
         "time each launch as a CUDA-graph replay (1 or 0)";
+    SHARD = "AUTOTUNE_SHARD", true,
+        "tune only shard `i/N` of what is stale, into the tables folder's `shards/`";
 
     // The build step's other inputs.
     CHECK = "AUTOTUNE_CHECK", true,
@@ -185,7 +187,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), count, "a variable is declared twice");
         let ours = ALL.iter().take_while(|v| v.name.starts_with("AUTOTUNE_"));
-        assert_eq!(ours.count(), 20, "the tool's own come first");
+        assert_eq!(ours.count(), 21, "the tool's own come first");
         assert!(ALL.iter().all(|v| !v.meaning.is_empty()));
     }
 

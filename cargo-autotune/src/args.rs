@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use autotune_table::shard::Shard;
 use autotune_table::strategy::Budget;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -45,6 +46,10 @@ pub enum Command {
     /// Keep or revert a kernel's candidate sources, per range: tunes it into a
     /// scratch copy of the tables and exits 0 (keep), 1 (revert) or 2 (no verdict).
     Judge(JudgeArgs),
+    /// A recipe that spreads a tuning run over N GPU machines of one model on a
+    /// scheduler (Slurm job array, Kubernetes Indexed Job, GitHub Actions matrix),
+    /// each machine tuning its shard, then one merge into the model's table.
+    Fleet(FleetArgs),
 }
 
 /// `init` and `check`: the crate, by its manifest.
@@ -94,6 +99,11 @@ pub struct TuneArgs {
     /// Points per key (`28`) or seconds for a kernel's whole search (`60s`).
     #[arg(long, value_name = "N|Ns", value_parser = parse_budget)]
     pub budget: Option<(String, Budget)>,
+    /// This machine's part of a run spread over N machines of one GPU model: tunes
+    /// shard `i` of what is stale into the tables folder's `shards/`; `merge` joins
+    /// the shards.
+    #[arg(long, value_name = "i/N")]
+    pub shard: Option<Shard>,
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
     #[command(flatten)]
@@ -263,4 +273,27 @@ mod tests {
         }
         assert!(parse(&["merge", "out.json"]).is_err(), "merge needs inputs");
     }
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    #[arg(value_enum)]
+    pub scheduler: Scheduler,
+    /// How many machines (shards).
+    #[arg(long)]
+    pub shards: u32,
+    /// The GPU as the scheduler names it: a Slurm GRES type (`h200`), a node
+    /// label's value (`NVIDIA-H200`), a runner label.
+    #[arg(long)]
+    pub gpu: String,
+    /// The GPU model's table the shards are merged into.
+    #[arg(long, default_value = "tuning/nvidia-h200.json")]
+    pub table: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scheduler {
+    Slurm,
+    Kubernetes,
+    Github,
 }

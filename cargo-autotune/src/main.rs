@@ -6,7 +6,9 @@
 //! cargo autotune report   [--tables DIR] [--kernel NAME]
 //! cargo autotune plot     [--tables DIR] [--out DIR]
 //! cargo autotune check                     exit 0 when every kernel bakes a table for this machine
-//! cargo autotune merge    OUT.json IN.json...
+//! cargo autotune tune     --shard i/N          this machine's part of a run over N
+//! cargo autotune merge    OUT.json IN.json...  (shards of one run join on top)
+//! cargo autotune fleet    slurm|kubernetes|github --shards N --gpu LABEL [--table FILE]
 //! cargo autotune compare  REFERENCE.json OTHER.json --kernel NAME
 //! cargo autotune simulate --table FILE --kernel NAME --strategy random|local --budget N [--runs N]
 //! cargo autotune context  [--tables DIR] [--kernel NAME] [--out FILE]
@@ -22,6 +24,7 @@ mod check;
 mod compare;
 mod context;
 mod error;
+mod fleet;
 mod init;
 mod judge;
 mod merge;
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot::run(args),
         Command::Check(args) => check::run(args),
         Command::Merge(args) => merge::run(args),
+        Command::Fleet(args) => fleet::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Context(args) => context::run(args),

@@ -1,9 +1,13 @@
 //! Combines tables of one GPU model tuned on different machines (or at different
-//! times): per kernel, the most recently tuned entry wins.
+//! times): per kernel, the most recently tuned entry wins. The partial tables of a
+//! run spread over machines (`cargo autotune tune --shard i/N`) join on top: every
+//! shard of the run must be there, of one GPU model, driver and set of sources.
 
 use std::process::ExitCode;
 
+use autotune_table::artifacts;
 use autotune_table::table::{self, TuningTable};
+use autotune_table::shard_join;
 
 use crate::args::MergeArgs;
 use crate::error::CliError;
@@ -21,6 +25,12 @@ pub fn run(args: &MergeArgs) -> Result<ExitCode, CliError> {
     }
     let merged = merge(&tables)?;
     table::write_atomic(&args.out, &merged)?;
+    if tables.iter().any(|(_, t)| t.shard.is_some()) {
+        // A run's table, whole again: its report and plots beside it, as a tuning
+        // build writes them.
+        let dir = args.out.parent().unwrap_or(std::path::Path::new("."));
+        artifacts::write_beside(dir, &args.out.display().to_string(), &merged)?;
+    }
     println!(
         "{}: {} kernels from {} tables",
         args.out.display(),
@@ -30,8 +40,36 @@ pub fn run(args: &MergeArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Refuses tables of different GPU models: one file per model.
+/// Refuses tables of different GPU models: one file per model. Whole tables merge
+/// first (the newest entry of each kernel wins), then the shards of one run join on
+/// top ([`shard_join::join`]).
 pub fn merge(tables: &[(&str, TuningTable)]) -> Result<TuningTable, CliError> {
+    let (shards, whole): (Vec<_>, Vec<_>) = tables
+        .iter()
+        .map(|(name, table)| (*name, table.clone()))
+        .partition(|(_, table)| table.shard.is_some());
+    let base = match (whole.is_empty(), shards.first()) {
+        (true, Some((_, first))) => TuningTable {
+            kernels: Default::default(),
+            shard: None,
+            ..first.clone()
+        },
+        _ => merge_whole(&whole)?,
+    };
+    if shards.is_empty() {
+        return Ok(base);
+    }
+    if let Some((name, first)) = shards.first()
+        && !base.kernels.is_empty()
+    {
+        // The base and the shards: one GPU model and conditions.
+        merge_whole(&[("the whole tables", base.clone()), (name, first.clone())])?;
+    }
+    shard_join::join(base, &shards).map_err(|e| CliError::Refused(e.to_string()))
+}
+
+/// Whole tables (no shard among them), newest entry of each kernel first.
+fn merge_whole(tables: &[(&str, TuningTable)]) -> Result<TuningTable, CliError> {
     let Some((first_name, first)) = tables.first() else {
         return Err(CliError::Refused("nothing to merge".into()));
     };
@@ -114,6 +152,53 @@ mod tests {
         let merged = merge(&[("old", older), ("new", newer)]).unwrap();
         assert_eq!(merged.kernels.len(), 3);
         assert_eq!(merged.kernels[GEMM].seed, 42);
+    }
+
+    /// Two shards of one run and the table they started from: the shards' entries
+    /// replace the base's, the base's others stay, the report names each shard.
+    #[test]
+    fn shards_join_on_top_of_the_whole_tables() {
+        let whole = committed();
+        let work: Vec<String> = vec![GEMM.into(), "rms_norm".into()];
+        let digest = shard_join::work_digest(work.iter().map(|k| {
+            let entry = &whole.kernels[k];
+            (k.as_str(), &entry.fingerprint)
+        }));
+        let part = |index: u32, entry: &str| {
+            let mut table = whole.clone();
+            table.kernels.retain(|k, _| k == entry);
+            table.kernels.get_mut(entry).unwrap().seed = 7;
+            table.shard = Some(autotune_table::shard::ShardRecord {
+                shard: autotune_table::shard::Shard { index, count: 2 },
+                work: work.clone(),
+                work_sha256: digest.clone(),
+                entries: vec![entry.to_string()],
+                host: format!("gpu-{index}"),
+            });
+            table
+        };
+        let (a, b) = (part(1, GEMM), part(2, "rms_norm"));
+        let merged = merge(&[("base", whole.clone()), ("a", a.clone()), ("b", b)]).unwrap();
+        assert_eq!(merged.kernels.len(), whole.kernels.len());
+        assert_eq!(merged.kernels[GEMM].seed, 7);
+        assert_eq!(merged.kernels["rms_norm"].seed, 7);
+        assert_eq!(
+            merged.kernels["topk_indexer"],
+            whole.kernels["topk_indexer"]
+        );
+        assert!(merged.shard.is_none());
+        let report = autotune_table::report::render("t.json", &merged, None);
+        assert!(
+            report.contains("shards: 1/2 on gpu-1 (1 entries"),
+            "{report}"
+        );
+        assert!(report.contains("  tuned by shard 2/2 on gpu-2"), "{report}");
+        // One shard missing: refused, and nothing is written.
+        let error = merge(&[("base", whole), ("a", a)]).unwrap_err();
+        assert!(
+            error.to_string().contains("shard 2 of 2 is missing"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
     if let Some(devices) = &args.devices {
         command.env(vars::DEVICES.name, devices);
     }
+    if let Some(shard) = args.shard {
+        command.env(vars::SHARD.name, shard.to_string());
+    }
     let progress_path = progress_file()?;
     command.env(vars::PROGRESS.name, &progress_path);
     let before = tuned_entries(args);
