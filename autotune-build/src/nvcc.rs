@@ -36,6 +36,8 @@ pub enum NvccError {
     NotAsked(&'static str),
     #[error("{name}={0:?} is not a whole number of seconds > 0", name = vars::NVCC_TIMEOUT_S.name)]
     Timeout(String),
+    #[error("{name}={0:?} is not a whole number from 1 to {MAX_JOBS}", name = vars::NVCC_JOBS.name)]
+    Jobs(String),
     #[error("cannot run {}: {source}", path.display())]
     Spawn {
         path: PathBuf,
@@ -82,6 +84,10 @@ pub struct Nvcc {
     /// `AUTOTUNE_NVCC_TIMEOUT_S` (default 600): an nvcc call that runs longer is
     /// killed and reported with the kernel and variant it was compiling.
     pub timeout: Duration,
+    /// `AUTOTUNE_NVCC_JOBS`: how many nvcc run at once, instead of one per core (and
+    /// of cargo's jobserver tokens): more with sccache-dist's build servers, or as
+    /// many as their slots so that none is refused and compiled locally.
+    pub jobs: Option<usize>,
     /// A compile cache that nvcc runs under (`sccache`): `AUTOTUNE_NVCC_WRAPPER`, or
     /// `RUSTC_WRAPPER` when it names sccache (as cc-rs does for nvcc).
     pub wrapper: Option<PathBuf>,
@@ -110,6 +116,7 @@ impl Nvcc {
             gpu_codes: Vec::new(),
             ccbin: vars::NVCC_CCBIN.text_or_none(),
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_S),
+            jobs: None,
             wrapper: compile_cache_wrapper(),
             toolkit_dirs: Vec::new(),
         }
@@ -143,6 +150,18 @@ impl Nvcc {
                 _ => return Err(NvccError::Timeout(text)),
             },
         };
+        let jobs = match vars::NVCC_JOBS.text_or_none() {
+            None => None,
+            Some(text) => match text.trim().parse::<usize>() {
+                Ok(jobs) if (1..=MAX_JOBS).contains(&jobs) => Some(jobs),
+                _ => return Err(NvccError::Jobs(text)),
+            },
+        };
+        Self::look_for(cache_dir, timeout).map(|nvcc| Self { jobs, ..nvcc })
+    }
+
+    /// `find`'s search, under `timeout`.
+    fn look_for(cache_dir: &Path, timeout: Duration) -> Result<Self, NvccError> {
         if let Some(path) = vars::NVCC.text_or_none().map(PathBuf::from) {
             return Self::probe(path.clone(), cache_dir, timeout).ok_or(NvccError::Unusable {
                 variable: vars::NVCC.name,
@@ -482,6 +501,9 @@ fn make_rule_prerequisites(text: &str) -> Vec<String> {
 }
 
 const DEFAULT_TIMEOUT_S: u64 = 600;
+
+/// The most nvcc an `AUTOTUNE_NVCC_JOBS` may run at once.
+const MAX_JOBS: usize = 4096;
 
 /// `AUTOTUNE_NVCC_WRAPPER`, else `RUSTC_WRAPPER` if it is sccache (other rustc
 /// wrappers, such as clippy's, are not compilers' caches).
@@ -994,9 +1016,12 @@ impl Nvcc {
     ) -> (Vec<Result<Compiled, NvccError>>, f64) {
         let started = Instant::now();
         progress.expect(Phase::Compile, jobs.len() as i64);
-        let jobserver = jobserver_client();
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
+        // Asked for a number: that many, whatever cargo's -j (build servers compile
+        // them); else one per core, each beyond the first holding a jobserver token.
+        let jobserver = self.jobs.is_none().then(jobserver_client).flatten();
+        let threads = self
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             .min(jobs.len())
             .max(1);
         let next = AtomicUsize::new(0);

@@ -118,6 +118,8 @@ vars! {
         "the tables folder, over build.rs's (`cargo autotune judge` tunes candidates there)";
     NVCC_TIMEOUT_S = "AUTOTUNE_NVCC_TIMEOUT_S", true,
         "seconds one nvcc run may take (600)";
+    NVCC_JOBS = "AUTOTUNE_NVCC_JOBS", true,
+        "nvcc run at once (default: one per core; sccache-dist's build servers take more)";
     NVCC_WRAPPER = "AUTOTUNE_NVCC_WRAPPER", true,
         "a compiler cache to run nvcc through (sccache)";
     WORKER = "AUTOTUNE_WORKER", true,
@@ -187,7 +189,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), count, "a variable is declared twice");
         let ours = ALL.iter().take_while(|v| v.name.starts_with("AUTOTUNE_"));
-        assert_eq!(ours.count(), 21, "the tool's own come first");
+        assert_eq!(ours.count(), 22, "the tool's own come first");
         assert!(ALL.iter().all(|v| !v.meaning.is_empty()));
     }
 

@@ -6,8 +6,8 @@
 use std::process::ExitCode;
 
 use autotune_table::artifacts;
-use autotune_table::table::{self, TuningTable};
 use autotune_table::shard_join;
+use autotune_table::table::{self, TuningTable};
 
 use crate::args::MergeArgs;
 use crate::error::CliError;
