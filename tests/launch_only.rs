@@ -9,33 +9,14 @@
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use std::path::{Path, PathBuf};
+#[path = "fixtures/library_softmax.rs"]
+mod library_softmax;
+#[path = "fixtures/toolkit.rs"]
+mod toolkit;
+
+use std::path::Path;
 
 use autotune_runtime::KernelSpec;
-
-/// `threads` only reaches the launch; `rows_per_block` is `-DROWS_PER_BLOCK`.
-const SPEC: KernelSpec = KernelSpec::new(
-    "softmax",
-    "src/softmax.rs",
-    "kernels/softmax.cu",
-    &["softmax_rows"],
-    "rows",
-    &[1024],
-)
-.with_space(
-    &["threads", "rows_per_block"],
-    &[
-        &[32, 1],
-        &[32, 2],
-        &[32, 4],
-        &[256, 1],
-        &[256, 2],
-        &[256, 4],
-        &[1024, 1],
-    ],
-    &[32, 1],
-)
-.with_define_names(&[None, Some("ROWS_PER_BLOCK")]);
 
 /// The same kernel as PTX made by a separate step, under a `DEP_*` variable (what
 /// a crate's build script gets from a dependency that declares `links`).
@@ -50,60 +31,31 @@ const PTX_SPEC: KernelSpec = KernelSpec::new(
 .with_space(&["threads"], &[&[32], &[256], &[1024]], &[32])
 .with_define_names(&[None]);
 
-fn real_nvcc() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/local/cuda/bin")])
-        .map(|dir| dir.join("nvcc"))
-        .find(|nvcc| nvcc.is_file())
-}
-
-/// A script that logs each compile (`-cubin`) it is asked for, then runs `nvcc`.
-fn counting_nvcc(dir: &Path, nvcc: &Path) -> (PathBuf, PathBuf) {
-    let log = dir.join("compiles.log");
-    let script = dir.join("nvcc");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\ncase \" $* \" in *\" -cubin \"*) echo \"$*\" >> '{}';; esac\nexec '{}' \"$@\"\n",
-            log.display(),
-            nvcc.display()
-        ),
-    )
-    .unwrap();
-    let mut permissions = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&script, permissions).unwrap();
-    (script, log)
-}
-
 #[test]
 fn each_compile_time_point_is_compiled_once() {
-    let Some(nvcc) = real_nvcc() else {
-        if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() {
-            panic!("AUTOTUNE_REQUIRE_NVCC is set but there is no nvcc");
-        }
-        return autotune_build::skip("no nvcc on PATH or in /usr/local/cuda");
+    let Some(nvcc) = toolkit::nvcc_or_skip() else {
+        return;
     };
     let dir = std::env::temp_dir().join(format!("autotune-launch-only-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (script, log) = counting_nvcc(&dir, &nvcc);
-    // SAFETY: this test binary has one test, so no other thread reads the
-    // environment while it is set.
-    unsafe {
-        std::env::set_var("NVCC", &script);
-        std::env::set_var("CARGO_TARGET_DIR", dir.join("target"));
-        // Straight to the script: a compiler cache would hide compiles from it.
-        std::env::remove_var("AUTOTUNE_NVCC_WRAPPER");
-        std::env::remove_var("RUSTC_WRAPPER");
-    }
+    // Logs each compile (`-cubin`) it is asked for, then runs nvcc.
+    let log = dir.join("compiles.log");
+    toolkit::stand_in_nvcc(
+        &dir,
+        &format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -cubin \"*) echo \"$*\" >> '{}';; esac\nexec '{}' \"$@\"\n",
+            log.display(),
+            nvcc.display()
+        ),
+    );
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/library");
-    let report = autotune_build::variants::compile_all(&SPEC, &root, "sm_90").unwrap();
+    let report =
+        autotune_build::variants::compile_all(&library_softmax::SPEC, &root, "sm_90").unwrap();
     report.assert_clean();
     assert_eq!(
         report.variants.len(),
-        SPEC.points.len(),
+        library_softmax::SPEC.points.len(),
         "every point has its variant"
     );
     let compiles = std::fs::read_to_string(&log).unwrap_or_default();
@@ -124,7 +76,8 @@ fn each_compile_time_point_is_compiled_once() {
         !compiles.contains("THREADS"),
         "a launch-only parameter reached nvcc: {compiles}"
     );
-    // SAFETY: as above.
+    // SAFETY: this test binary has one test, so no other thread reads the
+    // environment while it is set.
     unsafe { std::env::set_var("DEP_SOFTMAX_PTX_DIR", root.join("kernels")) };
     let report = autotune_build::variants::compile_all(&PTX_SPEC, &root, "sm_90").unwrap();
     // Every point has its variant, with ptxas's resources read off the one image.

@@ -248,14 +248,25 @@ impl Build {
                     .to_string(),
             );
         }
-        if let Err(reason) = nvcc {
+        // Precompiled kernels (PTX, cubins) are baked without nvcc.
+        let is_image = |spec: &KernelSpec| {
+            spec.sources()
+                .all(|s| autotune_spec::image::precompiled(s).is_some())
+        };
+        let images = inputs.iter().filter(|(spec, _)| is_image(spec)).count();
+        if let (Err(reason), true) = (nvcc, images < inputs.len()) {
             let gpu_here = matches!(gpu, Some(Ok(_)));
             let outcome = if mode.feature && gpu_here {
                 "nothing tuned, no binaries"
             } else {
                 "no binaries"
             };
-            report.push(format!("{reason}: {outcome}, load() will fail"));
+            let others = if images > 0 {
+                " for the kernels not precompiled"
+            } else {
+                ""
+            };
+            report.push(format!("{reason}: {outcome}, load() will fail{others}"));
         }
         Ok(tuning)
     }

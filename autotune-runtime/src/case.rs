@@ -90,6 +90,42 @@ pub trait Case: Sized + 'static {
     fn work(&self) -> Work;
 }
 
+/// A case's reference, computed once per draw of its inputs and shared by every
+/// variant checked on that draw (the sweep checks each variant at a key on the same
+/// draws, so a CPU reference is computed once per key and draw, not per variant).
+///
+/// ```
+/// # use autotune_runtime::case::Reference;
+/// let mut reference = Reference::default();
+/// let mut computed = 0;
+/// for _variant in 0..3 {
+///     let values = reference.for_draw(7, || {
+///         computed += 1;
+///         vec![1.0, 2.0]
+///     });
+///     assert_eq!(values, [1.0, 2.0]);
+/// }
+/// assert_eq!(computed, 1);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reference {
+    /// The draw (`Case::randomize`'s seed) the values are of.
+    seed: Option<u64>,
+    values: Vec<f64>,
+}
+
+impl Reference {
+    /// The reference of the draw `seed`: computed by `compute` the first time it is
+    /// asked for, the same values after that until another draw is asked for.
+    pub fn for_draw(&mut self, seed: u64, compute: impl FnOnce() -> Vec<f64>) -> &[f64] {
+        if self.seed != Some(seed) {
+            self.values = compute();
+            self.seed = Some(seed);
+        }
+        &self.values
+    }
+}
+
 /// The least work a launch must do: each input read once, each output written once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Work {

@@ -28,7 +28,9 @@ pub mod spec;
 pub mod vendor;
 
 pub use autotune_macro::{autotune, tunables};
-pub use case::{Bounds, Case, Element, ErrorSum, Verdict, Work, compare, relative_error};
+pub use case::{
+    Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, relative_error,
+};
 pub use cudarc;
 pub use dispatch::{Choice, LoadError, Selection};
 pub use error::{CaseError, KernelError, LaunchError};
@@ -42,7 +44,7 @@ pub use vendor::{Vendor, VendorCase, VendorSpec};
 
 /// What a wrapper module usually needs.
 pub mod prelude {
-    pub use crate::case::{Bounds, Case, Element, ErrorSum, Verdict, Work, compare};
+    pub use crate::case::{Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare};
     pub use crate::error::CaseError;
     pub use crate::guard::{Guarded, Inspection, poison};
     pub use crate::parallel;

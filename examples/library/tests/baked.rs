@@ -12,7 +12,12 @@ fn the_ptx_is_baked_with_or_without_nvcc() {
         assert_eq!(baked.not_compiled, None, "{}", baked.note);
         for image in baked.images {
             // The file as it is, with the NUL the driver reads PTX text up to.
-            assert_eq!(image.binary.strip_suffix(&[0]), Some(&ptx[..]), "{}", image.name);
+            assert_eq!(
+                image.binary.strip_suffix(&[0]),
+                Some(&ptx[..]),
+                "{}",
+                image.name
+            );
         }
     }
 }
