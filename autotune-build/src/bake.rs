@@ -64,12 +64,9 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
     }
     found.archs.sort_by_key(|a| (arch_number(a), a.clone()));
     found.archs.dedup();
-    // A kernel whose sources are all precompiled images needs no nvcc.
-    let all_images = spec
-        .sources()
-        .all(|s| autotune_spec::image::precompiled(s).is_some());
     let not_compiled = match input.nvcc {
-        Err(reason) if !all_images => Some(reason.to_string()),
+        // A kernel that is all precompiled images needs no nvcc.
+        Err(reason) if !spec.is_precompiled() => Some(reason.to_string()),
         nvcc => {
             compile_images(input, nvcc.ok(), &mut found.images, &found.archs)?;
             None

@@ -177,7 +177,7 @@ fn scan_sources(
         message,
     };
     for (index, written) in spec.sources().enumerate() {
-        let source = crate::source_path::resolve(root, written)
+        let source = autotune_spec::image::resolve_here(root, written)
             .map_err(|e| error(format!("source {written}: {e}")))?;
         if autotune_spec::image::precompiled(written).is_some() {
             if !source.is_file() {

@@ -24,9 +24,11 @@ pub fn compile_all(
     cache_dir: &Path,
     progress: &Progress,
 ) -> (Vec<Result<Compiled, NvccError>>, f64) {
-    let (images, sources): (Vec<&CompileJob>, Vec<&CompileJob>) =
-        jobs.iter().partition(|job| job.precompiled().is_some());
-    let sources: Vec<CompileJob> = sources.into_iter().cloned().collect();
+    let sources: Vec<CompileJob> = jobs
+        .iter()
+        .filter(|job| job.precompiled().is_none())
+        .cloned()
+        .collect();
     let (compiled, seconds) = match nvcc {
         Some(nvcc) if !sources.is_empty() => nvcc.compile_all(&sources, cache_dir, progress),
         _ => (
@@ -34,20 +36,13 @@ pub fn compile_all(
             0.0,
         ),
     };
+    // In job order: each image taken, each source's result in turn.
     let mut compiled = compiled.into_iter();
-    let mut taken = images
-        .into_iter()
-        .map(|job| match job.precompiled() {
-            Some(kind) => take(job, kind, cache_dir, nvcc),
-            None => Err(NvccError::NotFound),
-        })
-        .collect::<Vec<_>>()
-        .into_iter();
     let results = jobs
         .iter()
-        .filter_map(|job| match job.precompiled() {
-            Some(_) => taken.next(),
-            None => compiled.next(),
+        .map(|job| match job.precompiled() {
+            Some(kind) => take(job, kind, cache_dir, nvcc),
+            None => compiled.next().unwrap_or(Err(NvccError::NotFound)),
         })
         .collect();
     (results, seconds)

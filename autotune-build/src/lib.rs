@@ -28,7 +28,6 @@ mod retune;
 mod settings;
 mod shard_run;
 mod skip;
-mod source_path;
 mod step;
 mod sweep;
 pub mod timing;

@@ -789,7 +789,8 @@ impl CompileJob {
             label,
             // Unresolvable (`$VAR` unset): the path as written, which reading
             // reports; gathering the kernel's inputs refused it first.
-            source: crate::source_path::resolve(root, source).unwrap_or_else(|_| root.join(source)),
+            source: autotune_spec::image::resolve_here(root, source)
+                .unwrap_or_else(|_| root.join(source)),
             entries: spec.entries.iter().map(|e| e.to_string()).collect(),
             defines: spec.defines(values),
             flags: spec.flags.iter().map(|f| f.to_string()).collect(),
@@ -798,9 +799,7 @@ impl CompileJob {
             dir: root.to_path_buf(),
         }
     }
-}
 
-impl CompileJob {
     /// The kind of image the job's source already is, `None` for CUDA source.
     pub fn precompiled(&self) -> Option<autotune_spec::image::ImageKind> {
         autotune_spec::image::precompiled(&self.source.to_string_lossy())

@@ -249,11 +249,10 @@ impl Build {
             );
         }
         // Precompiled kernels (PTX, cubins) are baked without nvcc.
-        let is_image = |spec: &KernelSpec| {
-            spec.sources()
-                .all(|s| autotune_spec::image::precompiled(s).is_some())
-        };
-        let images = inputs.iter().filter(|(spec, _)| is_image(spec)).count();
+        let images = inputs
+            .iter()
+            .filter(|(spec, _)| spec.is_precompiled())
+            .count();
         if let (Err(reason), true) = (nvcc, images < inputs.len()) {
             let gpu_here = matches!(gpu, Some(Ok(_)));
             let outcome = if mode.feature && gpu_here {

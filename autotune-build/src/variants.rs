@@ -106,8 +106,8 @@ pub fn compile_all(
         if autotune_spec::image::precompiled(written).is_some() {
             continue;
         }
-        let source =
-            crate::source_path::resolve(root, written).unwrap_or_else(|_| root.join(written));
+        let source = autotune_spec::image::resolve_here(root, written)
+            .unwrap_or_else(|_| root.join(written));
         let defines = spec.defines(&spec.default_for_source(index));
         let args = nvcc::source_args(&flags_of(spec), &defines, &source);
         // A source the scanner cannot read is nvcc's to report.

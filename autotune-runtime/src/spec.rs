@@ -173,6 +173,13 @@ impl KernelSpec {
         }
     }
 
+    /// Whether every source is an image already compiled (PTX, a cubin, a fatbin):
+    /// nothing of the kernel is compiled, and it is baked without nvcc.
+    pub fn is_precompiled(&self) -> bool {
+        self.sources()
+            .all(|s| autotune_spec::image::precompiled(s).is_some())
+    }
+
     /// Every source: the incumbent, then the candidates.
     pub fn sources(&self) -> impl Iterator<Item = &'static str> {
         std::iter::once(self.source).chain(self.candidates.iter().copied())

@@ -90,6 +90,16 @@ pub fn resolve(
     })
 }
 
+/// [`resolve`] with the variable read from this process's environment: rustc's
+/// for the macro (a build script's `cargo::rustc-env`), the build script's own
+/// (cargo's `DEP_*`) for the build side. The user's attribute names the variable,
+/// so it is read here, the one place, and not through the tool's registry of its
+/// own variables.
+#[allow(clippy::disallowed_methods)]
+pub fn resolve_here(root: &Path, path: &str) -> Result<PathBuf, Unresolved> {
+    resolve(root, path, |name| std::env::var_os(name).map(PathBuf::from))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -891,7 +891,7 @@ fn check_sources(
 ) {
     let mut sets = Vec::new();
     for source in sources {
-        let path = match image::resolve(dir, &source.value(), variable) {
+        let path = match image::resolve_here(dir, &source.value()) {
             Ok(path) => path,
             // Set for the build script (cargo's `DEP_*`), which checks it there.
             Err(image::Unresolved::Unset(_)) => continue,
@@ -918,10 +918,7 @@ fn check_sources(
                     "`{entry}` does not appear in {}: name the kernel's symbol with `entry = \"...\"`",
                     source.value()
                 );
-                match entry_option {
-                    Some(option) if sources.len() == 1 => diag.at(&option.value, message),
-                    _ => diag.at(source, message),
-                }
+                missing_entry(diag, entry_option, sources.len(), source, message);
             }
         }
         sets.push(set);
@@ -972,11 +969,19 @@ fn parse_reach(
     defines
 }
 
-/// The value of a variable a source path starts with, as rustc (or the build
-/// script) sees it: the user's attribute names it, so it is read here.
-#[allow(clippy::disallowed_methods)]
-fn variable(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os(name).map(std::path::PathBuf::from)
+/// Says that an entry is missing from `source` (one of `count`): on `entry = ...`
+/// where it was written and there is one source, else on the source.
+fn missing_entry(
+    diag: &mut Diagnostics,
+    entry_option: Option<&Entry>,
+    count: usize,
+    source: &LitStr,
+    message: String,
+) {
+    match entry_option {
+        Some(option) if count == 1 => diag.at(&option.value, message),
+        _ => diag.at(source, message),
+    }
 }
 
 /// A precompiled image must exist and hold every entry's symbol.
@@ -1008,10 +1013,7 @@ fn check_image(
                  (as the image spells it, mangled for a C++ kernel)",
                 source.value()
             );
-            match entry_option {
-                Some(option) if count == 1 => diag.at(&option.value, message),
-                _ => diag.at(source, message),
-            }
+            missing_entry(diag, entry_option, count, source, message);
         }
     }
 }

@@ -175,7 +175,7 @@ fn check_same_run(
         });
     }
     let (a, b) = (&first_table.gpu, &table.gpu);
-    if (&a.name, a.compute_capability, a.sm_count) != (&b.name, b.compute_capability, b.sm_count) {
+    if !a.same_model(b) {
         return Err(ShardError::OtherGpu {
             name: name.to_string(),
             gpu: b.name.clone(),

@@ -85,14 +85,19 @@ fn is_zero_u64(value: &u64) -> bool {
 }
 
 impl GpuRecord {
+    /// Whether `other` is the same GPU model: name, compute capability, SMs (one
+    /// table per model).
+    pub fn same_model(&self, other: &GpuRecord) -> bool {
+        (&self.name, self.compute_capability, self.sm_count)
+            == (&other.name, other.compute_capability, other.sm_count)
+    }
+
     /// Whether a table measured on `self` holds for the GPU `now` (the facts that
     /// change timings: model, SMs, L2, driver); facts a table predates (0) are not
     /// compared.
     pub fn same_conditions(&self, now: &GpuRecord) -> bool {
         let unknown_or_equal = |a: u64, b: u64| a == 0 || b == 0 || a == b;
-        self.name == now.name
-            && self.compute_capability == now.compute_capability
-            && self.sm_count == now.sm_count
+        self.same_model(now)
             && self.driver == now.driver
             && self.l2_bytes == now.l2_bytes
             && unknown_or_equal(self.memory_bytes, now.memory_bytes)
@@ -789,7 +794,6 @@ pub fn read_all(dir: &Path) -> Vec<(PathBuf, Result<TuningTable, Unreadable>)> {
 pub fn one_per_model(
     tables: Vec<(PathBuf, Result<TuningTable, Unreadable>)>,
 ) -> Vec<(PathBuf, Result<TuningTable, Unreadable>)> {
-    let model = |t: &TuningTable| (t.gpu.name.clone(), t.gpu.compute_capability, t.gpu.sm_count);
     let canonical = |path: &Path, t: &TuningTable| {
         path.file_stem().and_then(|s| s.to_str())
             == Some(autotune_spec::names::gpu_slug(&t.gpu.name).as_str())
@@ -802,7 +806,7 @@ pub fn one_per_model(
         };
         let twins: Vec<&PathBuf> = tables
             .iter()
-            .filter(|(p, t)| p != path && t.as_ref().is_ok_and(|t| model(t) == model(this)))
+            .filter(|(p, t)| p != path && t.as_ref().is_ok_and(|t| t.gpu.same_model(&this.gpu)))
             .map(|(p, _)| p)
             .collect();
         let keep = twins.is_empty() || canonical(path, this);

@@ -76,9 +76,7 @@ fn merge_whole(tables: &[(&str, TuningTable)]) -> Result<TuningTable, CliError> 
     let mut merged = first.clone();
     for (name, table) in &tables[1..] {
         let (a, b) = (&merged.gpu, &table.gpu);
-        if (&a.name, a.compute_capability, a.sm_count)
-            != (&b.name, b.compute_capability, b.sm_count)
-        {
+        if !a.same_model(b) {
             return Err(CliError::Refused(format!(
                 "{name} is for {} ({}), {first_name} for {}: tables are per GPU model",
                 b.name,
