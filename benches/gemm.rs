@@ -3,7 +3,10 @@
 //!
 //! `cargo bench --bench gemm -- [--out bench/results/h200-gemm.json]`
 //!
-//! Times: CUDA events around each launch, L2 flushed before each, median.
+//! Times: CUDA events around each launch, L2 flushed before each, median. The floor
+//! of each row: its compulsory bytes (A, B and C once) at the copy rate measured in
+//! the same run, plus one launch; decode rows (M <= 16) give ours and cuBLAS as
+//! TB/s and as a fraction of that copy rate.
 
 mod common;
 
@@ -20,7 +23,7 @@ use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
 use autotune_table::table::{self, Role, TuningTable};
-use common::time_ms;
+use common::{Floor, time_ms};
 use serde_json::json;
 
 const TABLE: &str = concat!(
@@ -76,6 +79,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let stream = ctx.default_stream();
     let blas = CudaBlas::new(stream.clone())?;
     let mut flush = L2Flush::new(&stream)?;
+    let floor = Floor::measure(ctx, &stream, &mut flush)?;
     let mut rows = Vec::new();
     for (n, k) in SHAPES {
         for m in ROWS {
@@ -118,6 +122,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             let (sweep_best_ms, sweep_best_variant) =
                 sweep_best(table.as_ref(), (n, k), m).unwrap_or((f64::NAN, String::new()));
             let flops = 2.0 * (m * n * k) as f64;
+            let bytes = 2.0 * (m * k + k * n + m * n) as f64;
+            let floor_ms = floor.ms(bytes);
             let dispatched = kernel.describe(m, n, k);
             rows.push(json!({
                 "m": m, "n": n, "k": k,
@@ -135,6 +141,14 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 "dispatch_TFLOPs": flops / dispatch / 1e9,
                 "cublas_TFLOPs": flops / cublas / 1e9,
                 "rel_error_vs_cublas": verdict.error,
+                "bytes": bytes,
+                "floor_ms": floor_ms,
+                "dispatch_vs_floor": dispatch / floor_ms,
+                "dispatch_TBps": bytes / dispatch / 1e9,
+                "cublas_TBps": bytes / cublas / 1e9,
+                "dispatch_copy_fraction": floor.copy_fraction(bytes, dispatch),
+                "cublas_copy_fraction": floor.copy_fraction(bytes, cublas),
+                "ours_best_copy_fraction": floor.copy_fraction(bytes, ours_best_ms),
             }));
         }
     }
@@ -142,12 +156,13 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "gpu": gpu.to_string(),
         "selection": kernel.selection().to_string(),
         "command": COMMAND,
+        "floor": floor.to_json(),
         "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = cublasGemmEx bf16 in/out, f32 compute, default algorithm, same buffers; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
         "rows": rows,
     });
     println!("bf16 GEMM on {gpu} ({})", kernel.selection());
     println!(
-        "{:>6} {:>6} {:>6} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "{:>6} {:>6} {:>6} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7}",
         "M",
         "N",
         "K",
@@ -157,14 +172,28 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "ours best",
         "disp/cuB",
         "best/cuB",
-        "sweep/cuB"
+        "sweep/cuB",
+        "floor",
+        "disp/flr",
+        "disp%cp",
+        "best%cp",
+        "cuB%cp"
     );
     let mut worst = f64::INFINITY;
     for row in &rows {
         let f = |key: &str| row[key].as_f64().unwrap_or(f64::NAN);
         worst = worst.min(f("dispatch_vs_cublas"));
+        // The copy fraction matters where the product is bandwidth-bound: decode.
+        let decode = row["m"].as_u64().is_some_and(|m| m <= 16);
+        let percent = |key: &str| {
+            if decode {
+                format!("{:.0}%", f(key) * 100.0)
+            } else {
+                "-".into()
+            }
+        };
         println!(
-            "{:>6} {:>6} {:>6} {:<12} {:>9.4} {:>9.4} {:>9.4} {:>8.3}x {:>8.3}x {:>9.3}x",
+            "{:>6} {:>6} {:>6} {:<12} {:>9.4} {:>9.4} {:>9.4} {:>8.3}x {:>8.3}x {:>9.3}x {:>9.4} {:>8.2}x {:>7} {:>7} {:>7}",
             row["m"],
             row["n"],
             row["k"],
@@ -174,12 +203,21 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             f("ours_best_ms"),
             f("dispatch_vs_cublas"),
             f("ours_best_vs_cublas"),
-            f("cublas_ms") / f("ours_sweep_best_ms")
+            f("cublas_ms") / f("ours_sweep_best_ms"),
+            f("floor_ms"),
+            f("dispatch_vs_floor"),
+            percent("dispatch_copy_fraction"),
+            percent("ours_best_copy_fraction"),
+            percent("cublas_copy_fraction"),
         );
     }
     println!(
         "(x: cuBLAS time / ours, above 1 is faster than cuBLAS; ms are medians; ours best: the variants \
-         the crate baked; sweep: our whole space's best as the sweep timed it; worst dispatch row {worst:.3}x)"
+         the crate baked; sweep: our whole space's best as the sweep timed it; worst dispatch row {worst:.3}x; \
+         floor: A, B and C once at the copy rate of {:.2} TB/s measured in this run, plus one launch of \
+         {:.1} us; %cp: bytes / time as a fraction of that copy rate, decode rows)",
+        floor.copy_bytes_per_s / 1e12,
+        floor.launch_ms * 1e3
     );
     for (n, k) in SHAPES {
         println!("  {}", kernel.shape_rule(n, k));

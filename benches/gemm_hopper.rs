@@ -30,7 +30,7 @@ use autotune_runtime::cudarc::driver::sys::CUdevice_attribute;
 use autotune_runtime::cudarc::nvrtc::Ptx;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use common::{time_ms, time_rotated_ms};
+use common::{Floor, time_ms, time_rotated_ms};
 use serde_json::json;
 
 const COMMAND: &str =
@@ -73,6 +73,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let vendor = gemm::CublasGemm::load(ctx)?;
     let mut unused = stream.alloc_zeros::<f32>(1)?;
     let mut flush = L2Flush::new(&stream)?;
+    let floor = Floor::measure(ctx, &stream, &mut flush)?;
     let l2 = usize::try_from(ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?)
         .unwrap_or(0);
     let mut functions = Vec::new();
@@ -86,8 +87,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let mut rows = Vec::new();
     println!("bf16 GEMM, the Hopper kernel's points against cuBLAS on {gpu}");
     println!(
-        "{:>6} {:>6} {:>6} {:>9} {:<32} {:>9} {:>9}",
-        "M", "N", "K", "cuBLAS ms", "best point", "ms", "vs cuBLAS"
+        "{:>6} {:>6} {:>6} {:>9} {:<32} {:>9} {:>9} {:>9} {:>10}",
+        "M", "N", "K", "cuBLAS ms", "best point", "ms", "vs cuBLAS", "floor ms", "best/floor"
     );
     for (m, n, k) in SHAPES {
         let (a, b) = samples::gemm(m, n, k, 1);
@@ -180,9 +181,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             )
         });
         let (best_ms, best_point) = fastest("ms").unwrap_or((f64::NAN, "none right"));
+        let floor_ms = floor.ms(2.0 * (m * k + k * n + m * n) as f64);
         println!(
-            "{m:>6} {n:>6} {k:>6} {cublas:>9.4} {best_point:<32} {best_ms:>9.4} {:>8.3}x{rotated_column}",
-            cublas / best_ms
+            "{m:>6} {n:>6} {k:>6} {cublas:>9.4} {best_point:<32} {best_ms:>9.4} {:>8.3}x {floor_ms:>9.4} {:>9.2}x{rotated_column}",
+            cublas / best_ms,
+            best_ms / floor_ms
         );
         rows.push(json!({
             "m": m, "n": n, "k": k,
@@ -190,6 +193,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "best_ms": best_ms,
             "best_point": best_point,
             "best_vs_cublas": cublas / best_ms,
+            "floor_ms": floor_ms,
+            "best_vs_floor": best_ms / floor_ms,
             "rotated": rotated_row,
             "points": points,
         }));
@@ -197,6 +202,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let report = json!({
         "gpu": gpu.to_string(),
         "command": COMMAND,
+        "floor": floor.to_json(),
         "method": "one run: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; for M <= 64 also `rotated`: A and B rotated through copies together over 2x L2, nothing flushed, both sides; every point checked against cuBLAS on the same buffers before it is timed; cuBLAS timed as the GEMM's vendor fallback calls it (cublasGemmEx, f32 compute, 32 MiB workspace)",
         "rows": rows,
     });

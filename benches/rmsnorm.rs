@@ -18,7 +18,7 @@ use autotune_runtime::Kernel;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use common::{python_anchor, time_ms};
+use common::{Floor, python_anchor, time_ms};
 use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench rmsnorm -- --out bench/results/h200-rmsnorm.json";
@@ -32,6 +32,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let norm = RmsNorm::load(ctx)?;
     let stream = ctx.default_stream();
     let mut flush = L2Flush::new(&stream)?;
+    let floor = Floor::measure(ctx, &stream, &mut flush)?;
     let sizes: Vec<usize> = RmsNorm::SPEC.sizes.iter().map(|&s| s as usize).collect();
     let mut args: Vec<String> = [
         "--hidden".to_string(),
@@ -97,6 +98,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "triton_TBps": triton_ms.map(|t| moved / t / 1e9),
             "copy_TBps": 2.0 * input_bytes / copy_ms / 1e9,
             "ours_rel_error": verdict.error,
+            "floor_ms": floor.ms(moved),
+            "ours_vs_floor": ours / floor.ms(moved),
             "triton_config": anchor.as_ref().map(|a| a["triton_config"].clone()),
             "triton_tune_s": field("triton_tune_s"),
             "command": COMMAND,
@@ -107,6 +110,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "selection": norm.selection().to_string(),
         "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; anchors: triton.testing.do_bench(return_mode='median'), which also flushes L2, eager (torch_ms, triton_ms) and replaying a CUDA graph of the same call (*_graph_ms: the GPU time without the host's)",
         "anchors": anchors.as_ref().map(|a| json!({"torch": a["torch"], "triton": a["triton"]})),
+        "floor": floor.to_json(),
         "rows": rows,
     });
     println!(
@@ -114,7 +118,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         norm.selection()
     );
     println!(
-        "{:>8} {:>9} {:<22} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "{:>8} {:>9} {:<22} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "rows",
         "MiB",
         "variant",
@@ -128,12 +132,14 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "vs torch",
         "vs triton",
         "vs torch g",
-        "vs trit g"
+        "vs trit g",
+        "floor ms",
+        "ours/floor"
     );
     for row in &rows {
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:>8} {:>9.0} {:<22} {:>9.4} {:>9.4} {:>9.4} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}x {:>8.2}x {:>8.2}x {:>8.2}x",
+            "{:>8} {:>9.0} {:<22} {:>9.4} {:>9.4} {:>9.4} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}x {:>8.2}x {:>8.2}x {:>8.2}x {:>9.4} {:>9.2}x",
             row["rows"].as_u64().unwrap_or(0),
             f("bytes") / 1048576.0,
             row["variant"].as_str().unwrap_or(""),
@@ -148,11 +154,16 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             f("triton_ms") / f("ours_ms"),
             f("torch_graph_ms") / f("ours_ms"),
             f("triton_graph_ms") / f("ours_ms"),
+            f("floor_ms"),
+            f("ours_vs_floor"),
         );
     }
     println!(
         "(TB/s count bytes read + written; ratios are anchor time / our time; \
-         g: the anchor replayed from a CUDA graph)"
+         g: the anchor replayed from a CUDA graph; floor: the bytes at the copy rate of \
+         {:.2} TB/s measured in this run, plus one launch of {:.1} us)",
+        floor.copy_bytes_per_s / 1e12,
+        floor.launch_ms * 1e3
     );
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;

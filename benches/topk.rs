@@ -20,7 +20,7 @@ use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use autotune_runtime::gpu::GpuIdentity;
-use common::{python_anchor, time_ms};
+use common::{Floor, python_anchor, time_ms};
 use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench topk -- --out bench/results/h200-topk.json";
@@ -58,6 +58,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     unsafe { ctx.disable_event_tracking() };
     let stream = ctx.new_stream()?;
     let mut flush = L2Flush::new(&stream)?;
+    let floor = Floor::measure(ctx, &stream, &mut flush)?;
     let mut args: Vec<String> = vec!["--ctx".into()];
     args.extend(CONTEXTS.iter().map(usize::to_string));
     let anchor = python_anchor("anchor_topk.py", &args);
@@ -118,6 +119,9 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let (torch_topk_ms, torch_any_graph_ms) =
             (torch_row("torch_topk_ms"), torch_row("torch_any_graph_ms"));
         let key_bytes = (n_ctx * DIM * 2) as f64;
+        // Compulsory: the keys, the query, the head weights, the indices written.
+        let bytes = key_bytes + (HEADS * DIM * 2 + HEADS * 4 + TOP_K * 4) as f64;
+        let floor_ms = floor.ms(bytes);
         rows.push(json!({
             "kernel": indexer.describe(n_ctx),
             "T": n_ctx,
@@ -139,6 +143,10 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "ratio_graphs": torch_graph_ms.map(|t| t / ours_graph),
             "ratio_keep_all": keep / ours,
             "keys_TBps": key_bytes / ours / 1e9,
+            "bytes": bytes,
+            "floor_ms": floor_ms,
+            "ours_vs_floor": ours / floor_ms,
+            "ours_graph_vs_floor": ours_graph / floor_ms,
             "command": COMMAND,
         }));
     }
@@ -148,6 +156,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "shape": {"heads": HEADS, "dim": DIM, "top_k": TOP_K, "dtype": "bf16 q and keys, f32 head weights"},
         "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; torch: triton.testing.do_bench(return_mode='median'), which also flushes L2, eager (torch_ms) and replaying a CUDA graph of the same call (torch_graph_ms: its GPU time without the host's), each the fastest formulation whose top-k passes our check (torch_violations: each formulation's violations); torch_any_graph_ms: the fastest replay of any formulation",
         "torch": anchor.as_ref().map(|a| a["torch"].clone()),
+        "floor": floor.to_json(),
         "rows": rows,
     });
     println!(
@@ -155,7 +164,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         indexer.selection()
     );
     println!(
-        "{:>8} {:<40} {:>9} {:>10} {:>10} {:>9} {:>9} {:>11} {:>9} {:>12} {:>10} {:>9} {:>11} {:>11}",
+        "{:>8} {:<40} {:>9} {:>10} {:>10} {:>9} {:>9} {:>11} {:>9} {:>12} {:>10} {:>9} {:>11} {:>11} {:>9} {:>10}",
         "T",
         "dispatch",
         "ours ms",
@@ -169,12 +178,14 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "any graph",
         "vs any",
         "vs keep-all",
-        "torch.topk"
+        "torch.topk",
+        "floor",
+        "ours/floor"
     );
     for row in &rows {
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:>8} {:<40} {:>9.4} {:>10.4} {:>10.4} {:>9.4} {:>8.2}x {:>11.4} {:>8.2}x {:>11.2}x {:>10.4} {:>8.2}x {:>10.2}x {:>11.4}",
+            "{:>8} {:<40} {:>9.4} {:>10.4} {:>10.4} {:>9.4} {:>8.2}x {:>11.4} {:>8.2}x {:>11.2}x {:>10.4} {:>8.2}x {:>10.2}x {:>11.4} {:>9.4} {:>9.2}x",
             row["T"].as_u64().unwrap_or(0),
             row["kernel"].as_str().unwrap_or(""),
             f("ours_ms"),
@@ -189,6 +200,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             f("ratio_any_graph"),
             f("ratio_keep_all"),
             f("torch_topk_ms"),
+            f("floor_ms"),
+            f("ours_vs_floor"),
         );
     }
     println!(
@@ -196,7 +209,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
          passes our check; torch graph: the same replayed from a CUDA graph, torch's GPU time \
          without the host's; graph/graph: torch graph / ours replayed from a CUDA graph too; \
          any graph: the fastest replay of any formulation, passing or not; \
-         torch.topk: torch's selection alone on f32 scores already computed, eager, ms)"
+         torch.topk: torch's selection alone on f32 scores already computed, eager, ms; \
+         floor: keys, query, weights and indices once at the copy rate of {:.2} TB/s measured \
+         in this run, plus one launch of {:.1} us)",
+        floor.copy_bytes_per_s / 1e12,
+        floor.launch_ms * 1e3
     );
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;

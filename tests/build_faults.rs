@@ -162,6 +162,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             sweep: 0.0,
             total: 0.0,
             gpus: 1,
+            phases: None,
         },
     };
     autotune_table::testing::table([("scale", kernel)])

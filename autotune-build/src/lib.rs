@@ -21,6 +21,7 @@ mod error;
 mod fingerprint;
 mod image;
 mod nvcc;
+mod phase_clock;
 mod probe;
 mod ptxas;
 mod record;

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use autotune_spec::KeyRange;
+use autotune_table::phases::Phases;
 use autotune_table::ranges::{self, Decision, SizeTimings, Timed};
 use autotune_table::table::{Measurement, Rejection, Stage};
 use serde::{Deserialize, Serialize};
@@ -100,6 +101,10 @@ pub struct Record<'a> {
     resumed: usize,
     /// How passing variants were checked, each way once.
     checks: Vec<String>,
+    /// Where the workers' time went, summed over the jobs.
+    phases: Phases,
+    /// Jobs run now are the probe above the largest size.
+    probing: bool,
 }
 
 impl std::fmt::Debug for Record<'_> {
@@ -128,6 +133,8 @@ impl<'a> Record<'a> {
             failed_keys: BTreeMap::new(),
             resumed: 0,
             checks: Vec::new(),
+            phases: Phases::default(),
+            probing: false,
         }
     }
 
@@ -163,6 +170,25 @@ impl<'a> Record<'a> {
     /// How the variants that passed were checked, each way once.
     pub fn checks(&self) -> &[String] {
         &self.checks
+    }
+
+    /// Whether the jobs run from now on probe above the largest size.
+    pub fn set_probing(&mut self, probing: bool) {
+        self.probing = probing;
+    }
+
+    /// A job's time by phase, as its worker measured it.
+    pub fn spent(&mut self, phases: &Phases) {
+        if self.probing {
+            self.phases.add(&phases.as_probe());
+        } else {
+            self.phases.add(phases);
+        }
+    }
+
+    /// Where the workers' time went so far.
+    pub fn phases(&self) -> Phases {
+        self.phases
     }
 
     /// Whether `task` needs no running on `device`: its variant is out, its key has

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
 use autotune_spec::KeyRange;
+use autotune_table::phases::Phases;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::ranges::{self, Decision};
 use autotune_table::strategy::Strategy;
@@ -126,6 +127,9 @@ pub struct SweepResult {
     ///
     /// [`Verdict::describe_check`]: autotune_runtime::Verdict::describe_check
     pub checks: Vec<String>,
+    /// Where the workers' time went (the jobs a resumed sweep replayed from its
+    /// journal are not in it).
+    pub phases: Phases,
     pub seconds: f64,
     /// Per device used: how many tasks it ran and for how many seconds.
     pub devices: Vec<DeviceShare>,
@@ -252,11 +256,12 @@ pub fn run(
     }
     let record = sweep.record();
     let measurements = record.measurements();
-    let (rejected, failed_keys, resumed, checks) = (
+    let (rejected, failed_keys, resumed, checks, phases) = (
         record.rejected().to_vec(),
         record.failed_keys().clone(),
         record.resumed(),
         record.checks().to_vec(),
+        record.phases(),
     );
     record.remove_journal();
     drop(record);
@@ -267,6 +272,7 @@ pub fn run(
         failed_keys,
         resumed,
         checks,
+        phases,
         seconds: started.elapsed().as_secs_f64(),
         devices,
         beyond,
@@ -317,7 +323,10 @@ impl<'a> Sweep<'a> {
             lanes.len(),
             MIN_SHARE,
         );
-        self.run_units(lanes, units, Vec::new())?;
+        self.record().set_probing(true);
+        let probed = self.run_units(lanes, units, Vec::new());
+        self.record().set_probing(false);
+        probed?;
         let record = self.record();
         if record.decisions().iter().any(|d| d.key == key) {
             return Ok(Beyond::Probed { key });
@@ -617,6 +626,10 @@ impl<'a> Sweep<'a> {
                     }
                     continue;
                 }
+                Reported::Spent(phases) => {
+                    self.record().spent(&phases);
+                    continue;
+                }
                 Reported::Finished(task, outcome) => (task, outcome),
             };
             let Some(task) = tasks.get(task_index) else {
@@ -708,6 +721,7 @@ impl<'a> Sweep<'a> {
             Event::Done => Reported::Done,
             Event::Started { task } => Reported::Started(task),
             Event::Checked { task, check } => Reported::Checked(task, check),
+            Event::Spent { phases } => Reported::Spent(phases),
             Event::Measured { task, measurement } => {
                 Reported::Finished(task, Outcome::Measured(measurement))
             }
@@ -742,6 +756,8 @@ enum Reported {
     Checked(usize, String),
     /// The task's outcome (measured, or out for a reason).
     Finished(usize, Outcome),
+    /// The job's time by phase.
+    Spent(Phases),
 }
 
 /// Progress steps one unit's jobs made, per phase.

@@ -405,6 +405,7 @@ impl Tuner<'_> {
                 sweep: result.seconds,
                 total: 0.0,
                 gpus: u32::try_from(result.devices.len()).unwrap_or(u32::MAX),
+                phases: Some(result.phases),
             },
         }
     }

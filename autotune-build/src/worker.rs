@@ -12,11 +12,13 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 
+use crate::phase_clock::{Part, PhaseClock};
 use crate::timing::{self, L2Flush, TimingConfig};
 use autotune_runtime::random::Rng;
 use autotune_runtime::{
     Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase, Verdict,
 };
+use autotune_table::phases::Phases;
 use autotune_table::table::{Measurement, Stage};
 use autotune_table::vars;
 
@@ -124,6 +126,11 @@ pub enum Event {
         task: usize,
         reason: String,
     },
+    /// The job's time by phase (sent once per job, before `Done`, or before the
+    /// worker stops on a lost context).
+    Spent {
+        phases: Phases,
+    },
     /// Every task of the job was handled.
     Done,
 }
@@ -164,7 +171,12 @@ pub fn serve<K: Kernel>(
             Some(session) => session,
             None => session.insert(Session::open(job.device, job.timing.graph)?),
         };
-        if session.run(&job, emit)? {
+        let mut clock = PhaseClock::default();
+        let served = session.run(&job, &mut clock, emit);
+        emit(Event::Spent {
+            phases: clock.phases,
+        });
+        if served? {
             emit(Event::Done);
         } else {
             // The context is lost: the parent starts a new worker.
@@ -247,8 +259,14 @@ impl<K: Kernel> Session<K> {
         self.loaded.len() - 1
     }
 
-    /// Runs the tasks of `job`. `false` when the context was lost on the way.
-    fn run(&mut self, job: &Job, emit: &mut dyn FnMut(Event)) -> Result<bool, WorkerError> {
+    /// Runs the tasks of `job`, timing their phases on `clock`. `false` when the
+    /// context was lost on the way.
+    fn run(
+        &mut self,
+        job: &Job,
+        clock: &mut PhaseClock,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<bool, WorkerError> {
         for (index, task) in job.tasks.iter().enumerate() {
             let Some(variant) = job.variants.get(task.variant) else {
                 return Err(WorkerError::NoVariant {
@@ -282,10 +300,11 @@ impl<K: Kernel> Session<K> {
             {
                 self.case = None; // free the previous size first
                 let shape = autotune_runtime::Shape::new(K::SPEC.shape_args, &job.shape);
-                let cases = K::Case::with_shape(&self.stream, task.key, &shape).and_then(|case| {
+                let cases = clock.during(Part::Inputs, || {
+                    let case = K::Case::with_shape(&self.stream, task.key, &shape)?;
                     let alternates =
                         K::Case::alternates_with_shape(&self.stream, task.key, &shape)?;
-                    Ok((case, alternates))
+                    Ok::<_, autotune_runtime::CaseError>((case, alternates))
                 });
                 match cases {
                     Ok((case, alternates)) => {
@@ -331,6 +350,7 @@ impl<K: Kernel> Session<K> {
                 &mut self.flush,
                 loaded,
                 best,
+                clock,
                 emit,
             ) {
                 Ok(event) => {
@@ -375,6 +395,7 @@ fn run_task<K: Kernel>(
     flush: &mut L2Flush,
     variant: &Runnable<K::Params, K::Case>,
     best_us: Option<f64>,
+    clock: &mut PhaseClock,
     emit: &mut dyn FnMut(Event),
 ) -> Result<Event, Failure> {
     let launch_error = |e: String| (Stage::Launch, e);
@@ -392,20 +413,23 @@ fn run_task<K: Kernel>(
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
         // The memory is inspected once, after timing: what a launch writes outside
         // its outputs stays there until then.
-        let verdict =
-            gate::<K>(case, stream, variant, own_seed, false)?.map_err(|f| wrong(f, ""))?;
-        error = verdict.error;
-        // The same variant on the case's other draws of its non-key arguments; a
-        // wrapper that refuses one is not checked there (dispatch would refuse too).
-        for (number, alternate) in alternates.iter_mut().enumerate() {
-            match gate::<K>(alternate, stream, variant, own_seed, true) {
-                Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
-                Ok(Err(failure)) => {
-                    return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
+        let verdict = clock.during(Part::Check, || {
+            let verdict =
+                gate::<K>(case, stream, variant, own_seed, false)?.map_err(|f| wrong(f, ""))?;
+            // The same variant on the case's other draws of its non-key arguments; a
+            // wrapper that refuses one is not checked there (dispatch would refuse too).
+            for (number, alternate) in alternates.iter_mut().enumerate() {
+                match gate::<K>(alternate, stream, variant, own_seed, true) {
+                    Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
+                    Ok(Err(failure)) => {
+                        return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
+                    }
+                    Err(failure) => return Err(failure),
                 }
-                Err(failure) => return Err(failure),
             }
-        }
+            Ok(verdict)
+        })?;
+        error = verdict.error;
         emit(Event::Checked {
             task: index,
             check: verdict.describe_check(),
@@ -413,41 +437,50 @@ fn run_task<K: Kernel>(
     } else {
         if job.check_seeds > 1 {
             // A previous task's later draws replaced the build's own values.
-            case.randomize(stream, own_seed).map_err(preparing)?;
+            clock.during(Part::Inputs, || {
+                case.randomize(stream, own_seed).map_err(preparing)
+            })?;
         }
-        first_launch::<K>(case, stream, variant)?;
+        clock.during(Part::Time, || first_launch::<K>(case, stream, variant))?;
     }
-    let samples = if job.timing.graph {
-        // As graph-using code runs it: the launch captured once, the graph replayed.
-        let graph = capture::<K>(case, stream, variant)?;
-        timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
-            graph.launch().map_err(|e| e.to_string())
-        })
-    } else {
-        timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
-            launch::<K>(case, stream, variant).map_err(|e| e.to_string())
-        })
-    }
-    .map_err(launch_error)?;
+    let samples = clock.during(Part::Time, || {
+        if job.timing.graph {
+            // As graph-using code runs it: the launch captured once, the graph
+            // replayed.
+            let graph = capture::<K>(case, stream, variant)?;
+            timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
+                graph.launch().map_err(|e| e.to_string())
+            })
+        } else {
+            timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
+                launch::<K>(case, stream, variant).map_err(|e| e.to_string())
+            })
+        }
+        .map_err(|e| Failure::Out(Stage::Launch, e))
+    })?;
     if task.check {
-        // What dispatch will see: the output of a launch after many, on the same
-        // inputs (a kernel right only on its first launch, or that writes into its
-        // inputs or past its outputs while it is timed, is out).
-        stream
-            .synchronize()
-            .map_err(|e| launch_error(format!("after timing: {e}")))?;
-        let timed = format!(
-            " (after the last of {} timed launches)",
-            samples.times_us.len()
-        );
-        verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
-        // Then new inputs in the same buffers (`AUTOTUNE_CHECK_SEEDS` draws): a
-        // kernel that returns what it computed before, instead of computing, is out.
-        for draw in 1..job.check_seeds {
-            let seed = draw_seed(job.seed, task.key, draw);
-            let when = format!(" (input draw {draw}, after timing)");
-            gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
-        }
+        clock.during(Part::Check, || {
+            // What dispatch will see: the output of a launch after many, on the same
+            // inputs (a kernel right only on its first launch, or that writes into
+            // its inputs or past its outputs while it is timed, is out).
+            stream
+                .synchronize()
+                .map_err(|e| launch_error(format!("after timing: {e}")))?;
+            let timed = format!(
+                " (after the last of {} timed launches)",
+                samples.times_us.len()
+            );
+            verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
+            // Then new inputs in the same buffers (`AUTOTUNE_CHECK_SEEDS` draws): a
+            // kernel that returns what it computed before, instead of computing, is
+            // out.
+            for draw in 1..job.check_seeds {
+                let seed = draw_seed(job.seed, task.key, draw);
+                let when = format!(" (input draw {draw}, after timing)");
+                gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
+            }
+            Ok::<(), Failure>(())
+        })?;
     }
     let work = case.work();
     Ok(Event::Measured {

@@ -15,6 +15,7 @@ use autotune_build::testing::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_build::timing::TimingConfig;
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
+use autotune_table::phases::Phases;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::shard::{Shard, Unit, entries_of};
 use autotune_table::strategy::{Budget, Strategy};
@@ -116,9 +117,13 @@ fn worker() -> ! {
             job.check_seeds, 2,
             "the plan's input draws reach the worker"
         );
+        // Each task: 1 ms of checking where checked, 4 ms of timing.
+        let mut phases = Phases::default();
         for (task_index, task) in job.tasks.iter().enumerate() {
             let name = job.variants[task.variant].name.as_str();
             emit_line(&Event::Started { task: task_index });
+            phases.check += if task.check { 0.001 } else { 0.0 };
+            phases.time += 0.004;
             if slow {
                 std::thread::sleep(Duration::from_millis(150));
             }
@@ -204,6 +209,7 @@ fn worker() -> ! {
                 }
             }
         }
+        emit_line(&Event::Spent { phases });
         emit_line(&Event::Done);
     }
     std::process::exit(0)
@@ -289,6 +295,15 @@ fn failures_cost_only_their_variant(work: &Path) {
     assert_eq!(stage(5), Some(Stage::WrongResult), "{log}");
     // How the variants were checked reaches the result (and the table) once.
     assert_eq!(result.checks, [SCRIPTED_CHECK], "{log}");
+    // The jobs' time by phase adds up (the crashed worker's job sent none); the
+    // probe above the top is its own phase.
+    let phases = result.phases;
+    assert!(
+        phases.check > 0.0 && phases.time > 4.0 * phases.check,
+        "{phases:?}"
+    );
+    assert!(phases.probe > 0.0, "{phases:?}");
+    assert_eq!((phases.inputs, phases.reference), (0.0, 0.0), "{phases:?}");
     for v in 0..3 {
         assert_eq!(stage(v), None, "variant {v}: {log}");
     }

@@ -13,6 +13,7 @@ pub mod above;
 pub mod artifacts;
 pub mod context;
 pub mod error;
+pub mod phases;
 pub mod plot;
 pub mod progress;
 pub mod ranges;

@@ -116,6 +116,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     if let Some(line) = compile_times(k) {
         let _ = writeln!(out, "  {line}");
     }
+    if let Some(phases) = &k.seconds.phases {
+        let _ = writeln!(out, "  {}", phases.describe());
+    }
     let _ = writeln!(
         out,
         "  {:<24} {:<48} {:>10} {:>12} {:>12}  runner-up",
@@ -277,6 +280,28 @@ mod tests {
         assert_contains(
             &context,
             &["checked against the reference: relative L2 <= 1e-5 only"],
+        );
+    }
+
+    #[test]
+    fn the_sweep_by_phase_is_printed_where_recorded() {
+        let mut table = committed();
+        assert!(!render("t.json", &table, Some("rms_norm")).contains("sweep by phase"));
+        let kernel = table.kernels.get_mut("rms_norm").unwrap();
+        kernel.seconds.phases = Some(crate::phases::Phases {
+            inputs: 1.0,
+            reference: 0.5,
+            check: 1.5,
+            time: 6.0,
+            probe: 1.0,
+        });
+        let text = render("t.json", &table, Some("rms_norm"));
+        assert_contains(
+            &text,
+            &[
+                "  sweep by phase: inputs 1.0 s, reference 0.5 s, check 1.5 s, timing 6.0 s, \
+               probe above 1.0 s; the gate (reference + check) 20% of it\n",
+            ],
         );
     }
 

@@ -250,6 +250,9 @@ pub struct Seconds {
     /// How many GPUs the sweep ran on.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub gpus: u32,
+    /// Where the sweep's time went (absent in tables tuned before 0.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<crate::phases::Phases>,
 }
 
 fn one() -> u32 {
@@ -1118,9 +1121,21 @@ pub(crate) mod tests {
                 sweep: 2.0,
                 total: 3.0,
                 gpus: 1,
+                phases: None,
             },
         };
         crate::testing::table([("k", kernel)])
+    }
+
+    /// Seconds written before the phases were recorded still read; written again,
+    /// they stay without them.
+    #[test]
+    fn seconds_without_phases_read() {
+        let json = r#"{"compile":1.5,"sweep":20.0,"total":22.0}"#;
+        let seconds: Seconds = serde_json::from_str(json).expect("seconds");
+        assert_eq!(seconds.phases, None);
+        assert_eq!(seconds.gpus, 1);
+        assert_eq!(serde_json::to_string(&seconds).expect("written"), json);
     }
 
     /// A table from before device memory was recorded still holds for the GPU

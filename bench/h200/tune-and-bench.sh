@@ -12,7 +12,8 @@
 #          SASS of the baked Hopper images, the GPU tests, the example (~10 minutes);
 #   tune   the same after retuning every kernel the build finds stale or forced
 #          (local search, AUTOTUNE_BUDGET points per key, 36 unless given).
-# BENCHES, TESTS and EXAMPLE=0 narrow what runs after that (all of it by default).
+# BENCHES and TESTS (names, or 0 for none) and EXAMPLE=0 narrow what runs after that
+# (all of it by default).
 # Every call of the device tool copies this machine's working tree again, replacing
 # tracked files under a running job: in session 9 that put the committed tables back
 # under a running build, in session 10 a poll made the hopper_gemm test's nvcc find
@@ -59,7 +60,9 @@ case "${1:-}" in
   bench) ;;
   *) echo "usage: tune-and-bench.sh bench | tune" ; exit 2 ;;
 esac
-for bench in ${BENCHES:-gemm_hopper gemm topk}; do
+benches=${BENCHES:-gemm_hopper gemm topk}
+[ "$benches" = 0 ] && benches=
+for bench in $benches; do
   step "bench $bench"
   cargo bench --bench "$bench" -- --out "$dir/h200-${bench//_/-}.json" 2>&1 | tee "$dir/bench-$bench.log" | tail -n 40
 done
@@ -69,7 +72,9 @@ for f in $(find target \( -name "algo2_*.cubin" -o -name "algo2_*.fatbin" \) | s
 done > "$dir/sass.txt" 2>&1
 head -n 20 "$dir/sass.txt"
 step "GPU tests"
-for t in ${TESTS:-hopper_gemm topk_fused gpu}; do
+tests=${TESTS:-hopper_gemm topk_fused gpu}
+[ "$tests" = 0 ] && tests=
+for t in $tests; do
   cargo test --release --test $t -- --nocapture > "$dir/test-$t.log" 2>&1
   echo "test $t: exit $?"
   grep -E "^test |^test result|SKIPPED|FAILED|panicked" "$dir/test-$t.log" | cut -c1-300

@@ -5,8 +5,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use autotune_build::timing::{self, L2Flush, TimingConfig};
-use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
-use serde_json::Value;
+use autotune_runtime::cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
+use autotune_runtime::cudarc::nvrtc::Ptx;
+use serde_json::{Value, json};
 
 /// Generous: many repeats, so that ratios between rows are stable.
 pub const TIMING: TimingConfig = TimingConfig {
@@ -43,6 +44,77 @@ pub fn time_rotated_ms(
         launch(i % copies.max(1))
     })?;
     Ok(samples.median() / 1e3)
+}
+
+/// The floor of a memory-bound kernel, from two numbers measured in the same run as
+/// the kernel: the device's copy rate (a 1 GiB device-to-device copy, bytes read
+/// plus bytes written over its median time) and one launch (an empty kernel, timed
+/// like every row: CUDA events around it, L2 flushed before it). A kernel that must
+/// move `bytes` cannot take less than `bytes / copy rate + one launch`.
+#[derive(Debug, Clone, Copy)]
+pub struct Floor {
+    pub copy_bytes_per_s: f64,
+    pub launch_ms: f64,
+}
+
+/// An empty kernel, as PTX the driver compiles for any GPU.
+const EMPTY_PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\
+                         .visible .entry autotune_empty()\n{\n\tret;\n}\n";
+
+impl Floor {
+    /// Measures the copy rate and one launch on `stream`.
+    pub fn measure(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        flush: &mut L2Flush,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
+        const BYTES: usize = 1 << 30;
+        let src = stream.alloc_zeros::<u8>(BYTES)?;
+        let mut dst = stream.alloc_zeros::<u8>(BYTES)?;
+        let copy_ms = time_ms(stream, flush, &mut || {
+            stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(|e| e.to_string())
+        })?;
+        let empty = ctx
+            .load_module(Ptx::from_src(EMPTY_PTX))?
+            .load_function("autotune_empty")?;
+        let config = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let launch_ms = time_ms(stream, flush, &mut || {
+            // SAFETY: the kernel takes no arguments and touches no memory.
+            unsafe { stream.launch_builder(&empty).launch(config) }
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })?;
+        Ok(Self {
+            copy_bytes_per_s: 2.0 * BYTES as f64 / (copy_ms * 1e-3),
+            launch_ms,
+        })
+    }
+
+    /// The least time for a launch that must move `bytes`: at the copy rate, plus
+    /// one launch.
+    pub fn ms(&self, bytes: f64) -> f64 {
+        bytes / self.copy_bytes_per_s * 1e3 + self.launch_ms
+    }
+
+    /// The fraction of the copy rate a launch moving `bytes` in `ms` reaches.
+    pub fn copy_fraction(&self, bytes: f64, ms: f64) -> f64 {
+        bytes / (ms * 1e-3) / self.copy_bytes_per_s
+    }
+
+    /// For the JSON report.
+    pub fn to_json(self) -> Value {
+        json!({
+            "copy_TBps": self.copy_bytes_per_s / 1e12,
+            "launch_ms": self.launch_ms,
+            "method": "copy rate: cuMemcpyDtoDAsync of 1 GiB, bytes read + written over its median time; launch: an empty kernel; both timed like the rows (CUDA events, L2 flushed before each, median); floor_ms = compulsory bytes / copy rate + one launch",
+        })
+    }
 }
 
 /// Runs `bench/<script>` with `args` and parses the JSON it prints; `None` (with

@@ -1,0 +1,74 @@
+//! The worker's stopwatch: wall time per part of a task, summed over a job, with
+//! the time the case spent computing references (counted by
+//! `autotune_runtime::case::reference_phase`) taken out of whichever part it fell in.
+
+use std::time::Instant;
+
+use autotune_runtime::case::reference_seconds;
+use autotune_table::phases::Phases;
+
+/// A part of a task the worker times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Building the case at a key, or drawing its inputs again.
+    Inputs,
+    /// Checked launches and their comparison with the reference.
+    Check,
+    /// The first launch, the graph capture and the timed launches.
+    Time,
+}
+
+/// Where one job's time went.
+#[derive(Debug, Default)]
+pub(crate) struct PhaseClock {
+    pub phases: Phases,
+}
+
+impl PhaseClock {
+    /// Runs `work`, counting its wall time as `part`, less the reference time spent
+    /// inside it, which counts as the reference phase.
+    pub fn during<T>(&mut self, part: Part, work: impl FnOnce() -> T) -> T {
+        let reference_before = reference_seconds();
+        let started = Instant::now();
+        let out = work();
+        let wall = started.elapsed().as_secs_f64();
+        let reference = (reference_seconds() - reference_before).clamp(0.0, wall);
+        self.phases.reference += reference;
+        let slot = match part {
+            Part::Inputs => &mut self.phases.inputs,
+            Part::Check => &mut self.phases.check,
+            Part::Time => &mut self.phases.time,
+        };
+        *slot += wall - reference;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::thread::sleep;
+    use std::time::Duration;
+
+    use autotune_runtime::case::Reference;
+
+    use super::*;
+
+    #[test]
+    fn reference_time_inside_a_part_is_taken_out_of_it() {
+        let mut clock = PhaseClock::default();
+        let mut reference = Reference::default();
+        clock.during(Part::Check, || {
+            reference.for_draw(3, || {
+                sleep(Duration::from_millis(60));
+                vec![1.0]
+            });
+            sleep(Duration::from_millis(30));
+        });
+        clock.during(Part::Time, || sleep(Duration::from_millis(30)));
+        let p = clock.phases;
+        assert!((0.06..0.09).contains(&p.reference), "{p:?}");
+        assert!((0.03..0.06).contains(&p.check), "{p:?}");
+        assert!((0.03..0.06).contains(&p.time), "{p:?}");
+        assert_eq!((p.inputs, p.probe), (0.0, 0.0));
+    }
+}
