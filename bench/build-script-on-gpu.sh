@@ -24,7 +24,8 @@ export CARGO_MANIFEST_DIR="$PWD" CARGO_PKG_NAME="$package" CARGO_PKG_VERSION=0.1
   CARGO_CRATE_NAME=build_script_build OUT_DIR="/tmp/$package-out" PROFILE=release OPT_LEVEL=3 \
   DEBUG=false TARGET=x86_64-unknown-linux-gnu HOST=x86_64-unknown-linux-gnu NUM_JOBS=16 \
   CARGO_FEATURE_AUTOTUNE=1 CARGO_TARGET_DIR="/tmp/$package-target" \
-  AUTOTUNE_ARCH="${AUTOTUNE_ARCH:-}" PATH="/usr/local/cuda/bin:$PATH"
+  AUTOTUNE_ARCH="${AUTOTUNE_ARCH:-}" PATH="/usr/local/cuda/bin:$PATH" \
+  LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 [ -n "$AUTOTUNE_ARCH" ] || unset AUTOTUNE_ARCH
 { time "$root/.gpu-bin/$package-build-script"; } > "$keep/build.log" 2> "$keep/build.stderr"
 echo "$label: build script exit $?"

@@ -1,12 +1,16 @@
-// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out. Three kernels, chosen by
+// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out. Four kernels, chosen by
 // the wrapper from ALGO:
 //   gemm_bf16 (ALGO 0): the tensor cores (mma.sync m16n8k16 with ldmatrix, cp.async
 //     multi-stage shared-memory pipeline);
 //   gemv_bf16 (ALGO 1): decode shapes on the CUDA cores, streaming B once with
 //     16-byte loads (a product with a few rows of A is a pass over B);
 //   gemm_bf16_wgmma (ALGO 2): Hopper only (sm_90a): TMA, wgmma, a warp-specialised
-//     persistent pipeline; in gemm_hopper.cu, which says how it works.
-// Every image has all three entries; only ALGO's has a body.
+//     persistent pipeline; in gemm_hopper.cu, which says how it works;
+//   gemm_bf16_decode (ALGO 3): decode (M <= 16 per block-row) at the copy rate: B
+//     streamed once with 16-byte loads straight into the registers of tensor-core
+//     MMAs, STAGES blocks of 16 rows of K in flight per warp; in gemm_decode.cuh,
+//     which says how it works (BM = 16, BN = 64, BK unused).
+// Every image has all four entries; only ALGO's has a body.
 //
 // A block computes a BM x BN tile of C over its share of K (split-K: SPLIT blocks
 // share a tile, each adding its partial sum into an f32 workspace; the last of them
@@ -352,6 +356,22 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
     if constexpr (SPLIT > 1) {
         finish_split(C, workspace, blockIdx.y * gridDim.x + blockIdx.x, m0, n0, M, N);
     }
+#endif
+}
+
+#include "gemm_decode.cuh"
+
+extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16_decode(
+    const __nv_bfloat16* __restrict__ A,
+    const __nv_bfloat16* __restrict__ B,
+    __nv_bfloat16* __restrict__ C,
+    float* __restrict__ workspace,
+    int M,
+    int N,
+    int K) {
+#if ALGO == 3
+    static_assert(BM == decode::kRows && BN == decode::kCols, "the decode kernel's tile is 16 x 64");
+    decode::gemm<WARPS, STAGES>(A, B, C, workspace, M, N, K);
 #endif
 }
 

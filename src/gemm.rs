@@ -9,7 +9,11 @@
 //! sweep and bakes the plan's images for sm_90a). For `algo = 2`, `warps` counts the
 //! MMA warps (4 per consumer warpgroup of 64 rows, so `bm = 16 * warps`) and `bk`
 //! is unused (a stage is 64 deep in K), which makes the Hopper point with the
-//! default's tile a neighbour of the default for the local search. cuBLAS is the fallback: it owns every range
+//! default's tile a neighbour of the default for the local search. `algo = 3` is the
+//! decode kernel (`kernels/gemm_decode.cuh`: B streamed once into the registers of
+//! tensor-core MMAs, 16 x 64 tiles, `stages` blocks of 16 rows of K in flight per
+//! warp, split-K over `split` blocks); it takes at most 64 rows of A (more would read
+//! B once per 16 of them). cuBLAS is the fallback: it owns every range
 //! where no variant of ours beats it by the margin, so dispatch never loses to what
 //! a user would call instead. Another `(N, K)` uses the plan of the nearest tuned
 //! one (`Gemm::shape_rule` says which).
@@ -47,29 +51,31 @@ pub const ALTERNATE_SHAPE: (usize, usize) = (1096, 1048);
 /// multiples of 8.
 #[autotune(
     source = "kernels/gemm.cu",
-    entry = ["gemm_bf16", "gemv_bf16", "gemm_bf16_wgmma"],
+    entry = ["gemm_bf16", "gemv_bf16", "gemm_bf16_wgmma", "gemm_bf16_decode"],
     key = m,
     sizes = [1, 16, 64, 256, 1k, 4k, 8k],
     shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096), (n = 4096, k = 14336), (n = 8192, k = 8192)],
     vendor = CublasGemm,
     case = GemmCase,
-    algo = [0, 1, 2],
+    algo = [0, 1, 2, 3],
     bm = [1, 4, 16, 64, 128],
     bn = [64, 128, 256],
     bk = 32,
     stages = [3, 4, 5, 6],
     warps = [4, 8],
-    split = [1, 2, 4, 16],
-    where = "(algo == 0 && bm >= 16 && stages <= 4 && split != 2
+    split = [1, 2, 4, 8, 16, 32],
+    where = "(algo == 0 && bm >= 16 && stages <= 4 && split != 2 && split != 8 && split != 32
               && ((bm < 64 && bn % (16 * warps) == 0 && (bm / 16) * (bn / warps / 8) <= 32)
                   || (bm >= 64 && bn % (8 * warps) == 0 && (bm / 32) * (bn * 2 / warps / 8) <= 32))
               && stages * (bm * (bk + 8) + bk * (bn + 8)) * 2 <= 200000
               && (split == 1 || bm <= 64))
-             || (algo == 1 && bm <= 16 && bn >= 128 && bk == 32 && stages == 3 && split != 2)
+             || (algo == 1 && bm <= 16 && bn >= 128 && bk == 32 && stages == 3 && split != 2
+                 && split != 8 && split != 32)
              || (algo == 2 && (bm == 64 || bm == 128) && warps * 16 == bm && bn >= 128
                  && ((split == 1 && stages * (bm * 64 + 64 * bn) * 2 + 1024 <= 232448)
                      || (bm == 64 && split <= 4
-                         && stages * (bm * 64 + 64 * bn) * 2 + bm * (bn + 8) * 4 + 1024 <= 232448)))",
+                         && stages * (bm * 64 + 64 * bn) * 2 + bm * (bn + 8) * 4 + 1024 <= 232448)))
+             || (algo == 3 && bm == 16 && bn == 64 && bk == 32 && stages % 2 == 0)",
     default = (algo = 0, bm = 128, bn = 128, bk = 32, stages = 3, warps = 8, split = 1),
 )]
 #[allow(clippy::too_many_arguments)]
@@ -84,20 +90,7 @@ pub fn gemm(
     n: usize,
     k: usize,
 ) -> Result<(), KernelError> {
-    KernelError::check(k.is_multiple_of(8) && n.is_multiple_of(8), || {
-        format!("k = {k} and n = {n} must be multiples of 8")
-    })?;
-    KernelError::check(
-        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
-        || {
-            format!(
-                "a ({}), b ({}) or c ({}) is smaller than {m}x{k}, {k}x{n}, {m}x{n}",
-                a.len(),
-                b.len(),
-                c.len()
-            )
-        },
-    )?;
+    let (mi, ni, ki) = checked_dims(a, b, c, m, n, k)?;
     let p = variant.params();
     if p.algo == 2 {
         let point = gemm_hopper::HopperParams {
@@ -111,6 +104,9 @@ pub fn gemm(
         let resident = variant.resident_blocks(stream, 2, point.threads(), shared)?;
         return gemm_hopper::launch(stream, function, &point, resident, a, b, c, m, n, k);
     }
+    KernelError::check(p.algo != 3 || m <= 64, || {
+        format!("the decode kernel (algo = 3) reads B once per 16 rows of A: m = {m} > 64")
+    })?;
     let (bm, bn) = (p.bm as usize, p.bn as usize);
     let tiles = m.div_ceil(bm) * n.div_ceil(bn);
     KernelError::check(p.split == 1 || workspace.len() >= m * n + tiles, || {
@@ -120,15 +116,9 @@ pub fn gemm(
             workspace_len(m, n)
         )
     })?;
-    let dims = (
-        i32::try_from(m),
-        i32::try_from(n),
-        i32::try_from(k),
-        u32::try_from(tiles),
-    );
-    let (Ok(mi), Ok(ni), Ok(ki), Ok(grid)) = dims else {
+    let Ok(grid) = u32::try_from(tiles) else {
         return Err(KernelError::Arguments(format!(
-            "{m}x{n}x{k} does not fit a launch"
+            "{m}x{n}x{k} has more tiles than a launch"
         )));
     };
     if m == 0 || n == 0 {
@@ -163,10 +153,44 @@ pub fn gemm(
         .arg(&mi)
         .arg(&ni)
         .arg(&ki);
-    // SAFETY: both entries are `(const bf16*, const bf16*, bf16*, float*, int, int,
-    // int)`; sizes and alignment checked above.
+    // SAFETY: the entries other than the Hopper one are `(const bf16*, const bf16*,
+    // bf16*, float*, int, int, int)`; sizes and alignment checked above.
     unsafe { launch.launch(config) }?;
     Ok(())
+}
+
+/// What every launch path of the GEMM (ours, the Hopper kernel, cuBLAS) requires of
+/// its arguments, checked in one place so that dispatch refuses the same calls
+/// whichever path a range takes: `k` and `n` multiples of 8 (16-byte rows), buffers
+/// that hold `m x k`, `k x n` and `m x n`, and sizes that fit an `i32`, returned so.
+pub fn checked_dims(
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &CudaSlice<bf16>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<(i32, i32, i32), KernelError> {
+    KernelError::check(k.is_multiple_of(8) && n.is_multiple_of(8), || {
+        format!("k = {k} and n = {n} must be multiples of 8")
+    })?;
+    KernelError::check(
+        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+        || {
+            format!(
+                "a ({}), b ({}) or c ({}) is smaller than {m}x{k}, {k}x{n}, {m}x{n}",
+                a.len(),
+                b.len(),
+                c.len()
+            )
+        },
+    )?;
+    let (Ok(mi), Ok(ni), Ok(ki)) = (i32::try_from(m), i32::try_from(n), i32::try_from(k)) else {
+        return Err(KernelError::Arguments(format!(
+            "{m}x{n}x{k} does not fit a launch"
+        )));
+    };
+    Ok((mi, ni, ki))
 }
 
 /// `c = a · b` by cuBLAS (row-major, through the column-major transpose identity).
@@ -299,16 +323,7 @@ impl CublasGemm {
         k: usize,
     ) -> Result<(), KernelError> {
         let _ = workspace;
-        KernelError::check(
-            a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
-            || format!("a, b or c is smaller than {m}x{k}, {k}x{n}, {m}x{n}"),
-        )?;
-        let (Ok(mi), Ok(ni), Ok(ki)) = (i32::try_from(m), i32::try_from(n), i32::try_from(k))
-        else {
-            return Err(KernelError::Arguments(format!(
-                "{m}x{n}x{k} does not fit cuBLAS"
-            )));
-        };
+        let (mi, ni, ki) = checked_dims(a, b, c, m, n, k)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -370,7 +385,7 @@ pub struct GemmCase {
     blas: CudaBlas,
     /// The seed of the current inputs, and the reference computed from them.
     seed: u64,
-    expected: Option<(u64, Vec<f64>)>,
+    expected: Reference,
 }
 
 /// Products up to this many multiply-adds are checked against the CPU.
@@ -398,33 +413,8 @@ impl GemmCase {
             blas: CudaBlas::new(stream.clone())
                 .map_err(|e| CaseError::Other(format!("cuBLAS: {e:?}")))?,
             seed: 0,
-            expected: None,
+            expected: Reference::default(),
         })
-    }
-
-    /// Computes the float64 reference of the current inputs, unless their first
-    /// check already did.
-    fn compute_expected(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
-        let (m, n, k) = (self.m, self.n, self.k);
-        if self
-            .expected
-            .as_ref()
-            .is_none_or(|(seed, _)| *seed != self.seed)
-        {
-            let values = if m * n * k <= CPU_REFERENCE_MACS {
-                let (a, b) = (self.host_a.as_slice()?, self.host_b.as_slice()?);
-                reference(a, b, m, n, k)
-            } else {
-                cublas_gemm(&self.blas, &self.a, &self.b, &mut self.reference, (m, n, k))?;
-                stream
-                    .clone_dtoh(&self.reference)?
-                    .iter()
-                    .map(|v| v.to_f64())
-                    .collect()
-            };
-            self.expected = Some((self.seed, values));
-        }
-        Ok(())
     }
 }
 
@@ -486,11 +476,18 @@ impl Case for GemmCase {
                 "the call left workspace[{index}] non-zero"
             )));
         }
-        self.compute_expected(stream)?;
-        let expected = self
-            .expected
-            .as_ref()
-            .map_or(&[][..], |(_, v)| v.as_slice());
+        let (m, n, k) = (self.m, self.n, self.k);
+        let (host_a, host_b) = (&self.host_a, &self.host_b);
+        let (a, b, blas, on_gpu) = (&self.a, &self.b, &self.blas, &mut self.reference);
+        let expected = self.expected.try_for_draw(self.seed, || {
+            if m * n * k <= CPU_REFERENCE_MACS {
+                Ok(reference(host_a.as_slice()?, host_b.as_slice()?, m, n, k))
+            } else {
+                cublas_gemm(blas, a, b, on_gpu, (m, n, k))?;
+                let values = stream.clone_dtoh(on_gpu)?;
+                Ok::<_, CaseError>(values.iter().map(|v| v.to_f64()).collect())
+            }
+        })?;
         Ok(compare(self.host_c.as_slice()?, expected))
     }
 

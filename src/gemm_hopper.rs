@@ -181,13 +181,7 @@ pub fn launch(
     n: usize,
     k: usize,
 ) -> Result<(), KernelError> {
-    KernelError::check(k.is_multiple_of(8) && n.is_multiple_of(8), || {
-        format!("k = {k} and n = {n} must be multiples of 8")
-    })?;
-    KernelError::check(
-        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
-        || format!("a, b or c is smaller than {m}x{k}, {k}x{n}, {m}x{n}"),
-    )?;
+    let (mi, ni, ki) = super::checked_dims(a, b, c, m, n, k)?;
     let ctx = stream.context();
     let capability = (
         ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
@@ -199,12 +193,6 @@ pub fn launch(
             capability.0, capability.1
         )
     })?;
-    let dims = (i32::try_from(m), i32::try_from(n), i32::try_from(k));
-    let (Ok(mi), Ok(ni), Ok(ki)) = dims else {
-        return Err(KernelError::Arguments(format!(
-            "{m}x{n}x{k} does not fit a launch"
-        )));
-    };
     if m == 0 || n == 0 {
         return Ok(());
     }

@@ -355,6 +355,9 @@ pub struct TopkCase {
     host_weights: Vec<f32>,
     host_keys: Vec<bf16>,
     host_out: Vec<i32>,
+    /// The draw of the current inputs, and their scores (computed once per draw).
+    seed: u64,
+    scores: Reference,
 }
 
 impl Case for TopkCase {
@@ -371,10 +374,13 @@ impl Case for TopkCase {
             host_weights: vec![0.0; HEADS],
             host_keys: vec![bf16::ZERO; n_ctx * DIM],
             host_out: vec![0; TOP_K],
+            seed: 0,
+            scores: Reference::default(),
         })
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
+        self.seed = seed;
         fill_uniform(&mut self.host_q, seed, -1.0, 1.0);
         fill_uniform(&mut self.host_keys, seed ^ 1, -1.0, 1.0);
         // Mostly positive head weights, some negative, as learned ones are.
@@ -407,8 +413,9 @@ impl Case for TopkCase {
         stream.memcpy_dtoh(&*self.out, &mut self.host_out)?;
         let counts = stream.clone_dtoh(&self.scratch.slice(counts(self.n_ctx)))?;
         stream.synchronize()?;
-        let scores = scores(&self.host_q, &self.host_weights, &self.host_keys);
-        let verdict = check_top_k(&scores, &self.host_out);
+        let (q, weights, keys) = (&self.host_q, &self.host_weights, &self.host_keys);
+        let scores = self.scores.for_draw(self.seed, || scores(q, weights, keys));
+        let verdict = check_top_k(scores, &self.host_out);
         if let Some(dirty) = counts.iter().position(|&c| c != 0) {
             return Ok(Verdict::failed(format!(
                 "the call left scratch count {dirty} non-zero"
@@ -507,7 +514,7 @@ pub fn check_top_k(scores: &[f64], out: &[i32]) -> Verdict {
             &mut first,
         );
     }
-    let verdict = Verdict::new(violations as f64 / k as f64, 0.0);
+    let verdict = Verdict::mismatches(violations as u64, k as u64, 0.0);
     match first {
         Some(detail) => verdict.with_detail(detail),
         None => verdict,

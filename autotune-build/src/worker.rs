@@ -259,6 +259,37 @@ impl<K: Kernel> Session<K> {
         self.loaded.len() - 1
     }
 
+    /// Makes the case at `shape` and `key` (and its alternates) the current one,
+    /// unless it is already, freeing the previous one first.
+    fn case_at(
+        &mut self,
+        shape: &[u64],
+        key: u64,
+        clock: &mut PhaseClock,
+    ) -> Result<(), autotune_runtime::CaseError> {
+        if self
+            .case
+            .as_ref()
+            .is_some_and(|c| c.shape == shape && c.key == key)
+        {
+            return Ok(());
+        }
+        self.case = None;
+        let dims = autotune_runtime::Shape::new(K::SPEC.shape_args, shape);
+        let (case, alternates) = clock.during(Part::Inputs, || {
+            let case = K::Case::with_shape(&self.stream, key, &dims)?;
+            let alternates = K::Case::alternates_with_shape(&self.stream, key, &dims)?;
+            Ok::<_, autotune_runtime::CaseError>((case, alternates))
+        })?;
+        self.case = Some(CaseAt {
+            shape: shape.to_vec(),
+            key,
+            case,
+            alternates,
+        });
+        Ok(())
+    }
+
     /// Runs the tasks of `job`, timing their phases on `clock`. `false` when the
     /// context was lost on the way.
     fn run(
@@ -293,37 +324,13 @@ impl<K: Kernel> Session<K> {
                 continue;
             }
             emit(Event::Started { task: index });
-            if self
-                .case
-                .as_ref()
-                .is_none_or(|c| c.shape != job.shape || c.key != task.key)
-            {
-                self.case = None; // free the previous size first
-                let shape = autotune_runtime::Shape::new(K::SPEC.shape_args, &job.shape);
-                let cases = clock.during(Part::Inputs, || {
-                    let case = K::Case::with_shape(&self.stream, task.key, &shape)?;
-                    let alternates =
-                        K::Case::alternates_with_shape(&self.stream, task.key, &shape)?;
-                    Ok::<_, autotune_runtime::CaseError>((case, alternates))
+            if let Err(error) = self.case_at(&job.shape, task.key, clock) {
+                self.failed_keys.push(at);
+                emit(Event::CaseFailed {
+                    task: index,
+                    reason: error.to_string(),
                 });
-                match cases {
-                    Ok((case, alternates)) => {
-                        self.case = Some(CaseAt {
-                            shape: job.shape.clone(),
-                            key: task.key,
-                            case,
-                            alternates,
-                        })
-                    }
-                    Err(error) => {
-                        self.failed_keys.push(at);
-                        emit(Event::CaseFailed {
-                            task: index,
-                            reason: error.to_string(),
-                        });
-                        continue;
-                    }
-                }
+                continue;
             }
             let (
                 Some(CaseAt {

@@ -19,21 +19,54 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         args.other.display().to_string(),
     );
     let name = &args.kernel;
-    let load = |path: &str| -> Result<KernelTable, CliError> {
+    let load = |path: &str| -> Result<Vec<(String, KernelTable)>, CliError> {
         let table = table::read(Path::new(path)).map_err(CliError::unreadable(path))?;
-        table
-            .kernels
-            .get(name)
-            .cloned()
-            .ok_or_else(|| CliError::NoKernel {
+        let entries = entries_named(&table.kernels, name);
+        if entries.is_empty() {
+            return Err(CliError::NoKernel {
                 kernel: name.clone(),
                 path: path.to_string(),
                 known: crate::summaries::entries_of(&table),
-            })
+            });
+        }
+        Ok(entries)
     };
-    let comparison = compare(&load(&reference)?, &load(&other)?)?;
-    print!("{}", render(name, &reference, &other, &comparison));
+    let (ours, theirs) = (load(&reference)?, load(&other)?);
+    for (entry, reference_entry) in &ours {
+        let Some((_, other_entry)) = theirs.iter().find(|(e, _)| e == entry) else {
+            println!("{entry}: only in {reference}\n");
+            continue;
+        };
+        let comparison = compare(reference_entry, other_entry)?;
+        print!("{}", render(entry, &reference, &other, &comparison));
+    }
+    for (entry, _) in theirs
+        .iter()
+        .filter(|(e, _)| !ours.iter().any(|(o, _)| o == e))
+    {
+        println!("{entry}: only in {other}\n");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The entries `name` means: the entry of that name (`gemm@n=4096,k=4096`, `rms_norm`),
+/// else every shape's entry of the kernel so named (`gemm`).
+fn entries_named(
+    kernels: &BTreeMap<String, KernelTable>,
+    name: &str,
+) -> Vec<(String, KernelTable)> {
+    if let Some(entry) = kernels.get(name) {
+        return vec![(name.to_string(), entry.clone())];
+    }
+    kernels
+        .iter()
+        .filter(|(entry, _)| {
+            entry
+                .split_once('@')
+                .is_some_and(|(kernel, _)| kernel == name)
+        })
+        .map(|(entry, table)| (entry.clone(), table.clone()))
+        .collect()
 }
 
 /// One key both tunings decided.
@@ -176,6 +209,27 @@ mod tests {
             panic!("`{kernel}` is in the committed table");
         };
         entry.clone()
+    }
+
+    /// Issue 35: `compare --kernel gemm` refused the shipped table ("no kernel
+    /// `gemm`"), whose entries are per shape; a kernel's name means all of them.
+    #[test]
+    fn a_kernel_name_means_every_shape_entry() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/tuning/nvidia-h200.json");
+        let Ok(table) = table::read(&path) else {
+            panic!("the committed H200 table is readable");
+        };
+        let gemm: Vec<String> = entries_named(&table.kernels, "gemm")
+            .into_iter()
+            .map(|(entry, _)| entry)
+            .collect();
+        assert_eq!(gemm.len(), 4, "{gemm:?}");
+        assert!(gemm.iter().all(|e| e.starts_with("gemm@n=")), "{gemm:?}");
+        let one = entries_named(&table.kernels, "gemm@n=4096,k=4096");
+        assert_eq!(one.len(), 1);
+        // `topk` is neither an entry nor a kernel with shapes (`topk_indexer` is).
+        assert!(entries_named(&table.kernels, "topk").is_empty());
+        assert_eq!(entries_named(&table.kernels, "rms_norm").len(), 1);
     }
 
     #[test]

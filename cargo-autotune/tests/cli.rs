@@ -38,7 +38,7 @@ fn report_and_compare_read_the_committed_table() {
         "n=8192,k=8192",
     ] {
         assert!(
-            report.contains(&format!("gemm@{shape}: key `m`, 138 variants")),
+            report.contains(&format!("gemm@{shape}: key `m`, 162 variants")),
             "{shape}: {report}"
         );
     }
