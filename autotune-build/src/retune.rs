@@ -182,12 +182,16 @@ impl Build {
                         }
                     },
                 };
+                let last_sweep_s = table
+                    .and_then(|t| t.kernels.get(&entry))
+                    .map(|recorded| recorded.seconds.sweep);
                 out.push(Stale {
                     spec,
                     entry,
                     shape: shape.values().to_vec(),
                     fingerprint: kernel.fingerprint.clone(),
                     reason,
+                    last_sweep_s,
                 });
             }
         }
@@ -309,6 +313,9 @@ struct Stale {
     shape: Vec<u64>,
     fingerprint: table::Fingerprint,
     reason: String,
+    /// How long its last sweep took, where the table holds one (the shard plan's
+    /// cost of it).
+    last_sweep_s: Option<f64>,
 }
 
 impl Stale {
@@ -318,6 +325,7 @@ impl Stale {
             entry: &self.entry,
             shape: &self.shape,
             fingerprint: &self.fingerprint,
+            last_sweep_s: self.last_sweep_s,
         }
     }
 }

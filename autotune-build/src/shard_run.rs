@@ -17,6 +17,9 @@ pub(crate) struct Entry<'a> {
     pub entry: &'a str,
     pub shape: &'a [u64],
     pub fingerprint: &'a Fingerprint,
+    /// Seconds its last sweep took, from the table being retuned (absent for an
+    /// entry the table lacks).
+    pub last_sweep_s: Option<f64>,
 }
 
 /// This machine's shard of the run, and what its partial table records.
@@ -70,9 +73,13 @@ impl ShardRun {
 /// tasks (points times sizes of each entry).
 fn units(stale: &[Entry<'_>]) -> Vec<Unit> {
     let mut units: Vec<(String, Unit)> = Vec::new();
-    for entry in stale {
+    let measured = measured_costs(stale);
+    for (index, entry) in stale.iter().enumerate() {
         let root = root_of(entry, stale);
-        let cost = (entry.spec.points.len() * entry.spec.sizes.len().max(1)) as u64;
+        let cost = match &measured {
+            Some(ms) => ms[index],
+            None => (entry.spec.points.len() * entry.spec.sizes.len().max(1)) as u64,
+        };
         match units.iter_mut().find(|(r, _)| *r == root) {
             Some((_, unit)) => {
                 unit.entries.push(entry.entry.to_string());
@@ -88,6 +95,24 @@ fn units(stale: &[Entry<'_>]) -> Vec<Unit> {
         }
     }
     units.into_iter().map(|(_, unit)| unit).collect()
+}
+
+/// Each entry's cost as the milliseconds its last sweep took, when the table holds
+/// a last sweep of every one; else `None`, and each costs its points x keys. Times
+/// and point counts are not mixed: one entry without a time makes every cost a
+/// count. The times come from the table every machine of the run reads, so every
+/// machine computes the same plan. Counts do not see what a point costs (a softmax
+/// of 4096 columns takes about four times one of 768 at the same points and keys);
+/// times do.
+fn measured_costs(stale: &[Entry<'_>]) -> Option<Vec<u64>> {
+    stale
+        .iter()
+        .map(|entry| {
+            let seconds = entry.last_sweep_s.filter(|s| s.is_finite() && *s > 0.0)?;
+            // At least 1 ms: a unit of no cost would never weigh on a shard.
+            Some(((seconds * 1e3).round() as u64).max(1))
+        })
+        .collect()
 }
 
 /// The entry at the end of `entry`'s chain of stale fallbacks at its shape (itself
@@ -163,6 +188,7 @@ mod tests {
             entry,
             shape,
             fingerprint: &f,
+            last_sweep_s: None,
         };
         // Fallbacks first, as `tune_stale` sorts them.
         let stale = [
@@ -193,5 +219,39 @@ mod tests {
         assert_eq!(first.record.work_sha256, second.record.work_sha256);
         assert_eq!(first.record.work.len(), 5);
         assert!(first.owns("tuned@c=1") && !first.owns("tuned@c=2"));
+    }
+
+    /// Issue 35 on the H200: two shards of examples/library took 117 s and 31 s,
+    /// since counts of points x keys made the wide shape's entries as cheap as the
+    /// narrow one's. With the table's last sweep times the costliest units are split.
+    #[test]
+    fn the_last_sweep_times_weigh_the_units_when_the_table_has_all_of_them() {
+        let f = fingerprint();
+        let entry =
+            |spec: &'static KernelSpec, entry: &'static str, shape: &'static [u64], s| Entry {
+                spec,
+                entry,
+                shape,
+                fingerprint: &f,
+                last_sweep_s: s,
+            };
+        let timed = [
+            entry(&LIBRARY, "library@c=1", &[1], Some(7.3)),
+            entry(&LIBRARY, "library@c=2", &[2], Some(1.9)),
+            entry(&TUNED, "tuned@c=1", &[1], Some(68.6)),
+            entry(&TUNED, "tuned@c=2", &[2], Some(18.9)),
+            entry(&OTHER, "other", &[], Some(40.0)),
+        ];
+        let costs: Vec<u64> = units(&timed).iter().map(|u| u.cost).collect();
+        assert_eq!(costs, [75_900, 20_800, 40_000]);
+        let first = ShardRun::plan(Shard { index: 1, count: 2 }, &timed);
+        let second = ShardRun::plan(Shard { index: 2, count: 2 }, &timed);
+        assert_eq!(first.record.entries, ["library@c=1", "tuned@c=1"]);
+        assert_eq!(second.record.entries, ["library@c=2", "tuned@c=2", "other"]);
+        // One entry the table lacks: every cost is a count again.
+        let mut partly = timed;
+        partly[4].last_sweep_s = None;
+        let costs: Vec<u64> = units(&partly).iter().map(|u| u.cost).collect();
+        assert_eq!(costs, [8, 8, 2]);
     }
 }
