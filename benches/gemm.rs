@@ -214,10 +214,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     println!(
         "(x: cuBLAS time / ours, above 1 is faster than cuBLAS; ms are medians; ours best: the variants \
          the crate baked; sweep: our whole space's best as the sweep timed it; worst dispatch row {worst:.3}x; \
-         floor: A, B and C once at the copy rate of {:.2} TB/s measured in this run, plus one launch of \
-         {:.1} us; %cp: bytes / time as a fraction of that copy rate, decode rows)",
-        floor.copy_bytes_per_s / 1e12,
-        floor.launch_ms * 1e3
+         {}; %cp: bytes / time as a fraction of that copy rate, decode rows)",
+        floor.legend("A, B and C once")
     );
     for (n, k) in SHAPES {
         println!("  {}", kernel.shape_rule(n, k));

@@ -160,10 +160,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     }
     println!(
         "(TB/s count bytes read + written; ratios are anchor time / our time; \
-         g: the anchor replayed from a CUDA graph; floor: the bytes at the copy rate of \
-         {:.2} TB/s measured in this run, plus one launch of {:.1} us)",
-        floor.copy_bytes_per_s / 1e12,
-        floor.launch_ms * 1e3
+         g: the anchor replayed from a CUDA graph; {})",
+        floor.legend("the bytes")
     );
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;

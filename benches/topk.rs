@@ -210,10 +210,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
          without the host's; graph/graph: torch graph / ours replayed from a CUDA graph too; \
          any graph: the fastest replay of any formulation, passing or not; \
          torch.topk: torch's selection alone on f32 scores already computed, eager, ms; \
-         floor: keys, query, weights and indices once at the copy rate of {:.2} TB/s measured \
-         in this run, plus one launch of {:.1} us)",
-        floor.copy_bytes_per_s / 1e12,
-        floor.launch_ms * 1e3
+         {})",
+        floor.legend("keys, query, weights and indices once")
     );
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;

@@ -69,8 +69,8 @@ impl ShardRun {
 }
 
 /// The units of `stale`: each entry with the entries of its fallback chain at the
-/// same shape that are stale too, fallbacks first; the cost of a unit is its sweep's
-/// tasks (points times sizes of each entry).
+/// same shape that are stale too, fallbacks first; the cost of a unit is the sum of
+/// its entries' costs ([`measured_costs`], else points times sizes of each entry).
 fn units(stale: &[Entry<'_>]) -> Vec<Unit> {
     let mut units: Vec<(String, Unit)> = Vec::new();
     let measured = measured_costs(stale);

@@ -463,7 +463,7 @@ fn run_task<K: Kernel>(
                 launch::<K>(case, stream, variant).map_err(|e| e.to_string())
             })
         }
-        .map_err(|e| Failure::Out(Stage::Launch, e))
+        .map_err(|e| Failure::from(launch_error(e)))
     })?;
     if task.check {
         clock.during(Part::Check, || {

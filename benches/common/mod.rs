@@ -102,6 +102,17 @@ impl Floor {
         bytes / self.copy_bytes_per_s * 1e3 + self.launch_ms
     }
 
+    /// `floor: <what> at the copy rate of 4.25 TB/s measured in this run, plus one
+    /// launch of 2.7 us`, for a bench's legend (`what`: the bytes it counts).
+    pub fn legend(&self, what: &str) -> String {
+        format!(
+            "floor: {what} at the copy rate of {:.2} TB/s measured in this run, plus one \
+             launch of {:.1} us",
+            self.copy_bytes_per_s / 1e12,
+            self.launch_ms * 1e3
+        )
+    }
+
     /// The fraction of the copy rate a launch moving `bytes` in `ms` reaches.
     pub fn copy_fraction(&self, bytes: f64, ms: f64) -> f64 {
         bytes / (ms * 1e-3) / self.copy_bytes_per_s
