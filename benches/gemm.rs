@@ -6,7 +6,9 @@
 //! Times: CUDA events around each launch, L2 flushed before each, median. The floor
 //! of each row: its compulsory bytes (A, B and C once) at the copy rate measured in
 //! the same run, plus one launch; decode rows (M <= 16) give ours and cuBLAS as
-//! TB/s and as a fraction of that copy rate.
+//! TB/s and as a fraction of that copy rate, and again with L2 left clean before
+//! each launch (a read of twice the L2 instead of a memset, whose dirty lines the
+//! launch otherwise writes back).
 
 mod common;
 
@@ -14,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use autotune_build::timing::L2Flush;
+use autotune_build::timing::{Flush, L2Flush};
 use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::{references, samples};
 use autotune_runtime::Selection;
@@ -79,6 +81,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let stream = ctx.default_stream();
     let blas = CudaBlas::new(stream.clone())?;
     let mut flush = L2Flush::new(&stream)?;
+    // The decode rows again with L2 left clean; `None` (and said) where the
+    // runtime's kernels cannot run here.
+    let mut clean = L2Flush::with_method(&stream, Flush::Read)
+        .map_err(|e| eprintln!("no clean-L2 timing: {e}"))
+        .ok();
     let floor = Floor::measure(ctx, &stream, &mut flush)?;
     let mut rows = Vec::new();
     for (n, k) in SHAPES {
@@ -119,6 +126,19 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 }
             }
             let (ours_best_ms, ours_best_variant) = ours_best.unwrap_or((f64::NAN, ""));
+            // Decode rows under the clean flush: dispatch and cuBLAS.
+            let (mut dispatch_clean, mut cublas_clean) = (f64::NAN, f64::NAN);
+            if let Some(clean) = clean.as_mut().filter(|_| m <= 16) {
+                dispatch_clean = time_ms(&stream, clean, &mut || {
+                    kernel
+                        .launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)
+                        .map_err(|e| e.to_string())
+                })?;
+                cublas_clean = time_ms(&stream, clean, &mut || {
+                    gemm::cublas_gemm(&blas, &da, &db, &mut cublas_out, (m, n, k))
+                        .map_err(|e| e.to_string())
+                })?;
+            }
             let (sweep_best_ms, sweep_best_variant) =
                 sweep_best(table.as_ref(), (n, k), m).unwrap_or((f64::NAN, String::new()));
             let flops = 2.0 * (m * n * k) as f64;
@@ -149,6 +169,10 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 "dispatch_copy_fraction": floor.copy_fraction(bytes, dispatch),
                 "cublas_copy_fraction": floor.copy_fraction(bytes, cublas),
                 "ours_best_copy_fraction": floor.copy_fraction(bytes, ours_best_ms),
+                "dispatch_clean_ms": dispatch_clean,
+                "cublas_clean_ms": cublas_clean,
+                "dispatch_clean_copy_fraction": floor.copy_fraction(bytes, dispatch_clean),
+                "cublas_clean_copy_fraction": floor.copy_fraction(bytes, cublas_clean),
             }));
         }
     }
@@ -157,7 +181,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "selection": kernel.selection().to_string(),
         "command": COMMAND,
         "floor": floor.to_json(),
-        "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = cublasGemmEx bf16 in/out, f32 compute, default algorithm, same buffers; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
+        "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; *_clean (decode rows): the same with L2 flushed by a read of 2x L2, which leaves it holding clean lines; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = cublasGemmEx bf16 in/out, f32 compute, default algorithm, same buffers; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
         "rows": rows,
     });
     println!("bf16 GEMM on {gpu} ({})", kernel.selection());
@@ -217,6 +241,28 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
          {}; %cp: bytes / time as a fraction of that copy rate, decode rows)",
         floor.legend("A, B and C once")
     );
+    println!("decode rows with L2 left clean before each launch (a read of 2x L2, not a memset):");
+    println!(
+        "{:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7}",
+        "M", "N", "K", "dispatch", "cuBLAS", "disp/cuB", "disp%cp", "cuB%cp"
+    );
+    for row in rows
+        .iter()
+        .filter(|row| row["m"].as_u64().is_some_and(|m| m <= 16))
+    {
+        let f = |key: &str| row[key].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:>6} {:>6} {:>6} {:>9.4} {:>9.4} {:>8.3}x {:>6.0}% {:>6.0}%",
+            row["m"],
+            row["n"],
+            row["k"],
+            f("dispatch_clean_ms"),
+            f("cublas_clean_ms"),
+            f("cublas_clean_ms") / f("dispatch_clean_ms"),
+            f("dispatch_clean_copy_fraction") * 100.0,
+            f("cublas_clean_copy_fraction") * 100.0,
+        );
+    }
     for (n, k) in SHAPES {
         println!("  {}", kernel.shape_rule(n, k));
     }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use autotune_build::testing::{CompileJob, Nvcc, Target};
 use autotune_build::testing::{JobVariant, WORKER_ENV, emit_line, serve};
 use autotune_build::testing::{KeyRange, SweepPlan, run_sweep};
-use autotune_build::timing::TimingConfig;
+use autotune_build::timing::{Flush, TimingConfig};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use autotune_runtime::{
     Case, CaseError, Guarded, Inspection, Kernel, KernelSpec, LaunchError, Params, Variant,
@@ -260,6 +260,7 @@ fn plan(
             target_ms,
             hopeless: 4.0,
             graph: false,
+            flush: Flush::Memset,
         },
         min_margin: 0.01,
         refine_rounds: 1,

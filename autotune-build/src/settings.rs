@@ -7,7 +7,7 @@ use autotune_table::shard::{NotAShard, Shard};
 use autotune_table::strategy::{Budget, Strategy};
 use autotune_table::vars::{self, Var};
 
-use crate::timing::TimingConfig;
+use crate::timing::{Flush, TimingConfig};
 
 /// The most input draws a build checks each variant on.
 pub const MAX_CHECK_SEEDS: u32 = 16;
@@ -118,6 +118,11 @@ impl Settings {
         }
         if let Some(text) = var(vars::GRAPH)? {
             self.timing.graph = switch(&text, vars::GRAPH.name)?;
+        }
+        if let Some(text) = var(vars::FLUSH)? {
+            self.timing.flush = Flush::parse(&text).ok_or_else(|| {
+                SettingsError::new(vars::FLUSH.name, &text, "takes memset or read")
+            })?;
         }
         if let Some(text) = var(vars::DEVICES)? {
             self.devices = Devices::parse(&text)?;

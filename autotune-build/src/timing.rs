@@ -1,10 +1,11 @@
 //! Timing one variant: CUDA events around each launch, the L2 flushed before each
-//! (a memset of twice its size, outside the events), warm-up first, the number of
+//! (a memset or a read of twice its size, outside the events), warm-up first, the number of
 //! repeats sized to a time budget, the median and quartiles kept. Without a flush
 //! (benches that rotate their inputs through copies instead), the same otherwise.
 
 use std::sync::Arc;
 
+use autotune_runtime::device_kernels::DeviceKernels;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DriverError};
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,9 @@ pub struct TimingConfig {
     /// cannot be captured (a host synchronisation, an allocation) is out.
     #[serde(default)]
     pub graph: bool,
+    /// How L2 is evicted before each timed launch (`AUTOTUNE_FLUSH`).
+    #[serde(default)]
+    pub flush: Flush,
 }
 
 impl Default for TimingConfig {
@@ -35,6 +39,7 @@ impl Default for TimingConfig {
             target_ms: 30.0,
             hopeless: 4.0,
             graph: false,
+            flush: Flush::Memset,
         }
     }
 }
@@ -43,7 +48,7 @@ impl TimingConfig {
     /// How the table describes the method.
     pub fn describe(&self) -> String {
         format!(
-            "CUDA events around each launch{}; L2 flushed before each (memset of 2x the L2, outside the events); \
+            "CUDA events around each launch{}; L2 flushed before each ({}, outside the events); \
              {} warm-up launches; median of {}..{} repeats sized to {} ms; one launch only for a variant \
              {}x slower than the best so far at its key",
             if self.graph {
@@ -51,6 +56,7 @@ impl TimingConfig {
             } else {
                 ""
             },
+            self.flush.describe(),
             self.warmup,
             self.min_repeats,
             self.max_repeats,
@@ -93,14 +99,60 @@ impl Samples {
     }
 }
 
-/// The buffer whose memset evicts the inputs from L2 between repeats.
+/// How L2 is evicted before each timed launch (`AUTOTUNE_FLUSH`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flush {
+    /// A memset of twice the L2: L2 is left full of dirty lines, and the timed
+    /// launch writes them back as it evicts them. A short memory-bound launch pays
+    /// for that: cuBLAS at 14336 x 4096, M = 1, took 41.0 us on the H200 after a
+    /// memset and 32.7 us with its inputs rotated through copies instead (NOTES,
+    /// item 36).
+    #[default]
+    Memset,
+    /// A read of twice the L2 by the runtime's kernel
+    /// ([`DeviceKernels::read_through`]): L2 is left holding clean lines, as a
+    /// decode step finds it after the layers before it.
+    Read,
+}
+
+impl Flush {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "memset" => Some(Self::Memset),
+            "read" => Some(Self::Read),
+            _ => None,
+        }
+    }
+
+    /// How the table describes it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Memset => "memset of 2x the L2",
+            Self::Read => "read of 2x the L2, leaving it clean",
+        }
+    }
+}
+
+/// The buffer whose memset or read evicts the inputs from L2 between repeats.
 #[derive(Debug)]
 pub struct L2Flush {
     buffer: CudaSlice<u8>,
+    /// Where the flush reads: the runtime's kernels and the word they may write.
+    reader: Option<(Arc<DeviceKernels>, CudaSlice<u32>)>,
+}
+
+/// Why a flush by reading cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum FlushError {
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] DriverError),
+    #[error("AUTOTUNE_FLUSH=read needs the runtime's kernels, which are not usable here: {0}")]
+    NoKernels(String),
 }
 
 impl L2Flush {
-    /// Twice the device's L2, at least 64 MiB.
+    /// Twice the device's L2, at least 64 MiB, flushed by a memset.
     pub fn new(stream: &Arc<CudaStream>) -> Result<Self, DriverError> {
         use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
         let l2 = stream
@@ -108,14 +160,53 @@ impl L2Flush {
             .attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?
             .max(0)
             .unsigned_abs() as usize;
-        let bytes = (2 * l2).max(64 << 20);
+        let bytes = (2 * l2).max(64 << 20).next_multiple_of(16);
         Ok(Self {
             buffer: stream.alloc_zeros::<u8>(bytes)?,
+            reader: None,
         })
     }
 
+    /// The same buffer, flushed by `method` from now on.
+    pub fn with_method(stream: &Arc<CudaStream>, method: Flush) -> Result<Self, FlushError> {
+        let mut flush = Self::new(stream)?;
+        flush.set_method(stream, method)?;
+        Ok(flush)
+    }
+
+    /// Flushes by `method` from now on.
+    pub fn set_method(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        method: Flush,
+    ) -> Result<(), FlushError> {
+        self.reader = match method {
+            Flush::Memset => None,
+            Flush::Read => {
+                let kernels = DeviceKernels::get(stream).ok_or_else(|| {
+                    FlushError::NoKernels(
+                        DeviceKernels::why_not(stream).unwrap_or_else(|| "unknown".into()),
+                    )
+                })?;
+                Some((kernels, stream.alloc_zeros::<u32>(1)?))
+            }
+        };
+        Ok(())
+    }
+
+    pub fn method(&self) -> Flush {
+        if self.reader.is_some() {
+            Flush::Read
+        } else {
+            Flush::Memset
+        }
+    }
+
     pub fn flush(&mut self, stream: &Arc<CudaStream>) -> Result<(), DriverError> {
-        stream.memset_zeros(&mut self.buffer)
+        match &mut self.reader {
+            Some((kernels, sink)) => kernels.read_through(stream, &self.buffer, sink),
+            None => stream.memset_zeros(&mut self.buffer),
+        }
     }
 }
 
@@ -201,6 +292,30 @@ fn timed_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_flush_is_named_in_the_variable_the_job_and_the_table() {
+        assert_eq!(Flush::parse("read"), Some(Flush::Read));
+        assert_eq!(Flush::parse("memset"), Some(Flush::Memset));
+        assert_eq!(Flush::parse("Read"), None);
+        // A job written before the field existed is read as a memset.
+        let old =
+            r#"{"warmup":3,"min_repeats":15,"max_repeats":200,"target_ms":30.0,"hopeless":4.0}"#;
+        let config = serde_json::from_str::<TimingConfig>(old).map(|c| c.flush);
+        assert_eq!(config.ok(), Some(Flush::Memset));
+        let read = TimingConfig {
+            flush: Flush::Read,
+            ..TimingConfig::default()
+        };
+        let json = serde_json::to_string(&read).unwrap_or_default();
+        assert!(json.contains(r#""flush":"read""#), "{json}");
+        assert!(read.describe().contains("read of 2x the L2"));
+        assert!(
+            TimingConfig::default()
+                .describe()
+                .contains("memset of 2x the L2")
+        );
+    }
 
     #[test]
     fn quantiles_interpolate() {

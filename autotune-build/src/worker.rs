@@ -13,7 +13,8 @@ use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 
 use crate::phase_clock::{Part, PhaseClock};
-use crate::timing::{self, L2Flush, TimingConfig};
+use crate::timing::{self, FlushError, L2Flush, TimingConfig};
+use autotune_runtime::device_kernels::DeviceKernels;
 use autotune_runtime::random::Rng;
 use autotune_runtime::{
     Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase, Verdict,
@@ -144,8 +145,8 @@ pub enum WorkerError {
     Job(serde_json::Error),
     #[error("cannot open CUDA device {device}: {source}")]
     Device { device: usize, source: DriverError },
-    #[error("cannot allocate the L2 flush buffer: {0}")]
-    Flush(DriverError),
+    #[error("cannot make the L2 flush: {0}")]
+    Flush(FlushError),
     #[error("task {task} names variant {variant} of {count}")]
     NoVariant {
         task: usize,
@@ -201,6 +202,9 @@ struct Session<K: Kernel> {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     flush: L2Flush,
+    /// The runtime's kernels on this context (`None` where they cannot be
+    /// trusted: the gate then looks at inputs on the host).
+    _kernels: Option<Arc<DeviceKernels>>,
     loaded: Vec<LoadedBinary<K::Params, K::Case>>,
     /// The case at the current shape and key, and its alternates (checked, never
     /// timed).
@@ -226,11 +230,14 @@ impl<K: Kernel> Session<K> {
         } else {
             ctx.default_stream()
         };
-        let flush = L2Flush::new(&stream).map_err(WorkerError::Flush)?;
+        let flush = L2Flush::new(&stream).map_err(|e| WorkerError::Flush(e.into()))?;
+        // Held for the session, so that every case's inspection finds them loaded.
+        let kernels = DeviceKernels::get(&stream);
         Ok(Self {
             ctx,
             stream,
             flush,
+            _kernels: kernels,
             loaded: Vec::new(),
             case: None,
             failed_keys: Vec::new(),
@@ -298,6 +305,11 @@ impl<K: Kernel> Session<K> {
         clock: &mut PhaseClock,
         emit: &mut dyn FnMut(Event),
     ) -> Result<bool, WorkerError> {
+        if self.flush.method() != job.timing.flush {
+            self.flush
+                .set_method(&self.stream, job.timing.flush)
+                .map_err(WorkerError::Flush)?;
+        }
         for (index, task) in job.tasks.iter().enumerate() {
             let Some(variant) = job.variants.get(task.variant) else {
                 return Err(WorkerError::NoVariant {

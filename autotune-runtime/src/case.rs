@@ -458,6 +458,49 @@ impl ErrorSum {
         self.norm += square;
     }
 
+    /// A sum from its parts, as the device comparison reads them back: the two
+    /// norms, the first output that is not finite (index, value), and the worst
+    /// element (index, error, output, reference).
+    pub(crate) fn from_parts(
+        diff: f64,
+        norm: f64,
+        first_bad: Option<(usize, f64)>,
+        worst: Option<(usize, f64, f64, f64)>,
+    ) -> Self {
+        Self {
+            diff,
+            norm,
+            first_bad,
+            worst: worst.map(|(index, error, out, reference)| WorstElement {
+                index,
+                out,
+                reference,
+                error,
+            }),
+        }
+    }
+
+    /// Whether `other` is the same sum added in another order: the norms and the
+    /// worst error within `1e-9` relative, the same first bad output and the same
+    /// worst element. What differs, otherwise.
+    pub(crate) fn agrees_with(&self, other: &Self) -> Result<(), String> {
+        let close = |a: f64, b: f64| a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+        let worst = |s: &Self| s.worst.map(|w| (w.index, w.out, w.reference));
+        let same = close(self.diff, other.diff)
+            && close(self.norm, other.norm)
+            && self.first_bad.map(|b| b.0) == other.first_bad.map(|b| b.0)
+            && worst(self) == worst(other)
+            && close(
+                self.worst.map_or(0.0, |w| w.error),
+                other.worst.map_or(0.0, |w| w.error),
+            );
+        if same {
+            Ok(())
+        } else {
+            Err(format!("{self:?} against {other:?}"))
+        }
+    }
+
     pub fn merge(self, other: Self) -> Self {
         let first_bad = match (self.first_bad, other.first_bad) {
             (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
@@ -508,7 +551,7 @@ impl ErrorSum {
     }
 }
 
-fn error_sum<T: Element>(out: &[T], reference: &[f64]) -> ErrorSum {
+pub(crate) fn error_sum<T: Element>(out: &[T], reference: &[f64]) -> ErrorSum {
     parallel::map_indices(out.len().div_ceil(parallel::CHUNK), |chunk| {
         let start = chunk * parallel::CHUNK;
         let end = (start + parallel::CHUNK).min(out.len());

@@ -209,6 +209,11 @@ impl Inspection {
         Ok(())
     }
 
+    /// The stream the inspection reads on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// An input allocated as a [`Guarded`] buffer: it must still hold `host`, and
     /// nothing may have been written around it. Its guards read as extreme values
     /// ([`CANARY`]), so a kernel that reads past its end shows in its output.

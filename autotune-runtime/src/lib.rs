@@ -15,10 +15,12 @@
 //! ```
 
 pub mod case;
+pub mod device_kernels;
 pub mod dispatch;
 pub mod error;
 pub mod gpu;
 pub mod guard;
+pub mod input;
 pub mod kernel;
 pub mod parallel;
 pub mod params;

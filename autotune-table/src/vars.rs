@@ -108,6 +108,8 @@ vars! {
         "the time budget per variant and key, in ms";
     GRAPH = "AUTOTUNE_GRAPH", true,
         "time each launch as a CUDA-graph replay (1 or 0)";
+    FLUSH = "AUTOTUNE_FLUSH", true,
+        "how L2 is evicted before each timed launch: `memset` (default) or `read`";
     SHARD = "AUTOTUNE_SHARD", true,
         "tune only shard `i/N` of what is stale, into the tables folder's `shards/`";
 

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use autotune_build::timing::{self, L2Flush, TimingConfig};
+use autotune_build::timing::{self, Flush, L2Flush, TimingConfig};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 use autotune_runtime::cudarc::nvrtc::Ptx;
 use serde_json::{Value, json};
@@ -17,6 +17,7 @@ pub const TIMING: TimingConfig = TimingConfig {
     target_ms: 100.0,
     hopeless: f64::INFINITY,
     graph: false,
+    flush: Flush::Memset,
 };
 
 /// Median milliseconds of `launch`: CUDA events around each launch, L2 flushed

@@ -1,0 +1,135 @@
+//! A case's input with its recent draws kept: drawn on the CPU once per seed, put
+//! back by a device-to-device copy of a pristine device copy after that, and looked
+//! at by comparing with that copy on the device.
+//!
+//! The sweep checks every variant at a key on the same draws, uploading them again
+//! before every check (a variant may have written over them): redrawn on the CPU,
+//! the 14336 x 4096 weights of a GEMM cost more than the check itself. An
+//! [`Input`] draws each seed once and keeps the last [`DRAWS_KEPT`].
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
+
+use crate::device_kernels::DeviceKernels;
+use crate::error::CaseError;
+use crate::guard::{Inspection, describe_changes};
+
+/// Draws kept per input: the build's own draw and one more
+/// (`AUTOTUNE_CHECK_SEEDS = 2`). With more check seeds, the oldest draw is dropped
+/// and drawn again on the CPU when it comes back.
+pub const DRAWS_KEPT: usize = 2;
+
+/// An input buffer of a case and the values of its recent draws (host values and
+/// a pristine device copy of each). Dereferences to the buffer a launch reads.
+#[derive(Debug)]
+pub struct Input<T> {
+    buffer: CudaSlice<T>,
+    /// Most recent first; the first is the buffer's current draw.
+    draws: Vec<Draw<T>>,
+}
+
+#[derive(Debug)]
+struct Draw<T> {
+    seed: u64,
+    host: Vec<T>,
+    pristine: CudaSlice<T>,
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
+    /// An input of `len` zeroed elements, nothing drawn yet.
+    pub fn alloc(stream: &Arc<CudaStream>, len: usize) -> Result<Self, DriverError> {
+        Ok(Self {
+            buffer: stream.alloc_zeros(len)?,
+            draws: Vec::with_capacity(DRAWS_KEPT),
+        })
+    }
+
+    /// Puts draw `seed` into the buffer: `fill`'s values (it is given the host
+    /// values to write) the first time, uploaded and kept on the device as the
+    /// draw's pristine copy; a device-to-device copy of that copy while the draw is
+    /// one of the last [`DRAWS_KEPT`].
+    pub fn draw(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        seed: u64,
+        fill: impl FnOnce(&mut [T]),
+    ) -> Result<(), CaseError> {
+        if let Some(kept) = self.draws.iter().position(|d| d.seed == seed) {
+            let draw = self.draws.remove(kept);
+            self.draws.insert(0, draw);
+        } else {
+            let mut draw = if self.draws.len() == DRAWS_KEPT {
+                // The oldest draw's memory, for the new one.
+                self.draws.pop().ok_or("no draw to reuse".to_string())?
+            } else {
+                Draw {
+                    seed,
+                    host: vec![T::default(); self.buffer.len()],
+                    pristine: stream.alloc_zeros(self.buffer.len())?,
+                }
+            };
+            draw.seed = seed;
+            fill(&mut draw.host);
+            stream.memcpy_htod(&draw.host, &mut draw.pristine)?;
+            self.draws.insert(0, draw);
+        }
+        let current = &self.draws[0];
+        stream.memcpy_dtod(&current.pristine, &mut self.buffer)?;
+        Ok(())
+    }
+
+    /// The seed of the draw the buffer holds, if any.
+    pub fn seed(&self) -> Option<u64> {
+        self.draws.first().map(|d| d.seed)
+    }
+
+    /// The host values of the buffer's current draw (empty before the first).
+    pub fn host(&self) -> &[T] {
+        self.draws.first().map_or(&[], |d| &d.host)
+    }
+
+    /// The device copy of the current draw, which no launch is given.
+    pub fn pristine(&self) -> Option<&CudaSlice<T>> {
+        self.draws.first().map(|d| &d.pristine)
+    }
+
+    /// For [`Case::inspect`](crate::Case::inspect): the buffer must still hold its
+    /// current draw. Compared on the device with the draw's pristine copy where the
+    /// runtime's kernels run ([`DeviceKernels::get`]), read back and compared with
+    /// the draw's host values otherwise.
+    pub fn inspect(&self, name: &str, memory: &mut Inspection) -> Result<(), CaseError>
+    where
+        T: PartialEq + Sync,
+    {
+        let stream = memory.stream().clone();
+        let on_device = match (self.pristine(), DeviceKernels::get(&stream)) {
+            (Some(pristine), Some(kernels)) => {
+                kernels.changes(&stream, &self.buffer, Some(pristine)).ok()
+            }
+            _ => None,
+        };
+        let changes = match on_device {
+            Some(changes) => changes,
+            None => describe_changes(&stream.clone_dtoh(&self.buffer)?, self.host()),
+        };
+        if let Some(changes) = changes {
+            memory.finding(format!("changed its input `{name}`: {changes}"));
+        }
+        Ok(())
+    }
+}
+
+impl<T> Deref for Input<T> {
+    type Target = CudaSlice<T>;
+    fn deref(&self) -> &CudaSlice<T> {
+        &self.buffer
+    }
+}
+
+impl<T> DerefMut for Input<T> {
+    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.buffer
+    }
+}
