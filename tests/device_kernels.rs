@@ -11,7 +11,7 @@ mod toolkit;
 use std::sync::Arc;
 
 use autotune_build::timing::{Flush, L2Flush};
-use autotune_runtime::case::{Element, compare};
+use autotune_runtime::case::{Element, ErrorSum, compare};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
 use autotune_runtime::device_kernels::{DeviceElement, DeviceKernels, PTX};
 use autotune_runtime::guard::describe_changes;
@@ -141,6 +141,38 @@ fn device_comparison_gives_the_host_verdicts() {
             agrees::<bf16, bf16>(&stream, &kernels, len, clean);
             agrees::<f16, f64>(&stream, &kernels, len, clean);
             agrees::<f32, f64>(&stream, &kernels, len, clean);
+        }
+    }
+}
+
+#[test]
+fn row_blocks_give_the_host_verdicts_of_rows() {
+    let Some((stream, kernels)) = kernels() else {
+        return;
+    };
+    for (rows, width) in [(3, 777), (1000, 4096), (7, 5000)] {
+        for clean in [true, false] {
+            let (out, reference) = outputs::<bf16, f32>(rows * width, width as u64, clean);
+            let exact: Vec<f64> = reference.iter().map(|r| r.to_f64()).collect();
+            let mut host = ErrorSum::default();
+            for (row, (o, e)) in out.chunks(width).zip(exact.chunks(width)).enumerate() {
+                let mut part = ErrorSum::default();
+                part.add_block(row * width, o, e);
+                host = host.merge(part);
+            }
+            let host = host.verdict::<bf16>(out.len());
+            let device = kernels
+                .compare_blocks(
+                    &stream,
+                    &stream.clone_htod(&out).unwrap(),
+                    &stream.clone_htod(&reference).unwrap(),
+                    width,
+                )
+                .unwrap();
+            assert_eq!(device.passed(), host.passed(), "{rows} x {width}");
+            assert_eq!(device.detail, host.detail, "{rows} x {width}");
+            let (a, b) = (device.error, host.error);
+            assert!(a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()));
         }
     }
 }

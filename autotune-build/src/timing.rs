@@ -147,7 +147,7 @@ pub struct L2Flush {
 pub enum FlushError {
     #[error("CUDA driver: {0}")]
     Driver(#[from] DriverError),
-    #[error("AUTOTUNE_FLUSH=read needs the runtime's kernels, which are not usable here: {0}")]
+    #[error("a flush by reading needs the runtime's kernels, which are not usable here: {0}")]
     NoKernels(String),
 }
 

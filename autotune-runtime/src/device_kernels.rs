@@ -151,20 +151,22 @@ impl DeviceKernels {
     /// Runs every comparison on small inputs whose answers the host computes, and
     /// the flush once: a kernel that disagrees with the host, or fails, is not used.
     ///
-    /// The sample has all that a verdict reports: three blocks of [`BLOCK`] and a
-    /// ragged tail, outputs rounded from the reference with a little noise, a run
+    /// The sample has all that a verdict reports: three blocks of [`BLOCK`] (and
+    /// blocks of 777, as rows would be) and a ragged tail, outputs rounded from the reference with a little noise, a run
     /// of sign-flipped outputs, a block whose reference is all zero (one output
     /// there is not), and a NaN.
     pub fn self_check(&self, stream: &Arc<CudaStream>) -> Result<(), DeviceKernelsError> {
-        self.check_pair::<bf16, bf16>(stream)?;
-        self.check_pair::<bf16, f32>(stream)?;
-        self.check_pair::<bf16, f64>(stream)?;
-        self.check_pair::<f16, f16>(stream)?;
-        self.check_pair::<f16, f32>(stream)?;
-        self.check_pair::<f16, f64>(stream)?;
-        self.check_pair::<f32, f32>(stream)?;
-        self.check_pair::<f32, f64>(stream)?;
-        self.check_pair::<f64, f64>(stream)?;
+        self.check_pair::<bf16, bf16>(stream, BLOCK)?;
+        self.check_pair::<bf16, f32>(stream, BLOCK)?;
+        self.check_pair::<bf16, f64>(stream, BLOCK)?;
+        self.check_pair::<f16, f16>(stream, BLOCK)?;
+        self.check_pair::<f16, f32>(stream, BLOCK)?;
+        self.check_pair::<f16, f64>(stream, BLOCK)?;
+        self.check_pair::<f32, f32>(stream, BLOCK)?;
+        self.check_pair::<f32, f64>(stream, BLOCK)?;
+        self.check_pair::<f64, f64>(stream, BLOCK)?;
+        // Blocks of another length (rows), ragged at the end.
+        self.check_pair::<bf16, f32>(stream, 777)?;
         self.check_changes::<u8>(stream)?;
         self.check_changes::<bf16>(stream)?;
         self.check_changes::<f32>(stream)?;
@@ -179,18 +181,23 @@ impl DeviceKernels {
     fn check_pair<O: DeviceElement, R: DeviceElement>(
         &self,
         stream: &Arc<CudaStream>,
+        block: usize,
     ) -> Result<(), DeviceKernelsError> {
         let (out, reference) = sample::<O, R>();
         let exact: Vec<f64> = reference.iter().map(|r| r.to_f64()).collect();
-        let on_host = crate::case::error_sum(&out, &exact);
-        let on_device = self.error_sum(
-            stream,
-            &stream.clone_htod(&out)?,
-            &stream.clone_htod(&reference)?,
-        )?;
+        let on_host = out.chunks(block).zip(exact.chunks(block)).enumerate().fold(
+            ErrorSum::default(),
+            |sum, (i, (out, exact))| {
+                let mut part = ErrorSum::default();
+                part.add_block(i * block, out, exact);
+                sum.merge(part)
+            },
+        );
+        let (out_d, reference_d) = (stream.clone_htod(&out)?, stream.clone_htod(&reference)?);
+        let on_device = self.error_sum(stream, &out_d, &reference_d, block)?;
         on_device.agrees_with(&on_host).map_err(|difference| {
             DeviceKernelsError::Disagrees(format!(
-                "{} outputs against {} references: {difference}",
+                "{} outputs against {} references in blocks of {block}: {difference}",
                 O::NAME,
                 R::NAME
             ))
@@ -251,18 +258,40 @@ impl DeviceKernels {
                     )),
             );
         }
-        Ok(self.error_sum(stream, out, reference)?.verdict::<O>(n))
+        Ok(self
+            .error_sum(stream, out, reference, BLOCK)?
+            .verdict::<O>(n))
     }
 
-    /// The sums [`compare`](Self::compare) judges.
+    /// [`compare`](Self::compare) with each element's scale measured over its run
+    /// of `block` elements (a row, say) instead of [`BLOCK`]: what
+    /// [`ErrorSum::add_block`] sums on the host for blocks of that length.
+    pub fn compare_blocks<O: DeviceElement, R: DeviceElement>(
+        &self,
+        stream: &Arc<CudaStream>,
+        out: &CudaSlice<O>,
+        reference: &CudaSlice<R>,
+        block: usize,
+    ) -> Result<Verdict, CaseError> {
+        if out.len() != reference.len() {
+            return self.compare(stream, out, reference);
+        }
+        Ok(self
+            .error_sum(stream, out, reference, block.max(1))?
+            .verdict::<O>(out.len()))
+    }
+
+    /// The sums [`compare_blocks`](Self::compare_blocks) judges.
     pub fn error_sum<O: DeviceElement, R: DeviceElement>(
         &self,
         stream: &Arc<CudaStream>,
         out: &CudaSlice<O>,
         reference: &CudaSlice<R>,
+        block: usize,
     ) -> Result<ErrorSum, CaseError> {
         let n = out.len().min(reference.len());
-        let blocks = n.div_ceil(BLOCK);
+        let block = block.max(1);
+        let blocks = n.div_ceil(block);
         if blocks == 0 {
             return Ok(ErrorSum::default());
         }
@@ -276,7 +305,7 @@ impl DeviceKernels {
         })?;
         let grid = u32::try_from(blocks).map_err(|_| format!("{n} outputs: too many blocks"))?;
         let mut partials = stream.alloc_zeros::<u64>(blocks * PARTIAL_WORDS)?;
-        let (n64, block64) = (n as u64, BLOCK as u64);
+        let (n64, block64) = (n as u64, block as u64);
         let mut launch = stream.launch_builder(&function);
         launch
             .arg(out)

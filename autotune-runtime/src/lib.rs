@@ -46,9 +46,13 @@ pub use vendor::{Vendor, VendorCase, VendorSpec};
 
 /// What a wrapper module usually needs.
 pub mod prelude {
-    pub use crate::case::{Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare};
+    pub use crate::case::{
+        Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, reference_phase,
+    };
+    pub use crate::device_kernels::DeviceKernels;
     pub use crate::error::CaseError;
     pub use crate::guard::{Guarded, Inspection, poison};
+    pub use crate::input::Input;
     pub use crate::parallel;
 
     pub use crate::random::{Rng, fill_normal, fill_uniform};
