@@ -3,13 +3,19 @@
 //! a CUDA graph; the keep-all kernel alone; torch (`bench/anchor_topk.py`: its
 //! fastest formulation whose top-k passes our check) on the same GPU, called eagerly
 //! and replayed from a CUDA graph; the fastest replay of any torch formulation; and
-//! torch.topk alone on the scores already computed. H = 64, D = 128, bf16, top-2048.
+//! torch.topk alone on the scores already computed; and the production pipeline a
+//! serving stack runs without a fused indexer (`bench/flashinfer/`): cuBLAS scoring
+//! then FlashInfer's selection, replayed from one CUDA graph, and FlashInfer's
+//! selection alone (CUB's DeviceBatchedTopK as `flashinfer.top_k` runs it for one row
+//! on sm_90, and FlashInfer's radix kernels), every one checked by our `check_top_k`.
+//! H = 64, D = 128, bf16, top-2048.
 //!
 //! `cargo bench --bench topk -- [--out bench/results/h200-topk.json]`
 //!
 //! Times: CUDA events around each launch, L2 flushed before each, median.
 
 mod common;
+mod flashinfer;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,9 +24,11 @@ use autotune_build::timing::L2Flush;
 use autotune_kernels::samples;
 use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use autotune_runtime::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use autotune_runtime::cudarc::driver::{CudaContext, CudaGraph, CudaSlice, CudaStream};
 use autotune_runtime::gpu::GpuIdentity;
+use autotune_runtime::half::bf16;
 use common::{Floor, python_anchor, time_ms};
+use flashinfer::FlashInfer;
 use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench topk -- --out bench/results/h200-topk.json";
@@ -49,6 +57,66 @@ fn checked(
     Ok(())
 }
 
+/// What `launches` queues on `stream`, captured into a CUDA graph (global mode:
+/// nothing else may synchronise meanwhile), not yet replayed.
+fn capture(
+    stream: &Arc<CudaStream>,
+    launches: impl FnOnce() -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<CudaGraph, Box<dyn std::error::Error>> {
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)?;
+    let captured = launches();
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0))?;
+    captured?;
+    Ok(graph.ok_or("the capture held no graph")?)
+}
+
+/// FlashInfer's times at one context, replayed from CUDA graphs and checked: the
+/// pipeline (scoring, then the CUB selection), the CUB selection alone and the
+/// radix selection alone, in ms.
+#[allow(clippy::too_many_arguments)]
+fn flashinfer_row(
+    fi: &FlashInfer,
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    (dq, dw, dk): (&CudaSlice<bf16>, &CudaSlice<f32>, &CudaSlice<bf16>),
+    out_idx: &mut CudaSlice<i32>,
+    scores: &[f64],
+    n_ctx: usize,
+) -> Result<[f64; 3], Box<dyn std::error::Error>> {
+    let mut buffers = fi.buffers(HEADS, n_ctx, TOP_K)?;
+    let pipeline = capture(stream, || {
+        fi.scores(dq, dw, dk, (HEADS, DIM, n_ctx), &mut buffers)?;
+        Ok(fi.select_cub(TOP_K, &mut buffers, out_idx)?)
+    })?;
+    let cub = capture(stream, || {
+        Ok(fi.select_cub(TOP_K, &mut buffers, out_idx)?)
+    })?;
+    let radix = capture(stream, || {
+        Ok(fi.select_radix(TOP_K, &mut buffers, out_idx)?)
+    })?;
+    let mut times = [0.0; 3];
+    let graphs = [
+        (&pipeline, "FlashInfer's pipeline"),
+        (&cub, "FlashInfer's CUB top-k"),
+        (&radix, "FlashInfer's radix top-k"),
+    ];
+    for (time, (graph, what)) in times.iter_mut().zip(graphs) {
+        // The pipeline's replay leaves the scores the selections read.
+        checked(
+            stream,
+            out_idx,
+            scores,
+            what,
+            n_ctx,
+            |_| Ok(graph.launch()?),
+        )?;
+        *time = time_ms(stream, flush, &mut || {
+            graph.launch().map_err(|e| e.to_string())
+        })?;
+    }
+    Ok(times)
+}
+
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
     let gpu = GpuIdentity::of(ctx)?;
     let indexer = TopkIndexer::load(ctx)?;
@@ -62,6 +130,9 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let mut args: Vec<String> = vec!["--ctx".into()];
     args.extend(CONTEXTS.iter().map(usize::to_string));
     let anchor = python_anchor("anchor_topk.py", &args);
+    let flashinfer = FlashInfer::load(&stream)
+        .map_err(|why| eprintln!("no FlashInfer anchor: {why}"))
+        .ok();
     let mut rows = Vec::new();
     for n_ctx in CONTEXTS {
         let samples::TopkInputs {
@@ -94,17 +165,40 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 .map_err(|e| e.to_string())
         })?;
         // Our dispatch replayed from a CUDA graph of the same call, as torch's is.
-        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)?;
-        let captured = indexer.launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx);
-        let graph = stream.end_capture(CUgraphInstantiate_flags(0))?;
-        captured?;
-        let graph = graph.ok_or("the capture of our dispatch held no graph")?;
+        let graph = capture(&stream, || {
+            Ok(indexer.launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)?)
+        })?;
         checked(&stream, &mut out_idx, &scores, "our replay", n_ctx, |_| {
             Ok(graph.launch()?)
         })?;
         let ours_graph = time_ms(&stream, &mut flush, &mut || {
             graph.launch().map_err(|e| e.to_string())
         })?;
+        // A failure of the anchor (a launch its library cannot capture, a wrong
+        // top-k) is reported in its row; ours are timed and checked regardless.
+        let mut fi_error = None;
+        let [fi_pipeline, fi_cub, fi_radix] = match &flashinfer {
+            Some(fi) => {
+                let inputs = (&dq, &dw, &dk);
+                match flashinfer_row(
+                    fi,
+                    &stream,
+                    &mut flush,
+                    inputs,
+                    &mut out_idx,
+                    &scores,
+                    n_ctx,
+                ) {
+                    Ok(times) => times.map(Some),
+                    Err(error) => {
+                        eprintln!("FlashInfer at T = {n_ctx}: {error}");
+                        fi_error = Some(error.to_string());
+                        [None; 3]
+                    }
+                }
+            }
+            None => [None; 3],
+        };
         let torch_value = |field: &str| {
             anchor.as_ref().and_then(|a| {
                 a["rows"]
@@ -142,6 +236,12 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "ratio_any_graph": torch_any_graph_ms.map(|t| t / ours),
             "ratio_graphs": torch_graph_ms.map(|t| t / ours_graph),
             "ratio_keep_all": keep / ours,
+            "flashinfer_error": fi_error,
+            "flashinfer_pipeline_graph_ms": fi_pipeline,
+            "flashinfer_cub_select_graph_ms": fi_cub,
+            "flashinfer_radix_select_graph_ms": fi_radix,
+            "ratio_pipeline_graphs": fi_pipeline.map(|t| t / ours_graph),
+            "ratio_cub_select_graphs": fi_cub.map(|t| t / ours_graph),
             "keys_TBps": key_bytes / ours / 1e9,
             "bytes": bytes,
             "floor_ms": floor_ms,
@@ -156,6 +256,13 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "shape": {"heads": HEADS, "dim": DIM, "top_k": TOP_K, "dtype": "bf16 q and keys, f32 head weights"},
         "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; torch: triton.testing.do_bench(return_mode='median'), which also flushes L2, eager (torch_ms) and replaying a CUDA graph of the same call (torch_graph_ms: its GPU time without the host's), each the fastest formulation whose top-k passes our check (torch_violations: each formulation's violations); torch_any_graph_ms: the fastest replay of any formulation",
         "torch": anchor.as_ref().map(|a| a["torch"].clone()),
+        "flashinfer": flashinfer.as_ref().map(|_| json!({
+            "library": FlashInfer::path().display().to_string(),
+            "version": "flashinfer-python 0.7.4 headers (include/ and its bundled CCCL), bench/flashinfer/anchor.cu",
+            "pipeline": "cublasGemmEx (bf16 q and keys, f32 logits, H x T) + one weighted-ReLU-sum kernel + CUB DeviceBatchedTopK (what flashinfer.top_k runs for one row on sm_90), one CUDA graph",
+            "cub_select": "the CUB selection alone on f32 scores, graph-replayed",
+            "radix_select": "FlashInfer's sampling::TopKDispatch (its radix or filtered kernels) alone, graph-replayed",
+        })),
         "floor": floor.to_json(),
         "rows": rows,
     });
@@ -213,6 +320,33 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
          {})",
         floor.legend("keys, query, weights and indices once")
     );
+    if flashinfer.is_some() {
+        println!(
+            "against FlashInfer (every time a CUDA graph replay, L2 flushed before each, ms):"
+        );
+        println!(
+            "{:>8} {:>10} {:>10} {:>10} {:>10} {:>12} {:>11}",
+            "T", "ours", "pipeline", "CUB top-k", "radix", "pipeline/us", "CUB/us"
+        );
+        for row in &rows {
+            let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "{:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x {:>10.2}x",
+                row["T"].as_u64().unwrap_or(0),
+                f("ours_graph_ms"),
+                f("flashinfer_pipeline_graph_ms"),
+                f("flashinfer_cub_select_graph_ms"),
+                f("flashinfer_radix_select_graph_ms"),
+                f("ratio_pipeline_graphs"),
+                f("ratio_cub_select_graphs"),
+            );
+        }
+        println!(
+            "(pipeline: cuBLAS logits + weighted ReLU sum + FlashInfer's CUB top-k, the best \
+             unfused path a user can call; CUB / radix top-k: FlashInfer's selection alone on \
+             scores already computed; /us: their time over ours, above 1 ours is faster)"
+        );
+    }
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;
         println!("wrote {path}");

@@ -1,0 +1,165 @@
+// The production anchor of the top-k bench (issue 33): FlashInfer's top-k selection,
+// compiled from the headers of the flashinfer-python wheel (0.7.4) into a shared
+// library that `benches/topk.rs` loads, and the scoring a user would run before it.
+//
+//   bash bench/flashinfer/build.sh      (writes target/flashinfer/libflashinfer_anchor.so)
+//
+// What `flashinfer.top_k(scores, k)` runs for one row (fewer than 128 rows) on an
+// sm_90 GPU is CUB's DeviceBatchedTopK (FlashInfer's `is_cub_topk_beneficial`; the
+// clusters backend is sm_100 only), called as FlashInfer's `CUBBatchedTopK` calls it
+// (csrc/cub_topk.cu: no tie-break, unsorted, the 2^21 segment bound above 8192
+// items) with FlashInfer's bundled CCCL; the indices are stored as int32 here
+// (FlashInfer widens them to int64 on the store). FlashInfer's own radix kernels
+// (`sampling::TopKDispatch`, include/flashinfer/topk.cuh) are the second selection.
+//
+// The scoring is the indexer's `s_t = sum_h w_h relu(q_h . k_t)` as a user without
+// a fused kernel computes it: cuBLAS for the H x T logits (bf16 in, f32 out), then
+// one kernel for the weighted ReLU sum over heads.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cub/device/device_batched_topk.cuh>
+#include <cuda/__execution/determinism.h>
+#include <cuda/__execution/output_ordering.h>
+#include <cuda/__execution/require.h>
+#include <cuda/__execution/tie_break.h>
+#include <cuda/argument>
+#include <cuda/iterator>
+#include <cuda/std/__execution/env.h>
+#include <flashinfer/math.cuh>  // topk.cuh uses math:: without including it
+#include <flashinfer/topk.cuh>
+
+#include <cstdint>
+
+namespace {
+
+constexpr int64_t kCubMaxLen = int64_t{1} << 21;
+
+// scores[r][t] = sum_h w[r][h] * max(logits[r][h][t], 0) for t < n_ctx.
+__global__ void weighted_relu_sum(const float* logits, const float* w, float* scores, int heads,
+                                  int n_ctx) {
+    const int r = blockIdx.y;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_ctx) return;
+    const float* row = logits + static_cast<size_t>(r) * heads * n_ctx;
+    float s = 0.0f;
+    for (int h = 0; h < heads; ++h) {
+        s += w[r * heads + h] * fmaxf(row[static_cast<size_t>(h) * n_ctx + t], 0.0f);
+    }
+    scores[static_cast<size_t>(r) * n_ctx + t] = s;
+}
+
+// One cub::DeviceBatchedTopK::MaxPairs over `rows` rows of `n_ctx` scores: the k
+// largest of each row and their indices. With workspace null, only the size query.
+template <int64_t BOUND>
+cudaError_t cub_top_k(const float* scores, int rows, int n_ctx, int k, float* out_vals,
+                      int32_t* out_idx, void* workspace, size_t* workspace_bytes,
+                      cudaStream_t stream) {
+    namespace exec = cuda::execution;
+    auto requirements = exec::require(exec::determinism::not_guaranteed,
+                                      exec::tie_break::unspecified,
+                                      exec::output_ordering::unsorted);
+    auto env = cuda::std::execution::env{requirements, cuda::stream_ref{stream}};
+    auto keys_in = cuda::make_strided_iterator(cuda::make_counting_iterator(scores), int64_t{n_ctx});
+    auto keys_out = cuda::make_strided_iterator(cuda::make_counting_iterator(out_vals), int64_t{k});
+    auto values_in = cuda::make_constant_iterator(cuda::make_counting_iterator(int32_t{0}));
+    auto values_out = cuda::make_strided_iterator(cuda::make_counting_iterator(out_idx), int64_t{k});
+    auto k_arg = cuda::args::immediate{int64_t{k}, cuda::args::bounds<int64_t{1}, BOUND>()};
+    auto sizes = cuda::args::immediate{int64_t{n_ctx}, cuda::args::bounds<int64_t{1}, BOUND>()};
+    auto segments = cuda::args::immediate{int64_t{rows}};
+    return cub::DeviceBatchedTopK::MaxPairs(workspace, *workspace_bytes, keys_in, keys_out,
+                                            values_in, values_out, sizes, k_arg, segments, env);
+}
+
+cudaError_t cub_dispatch(const float* scores, int rows, int n_ctx, int k, float* out_vals,
+                         int32_t* out_idx, void* workspace, size_t* workspace_bytes,
+                         cudaStream_t stream) {
+    if (n_ctx <= 8192) {
+        return cub_top_k<8192>(scores, rows, n_ctx, k, out_vals, out_idx, workspace,
+                               workspace_bytes, stream);
+    }
+    return cub_top_k<kCubMaxLen>(scores, rows, n_ctx, k, out_vals, out_idx, workspace,
+                                 workspace_bytes, stream);
+}
+
+}  // namespace
+
+extern "C" {
+
+// The library's own version, so that the bench refuses a stale build.
+int fi_anchor_version() { return 1; }
+
+// A cuBLAS handle on `stream` with its own 32 MiB workspace, so that its calls can be
+// captured into a CUDA graph. 0 on success.
+int fi_anchor_blas_create(void** handle, void** workspace, cudaStream_t stream) {
+    cublasHandle_t blas;
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) return 1;
+    const size_t bytes = size_t{32} << 20;
+    if (cudaMalloc(workspace, bytes) != cudaSuccess) return 2;
+    if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return 3;
+    if (cublasSetWorkspace(blas, *workspace, bytes) != CUBLAS_STATUS_SUCCESS) return 4;
+    *handle = blas;
+    return 0;
+}
+
+void fi_anchor_blas_destroy(void* handle, void* workspace) {
+    cublasDestroy(static_cast<cublasHandle_t>(handle));
+    cudaFree(workspace);
+}
+
+// The indexer's scores of `rows` queries against one context of `n_ctx` keys:
+// q [rows][heads][dim] bf16, w [rows][heads] f32, keys [n_ctx][dim] bf16; logits
+// [rows][heads][n_ctx] f32 (scratch), scores [rows][n_ctx] f32. 0 on success.
+int fi_anchor_scores(void* handle, const __nv_bfloat16* q, const float* w,
+                     const __nv_bfloat16* keys, int rows, int heads, int dim, int n_ctx,
+                     float* logits, float* scores, cudaStream_t stream) {
+    cublasHandle_t blas = static_cast<cublasHandle_t>(handle);
+    const float one = 1.0f, zero = 0.0f;
+    // Column-major: logits^T (n_ctx x rows*heads) = keys^T (n_ctx x dim) . q (dim x rows*heads).
+    if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n_ctx, rows * heads, dim, &one, keys,
+                     CUDA_R_16BF, dim, q, CUDA_R_16BF, dim, &zero, logits, CUDA_R_32F, n_ctx,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+        return 1;
+    }
+    dim3 grid((n_ctx + 255) / 256, rows);
+    weighted_relu_sum<<<grid, 256, 0, stream>>>(logits, w, scores, heads, n_ctx);
+    return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
+
+// Bytes of workspace fi_anchor_select_cub needs; 0 where CUB refuses the shape.
+size_t fi_anchor_cub_workspace_bytes(int rows, int n_ctx, int k) {
+    size_t bytes = 0;
+    if (cub_dispatch(nullptr, rows, n_ctx, k, nullptr, nullptr, nullptr, &bytes, 0) !=
+        cudaSuccess) {
+        return 0;
+    }
+    return bytes;
+}
+
+// flashinfer.top_k's selection on sm_90 (CUB DeviceBatchedTopK): the k largest of each
+// of `rows` rows of `n_ctx` scores, values and int32 indices, unsorted. 0 on success,
+// else the CUDA error.
+int fi_anchor_select_cub(const float* scores, int rows, int n_ctx, int k, float* out_vals,
+                         int32_t* out_idx, void* workspace, size_t workspace_bytes,
+                         cudaStream_t stream) {
+    return static_cast<int>(cub_dispatch(scores, rows, n_ctx, k, out_vals, out_idx, workspace,
+                                         &workspace_bytes, stream));
+}
+
+// Bytes of the row states FlashInfer's radix kernels need (zeroed once; the kernels
+// leave them zeroed for the next launch on the same stream).
+size_t fi_anchor_row_states_bytes() { return size_t{1} << 20; }
+
+// FlashInfer's own selection (sampling::TopKDispatch: its radix or filtered kernels,
+// by its heuristic). 0 on success, else the CUDA error.
+int fi_anchor_select_radix(float* scores, int rows, int n_ctx, int k, float* out_vals,
+                           int32_t* out_idx, void* row_states, cudaStream_t stream) {
+    return static_cast<int>(flashinfer::sampling::TopKDispatch<float, int32_t>(
+        scores, out_idx, out_vals, static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
+        static_cast<uint32_t>(n_ctx), static_cast<flashinfer::sampling::RadixRowState*>(row_states),
+        /*sorted_output=*/false, /*deterministic=*/false,
+        flashinfer::sampling::TopKTieBreak::None, stream, /*dsa_graph_safe=*/false));
+}
+
+}  // extern "C"
