@@ -36,12 +36,14 @@ namespace {
 
 constexpr int64_t kCubMaxLen = int64_t{1} << 21;
 
-// scores[r][t] = sum_h w[r][h] * max(logits[r][h][t], 0) for t < n_ctx.
+// scores[r][t] = sum_h w[r][h] * max(logits[r][h][t], 0) for t < n_ctx (row r's
+// rows of logits n_ctx apart); with `lengths`, only t < lengths[r] (the rest of the
+// row is not read by the ragged selection).
 __global__ void weighted_relu_sum(const float* logits, const float* w, float* scores, int heads,
-                                  int n_ctx) {
+                                  int n_ctx, const int* lengths) {
     const int r = blockIdx.y;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n_ctx) return;
+    if (t >= (lengths ? lengths[r] : n_ctx)) return;
     const float* row = logits + static_cast<size_t>(r) * heads * n_ctx;
     float s = 0.0f;
     for (int h = 0; h < heads; ++h) {
@@ -72,6 +74,40 @@ cudaError_t cub_top_k(const float* scores, int rows, int n_ctx, int k, float* ou
                                             values_in, values_out, sizes, k_arg, segments, env);
 }
 
+// The ragged form: row r holds lengths[r] <= max_len scores (read on the device),
+// rows max_len apart, as FlashInfer's CUBBatchedTopKDispatchBounds runs it with
+// lengths (the runtime bound keeps short rows on the single-block path).
+template <int64_t BOUND>
+cudaError_t cub_top_k_ragged(const float* scores, const int32_t* lengths, int rows, int max_len, int k,
+                             float* out_vals, int32_t* out_idx, void* workspace,
+                             size_t* workspace_bytes, cudaStream_t stream) {
+    namespace exec = cuda::execution;
+    auto requirements = exec::require(exec::determinism::not_guaranteed,
+                                      exec::tie_break::unspecified,
+                                      exec::output_ordering::unsorted);
+    auto env = cuda::std::execution::env{requirements, cuda::stream_ref{stream}};
+    auto keys_in = cuda::make_strided_iterator(cuda::make_counting_iterator(scores), int64_t{max_len});
+    auto keys_out = cuda::make_strided_iterator(cuda::make_counting_iterator(out_vals), int64_t{k});
+    auto values_in = cuda::make_constant_iterator(cuda::make_counting_iterator(int32_t{0}));
+    auto values_out = cuda::make_strided_iterator(cuda::make_counting_iterator(out_idx), int64_t{k});
+    const int64_t selection_k = k < max_len ? k : max_len;
+    auto k_arg = cuda::args::immediate{selection_k, cuda::args::bounds<int64_t{1}, BOUND>()};
+    constexpr int32_t kFloor = cuda::std::numeric_limits<int32_t>::min();
+    auto sizes = cuda::args::deferred_sequence{lengths, cuda::args::bounds<kFloor, int32_t{BOUND}>(),
+                                               cuda::args::bounds(kFloor, static_cast<int32_t>(max_len))};
+    auto segments = cuda::args::immediate{int64_t{rows}};
+    return cub::DeviceBatchedTopK::MaxPairs(workspace, *workspace_bytes, keys_in, keys_out,
+                                            values_in, values_out, sizes, k_arg, segments, env);
+}
+
+// -1 after each row's min(lengths[r], k) indices (CUB writes only those), as
+// FlashInfer's CUBFillTopKTails does.
+__global__ void fill_tails(int32_t* out_idx, const int32_t* lengths, int k) {
+    const int r = blockIdx.x;
+    const int valid = lengths[r] < k ? (lengths[r] < 0 ? 0 : lengths[r]) : k;
+    for (int i = valid + threadIdx.x; i < k; i += blockDim.x) out_idx[static_cast<size_t>(r) * k + i] = -1;
+}
+
 cudaError_t cub_dispatch(const float* scores, int rows, int n_ctx, int k, float* out_vals,
                          int32_t* out_idx, void* workspace, size_t* workspace_bytes,
                          cudaStream_t stream) {
@@ -88,7 +124,7 @@ cudaError_t cub_dispatch(const float* scores, int rows, int n_ctx, int k, float*
 extern "C" {
 
 // The library's own version, so that the bench refuses a stale build.
-int fi_anchor_version() { return 1; }
+int fi_anchor_version() { return 2; }
 
 // A cuBLAS handle on `stream` with its own 32 MiB workspace, so that its calls can be
 // captured into a CUDA graph. 0 on success.
@@ -123,7 +159,7 @@ int fi_anchor_scores(void* handle, const __nv_bfloat16* q, const float* w,
         return 1;
     }
     dim3 grid((n_ctx + 255) / 256, rows);
-    weighted_relu_sum<<<grid, 256, 0, stream>>>(logits, w, scores, heads, n_ctx);
+    weighted_relu_sum<<<grid, 256, 0, stream>>>(logits, w, scores, heads, n_ctx, nullptr);
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
@@ -160,6 +196,63 @@ int fi_anchor_select_radix(float* scores, int rows, int n_ctx, int k, float* out
         static_cast<uint32_t>(n_ctx), static_cast<flashinfer::sampling::RadixRowState*>(row_states),
         /*sorted_output=*/false, /*deterministic=*/false,
         flashinfer::sampling::TopKTieBreak::None, stream, /*dsa_graph_safe=*/false));
+}
+
+// The indexer's scores of `rows` queries, each against its own context: query r's
+// keys are keys[host_offsets[r] .. host_offsets[r + 1]) (offsets on the host, as a
+// serving stack's scheduler has them), its scores row r of [rows][max_len] (the
+// first lengths[r] valid; lengths on the device). One cuBLAS call per query, then
+// one weighted-sum kernel for all. logits: [rows][heads][max_len]. 0 on success.
+int fi_anchor_scores_ragged(void* handle, const __nv_bfloat16* q, const float* w,
+                            const __nv_bfloat16* keys, const int* host_offsets, const int* lengths,
+                            int rows, int heads, int dim, int max_len, float* logits, float* scores,
+                            cudaStream_t stream) {
+    cublasHandle_t blas = static_cast<cublasHandle_t>(handle);
+    const float one = 1.0f, zero = 0.0f;
+    for (int r = 0; r < rows; ++r) {
+        const int len = host_offsets[r + 1] - host_offsets[r];
+        if (len <= 0) continue;
+        // logits[r]^T (len x heads, leading dimension max_len) = keys_r^T . q_r.
+        if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, len, heads, dim, &one,
+                         keys + static_cast<size_t>(host_offsets[r]) * dim, CUDA_R_16BF, dim,
+                         q + static_cast<size_t>(r) * heads * dim, CUDA_R_16BF, dim, &zero,
+                         logits + static_cast<size_t>(r) * heads * max_len, CUDA_R_32F, max_len,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+            return 1;
+        }
+    }
+    dim3 grid((max_len + 255) / 256, rows);
+    weighted_relu_sum<<<grid, 256, 0, stream>>>(logits, w, scores, heads, max_len, lengths);
+    return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
+
+// Bytes of workspace fi_anchor_select_cub_ragged needs; 0 where CUB refuses.
+size_t fi_anchor_cub_ragged_workspace_bytes(int rows, int max_len, int k) {
+    size_t bytes = 0;
+    const cudaError_t e =
+        max_len <= 8192
+            ? cub_top_k_ragged<8192>(nullptr, nullptr, rows, max_len, k, nullptr, nullptr, nullptr, &bytes, 0)
+            : cub_top_k_ragged<kCubMaxLen>(nullptr, nullptr, rows, max_len, k, nullptr, nullptr, nullptr,
+                                           &bytes, 0);
+    return e == cudaSuccess ? bytes : 0;
+}
+
+// FlashInfer's ragged selection on sm_90 (CUB DeviceBatchedTopK with per-row
+// lengths on the device, then -1 after short rows): the k largest of each row's
+// first lengths[r] scores, int32 indices within the row. 0 on success, else the
+// CUDA error.
+int fi_anchor_select_cub_ragged(const float* scores, const int32_t* lengths, int rows, int max_len,
+                                int k, float* out_vals, int32_t* out_idx, void* workspace,
+                                size_t workspace_bytes, cudaStream_t stream) {
+    const cudaError_t e =
+        max_len <= 8192
+            ? cub_top_k_ragged<8192>(scores, lengths, rows, max_len, k, out_vals, out_idx, workspace,
+                                     &workspace_bytes, stream)
+            : cub_top_k_ragged<kCubMaxLen>(scores, lengths, rows, max_len, k, out_vals, out_idx,
+                                           workspace, &workspace_bytes, stream);
+    if (e != cudaSuccess) return static_cast<int>(e);
+    fill_tails<<<rows, 256, 0, stream>>>(out_idx, lengths, k);
+    return static_cast<int>(cudaGetLastError());
 }
 
 }  // extern "C"

@@ -13,7 +13,7 @@ use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceP
 use autotune_runtime::half::bf16;
 
 /// The library's version this bench speaks (`fi_anchor_version`).
-const VERSION: i32 = 1;
+const VERSION: i32 = 2;
 
 type Version = unsafe extern "C" fn() -> i32;
 type BlasCreate = unsafe extern "C" fn(*mut *mut c_void, *mut *mut c_void, CUstream) -> i32;
