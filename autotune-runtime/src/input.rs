@@ -56,27 +56,25 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
         seed: u64,
         fill: impl FnOnce(&mut [T]),
     ) -> Result<(), CaseError> {
-        if let Some(kept) = self.draws.iter().position(|d| d.seed == seed) {
-            let draw = self.draws.remove(kept);
-            self.draws.insert(0, draw);
-        } else {
-            let mut draw = if self.draws.len() == DRAWS_KEPT {
-                // The oldest draw's memory, for the new one.
-                self.draws.pop().ok_or("no draw to reuse".to_string())?
-            } else {
-                Draw {
-                    seed,
-                    host: vec![T::default(); self.buffer.len()],
-                    pristine: stream.alloc_zeros(self.buffer.len())?,
-                }
-            };
+        let seeds: Vec<u64> = self.draws.iter().map(|d| d.seed).collect();
+        let slot = slot(&seeds, seed, DRAWS_KEPT);
+        let mut draw = match slot {
+            Slot::Kept(index) => self.draws.remove(index),
+            // The least recently used draw's memory, for the new one.
+            Slot::Oldest => self.draws.remove(self.draws.len() - 1),
+            Slot::New => Draw {
+                seed,
+                host: vec![T::default(); self.buffer.len()],
+                pristine: stream.alloc_zeros(self.buffer.len())?,
+            },
+        };
+        if !matches!(slot, Slot::Kept(_)) {
             draw.seed = seed;
             fill(&mut draw.host);
             stream.memcpy_htod(&draw.host, &mut draw.pristine)?;
-            self.draws.insert(0, draw);
         }
-        let current = &self.draws[0];
-        stream.memcpy_dtod(&current.pristine, &mut self.buffer)?;
+        stream.memcpy_dtod(&draw.pristine, &mut self.buffer)?;
+        self.draws.insert(0, draw);
         Ok(())
     }
 
@@ -121,6 +119,27 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
     }
 }
 
+/// Where a draw goes among those kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// It is kept, at this index (most recent first): copied back on the device.
+    Kept(usize),
+    /// It is not, and `capacity` are: drawn into the oldest one's memory.
+    Oldest,
+    /// It is not, and there is room: drawn into new memory.
+    New,
+}
+
+/// Where draw `seed` goes, `kept` the seeds kept (most recent first), at most
+/// `capacity` of them: the least recently used draw is the one given up.
+fn slot(kept: &[u64], seed: u64, capacity: usize) -> Slot {
+    match kept.iter().position(|&k| k == seed) {
+        Some(index) => Slot::Kept(index),
+        None if kept.len() >= capacity => Slot::Oldest,
+        None => Slot::New,
+    }
+}
+
 impl<T> Deref for Input<T> {
     type Target = CudaSlice<T>;
     fn deref(&self) -> &CudaSlice<T> {
@@ -131,5 +150,41 @@ impl<T> Deref for Input<T> {
 impl<T> DerefMut for Input<T> {
     fn deref_mut(&mut self) -> &mut CudaSlice<T> {
         &mut self.buffer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sweep's order at a key with two check seeds: own (timed), draw 1, then
+    /// own again for the next variant, and so on: after the first variant, nothing
+    /// is drawn on the CPU.
+    #[test]
+    fn the_least_recently_used_draw_is_given_up() {
+        assert_eq!(slot(&[], 7, 2), Slot::New);
+        assert_eq!(slot(&[7], 8, 2), Slot::New);
+        assert_eq!(slot(&[8, 7], 7, 2), Slot::Kept(1));
+        assert_eq!(slot(&[7, 8], 8, 2), Slot::Kept(1));
+        assert_eq!(slot(&[7, 8], 9, 2), Slot::Oldest);
+        // Replaying the order above with the LRU list kept as `draw` keeps it.
+        let mut kept: Vec<u64> = Vec::new();
+        let mut drawn = 0;
+        for seed in [7, 8, 7, 8, 7, 8] {
+            match slot(&kept, seed, DRAWS_KEPT) {
+                Slot::Kept(index) => {
+                    kept.remove(index);
+                }
+                Slot::Oldest => {
+                    kept.pop();
+                    drawn += 1;
+                }
+                Slot::New => drawn += 1,
+            }
+            kept.insert(0, seed);
+        }
+        assert_eq!(drawn, 2, "each seed drawn once");
+        // A third seed each round (three check seeds) is drawn every time.
+        assert_eq!(slot(&[8, 7], 9, DRAWS_KEPT), Slot::Oldest);
     }
 }
