@@ -6,7 +6,7 @@
 //! each look at an input reads it back and compares it with what was uploaded:
 //! hundreds of MiB per check at the GEMM's large shapes. Here an output is compared
 //! with a reference on the device and one partial sum per block of
-//! [`BLOCK`](crate::case::BLOCK) outputs comes back; an input is compared with a
+//! [`BLOCK`] outputs comes back; an input is compared with a
 //! pristine device copy and two numbers come back.
 //!
 //! The kernels are trusted only once checked against the CPU:
