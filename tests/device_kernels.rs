@@ -11,7 +11,7 @@ mod toolkit;
 use std::sync::Arc;
 
 use autotune_build::timing::{Flush, L2Flush};
-use autotune_runtime::case::{Element, ErrorSum, compare};
+use autotune_runtime::case::{Element, compare, compare_blocks};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
 use autotune_runtime::device_kernels::{DeviceElement, DeviceKernels, PTX};
 use autotune_runtime::guard::describe_changes;
@@ -171,13 +171,7 @@ fn row_blocks_give_the_host_verdicts_of_rows() {
         for clean in [true, false] {
             let (out, reference) = outputs::<bf16, f32>(rows * width, width as u64, clean);
             let exact: Vec<f64> = reference.iter().map(|r| r.to_f64()).collect();
-            let mut host = ErrorSum::default();
-            for (row, (o, e)) in out.chunks(width).zip(exact.chunks(width)).enumerate() {
-                let mut part = ErrorSum::default();
-                part.add_block(row * width, o, e);
-                host = host.merge(part);
-            }
-            let host = host.verdict::<bf16>(out.len());
+            let host = compare_blocks(&out, &exact, width);
             let device = kernels
                 .compare_blocks(
                     &stream,

@@ -551,13 +551,17 @@ impl ErrorSum {
     }
 }
 
-pub(crate) fn error_sum<T: Element>(out: &[T], reference: &[f64]) -> ErrorSum {
-    parallel::map_indices(out.len().div_ceil(parallel::CHUNK), |chunk| {
-        let start = chunk * parallel::CHUNK;
-        let end = (start + parallel::CHUNK).min(out.len());
+/// The sums of `out` against `reference` in runs of `block` elements from the
+/// first (the last run may be shorter), computed on all cores a whole number of runs
+/// at a time and merged in order.
+pub(crate) fn error_sum<T: Element>(out: &[T], reference: &[f64], block: usize) -> ErrorSum {
+    let block = block.max(1);
+    let len = out.len().min(reference.len());
+    let per_task = (parallel::CHUNK / block).max(1) * block;
+    parallel::map_ranges(len, per_task, |range| {
         let mut sum = ErrorSum::default();
-        for first in (start..end).step_by(BLOCK) {
-            let last = (first + BLOCK).min(end);
+        for first in range.clone().step_by(block) {
+            let last = (first + block).min(range.end);
             sum.add_block(first, &out[first..last], &reference[first..last]);
         }
         sum
@@ -566,27 +570,36 @@ pub(crate) fn error_sum<T: Element>(out: &[T], reference: &[f64]) -> ErrorSum {
     .fold(ErrorSum::default(), ErrorSum::merge)
 }
 
+/// The failing verdict of `outputs` outputs against `references` reference values
+/// (on the host or on the device).
+pub(crate) fn length_mismatch<T: Element>(outputs: usize, references: usize) -> Verdict {
+    Verdict::bounded(f64::INFINITY, T::TOLERANCE, 0.0, T::ELEMENT_TOLERANCE).with_detail(format!(
+        "{outputs} outputs for {references} reference values"
+    ))
+}
+
 /// `‖out − ref‖ / ‖ref‖` over all elements (infinite if any output is not finite or
 /// the lengths differ), computed on all cores.
 pub fn relative_error<T: Element>(out: &[T], reference: &[f64]) -> f64 {
     if out.len() != reference.len() {
         return f64::INFINITY;
     }
-    error_sum(out, reference).error()
+    error_sum(out, reference, BLOCK).error()
 }
 
 /// Compares `out` with a float64 `reference` under `T`'s tolerances: the norm, and
 /// each element against the RMS of its run of [`BLOCK`] elements.
 pub fn compare<T: Element>(out: &[T], reference: &[f64]) -> Verdict {
+    compare_blocks(out, reference, BLOCK)
+}
+
+/// [`compare`] with each element's scale measured over its run of `block`
+/// elements instead of [`BLOCK`] (a row of `block` outputs, say).
+pub fn compare_blocks<T: Element>(out: &[T], reference: &[f64], block: usize) -> Verdict {
     if out.len() != reference.len() {
-        return Verdict::bounded(f64::INFINITY, T::TOLERANCE, 0.0, T::ELEMENT_TOLERANCE)
-            .with_detail(format!(
-                "{} outputs for {} reference values",
-                out.len(),
-                reference.len()
-            ));
+        return length_mismatch::<T>(out.len(), reference.len());
     }
-    error_sum(out, reference).verdict::<T>(out.len())
+    error_sum(out, reference, block).verdict::<T>(out.len())
 }
 
 #[cfg(test)]
@@ -709,6 +722,31 @@ mod tests {
             .collect();
         let verdict = compare(&out, &reference);
         assert!(verdict.passed(), "{verdict:?}");
+    }
+
+    #[test]
+    fn blocks_of_a_row_measure_each_element_against_its_row() {
+        // Row 1's last element is 1e-2 off: nothing beside row 0's scale, 1.2% of
+        // its own row's.
+        let reference = [1000.0, 1000.0, 1000.0, 1.0, 1.0, 1e-9];
+        let out = [1000.0f32, 1000.0, 1000.0, 1.0, 1.0, 1e-2];
+        assert!(compare(&out, &reference).passed(), "one block of both rows");
+        let rows = compare_blocks(&out, &reference, 3);
+        assert!(!rows.passed(), "{rows:?}");
+        assert!(rows.detail.unwrap_or_default().contains("output 5 of 6"));
+        // Blocks that do not divide the length: the last one is shorter, and
+        // `compare` is `compare_blocks` at BLOCK.
+        let long: Vec<f64> = (0..3000).map(|i| f64::from(i % 17) - 8.0).collect();
+        let long_out: Vec<f32> = long.iter().map(|&v| v as f32).collect();
+        assert_eq!(
+            compare(&long_out, &long),
+            compare_blocks(&long_out, &long, BLOCK)
+        );
+        assert!(compare_blocks(&long_out, &long, 777).passed());
+        assert!(
+            !compare_blocks(&long_out, &long[1..], 777).passed(),
+            "lengths differ"
+        );
     }
 
     #[test]

@@ -69,7 +69,6 @@ pub enum DeviceKernelsError {
 /// The module loaded on one context, checked against the CPU.
 #[derive(Debug)]
 pub struct DeviceKernels {
-    ctx: Arc<CudaContext>,
     module: Arc<cudarc::driver::CudaModule>,
     /// Blocks for the grid-stride kernels: four per multiprocessor.
     grid: u32,
@@ -134,13 +133,12 @@ impl DeviceKernels {
     /// the CPU ([`self_check`](Self::self_check)).
     pub fn load(stream: &Arc<CudaStream>) -> Result<Self, DeviceKernelsError> {
         use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
-        let ctx = stream.context().clone();
+        let ctx = stream.context();
         let module = ctx
             .load_module(Ptx::from_src(PTX))
             .map_err(DeviceKernelsError::Load)?;
         let sms = ctx.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let kernels = Self {
-            ctx,
             module,
             grid: 4 * sms.clamp(1, 1 << 12) as u32,
         };
@@ -185,14 +183,7 @@ impl DeviceKernels {
     ) -> Result<(), DeviceKernelsError> {
         let (out, reference) = sample::<O, R>();
         let exact: Vec<f64> = reference.iter().map(|r| r.to_f64()).collect();
-        let on_host = out.chunks(block).zip(exact.chunks(block)).enumerate().fold(
-            ErrorSum::default(),
-            |sum, (i, (out, exact))| {
-                let mut part = ErrorSum::default();
-                part.add_block(i * block, out, exact);
-                sum.merge(part)
-            },
-        );
+        let on_host = crate::case::error_sum(&out, &exact, block);
         let (out_d, reference_d) = (stream.clone_htod(&out)?, stream.clone_htod(&reference)?);
         let on_device = self.error_sum(stream, &out_d, &reference_d, block)?;
         on_device.agrees_with(&on_host).map_err(|difference| {
@@ -248,24 +239,12 @@ impl DeviceKernels {
         out: &CudaSlice<O>,
         reference: &CudaSlice<R>,
     ) -> Result<Verdict, CaseError> {
-        let n = out.len();
-        if n != reference.len() {
-            return Ok(
-                Verdict::bounded(f64::INFINITY, O::TOLERANCE, 0.0, O::ELEMENT_TOLERANCE)
-                    .with_detail(format!(
-                        "{n} outputs for {} reference values",
-                        reference.len()
-                    )),
-            );
-        }
-        Ok(self
-            .error_sum(stream, out, reference, BLOCK)?
-            .verdict::<O>(n))
+        self.compare_blocks(stream, out, reference, BLOCK)
     }
 
     /// [`compare`](Self::compare) with each element's scale measured over its run
-    /// of `block` elements (a row, say) instead of [`BLOCK`]: what
-    /// [`ErrorSum::add_block`] sums on the host for blocks of that length.
+    /// of `block` elements (a row, say) instead of [`BLOCK`]: the verdict of
+    /// [`compare_blocks`](crate::case::compare_blocks) on the host.
     pub fn compare_blocks<O: DeviceElement, R: DeviceElement>(
         &self,
         stream: &Arc<CudaStream>,
@@ -274,10 +253,13 @@ impl DeviceKernels {
         block: usize,
     ) -> Result<Verdict, CaseError> {
         if out.len() != reference.len() {
-            return self.compare(stream, out, reference);
+            return Ok(crate::case::length_mismatch::<O>(
+                out.len(),
+                reference.len(),
+            ));
         }
         Ok(self
-            .error_sum(stream, out, reference, block.max(1))?
+            .error_sum(stream, out, reference, block)?
             .verdict::<O>(out.len()))
     }
 
@@ -396,11 +378,6 @@ impl DeviceKernels {
         unsafe { launch.launch(config(self.grid)) }?;
         Ok(())
     }
-
-    /// The context the kernels are loaded on.
-    pub fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
-    }
 }
 
 fn config(grid: u32) -> LaunchConfig {
@@ -501,7 +478,7 @@ mod tests {
     fn a_partial_reads_back_as_the_host_sum_of_its_block() {
         let reference = [1.0, -2.0, 0.5, 4.0];
         let out = [1.0f32, -2.5, 0.5, 4.0];
-        let host = crate::case::error_sum(&out, &reference);
+        let host = crate::case::error_sum(&out, &reference, BLOCK);
         // The same numbers as the kernel computes them: diff 0.25, norm 21.25,
         // the worst element 1 with |0.5| / max(2, sqrt(21.25 / 4)) = 0.2170...
         let scale = (21.25f64 / 4.0).sqrt();
@@ -509,12 +486,12 @@ mod tests {
         assert_eq!(partial_sum(&words).agrees_with(&host), Ok(()));
         // A NaN output is the first bad one, whatever the worst element.
         let nan = [1.0f32, f32::NAN, 0.5, 4.0];
-        let host = crate::case::error_sum(&nan, &reference);
+        let host = crate::case::error_sum(&nan, &reference, BLOCK);
         let words = words_of(0.0, 21.25, Some((1, f64::NAN)), (0, 0.0, 1.0, 1.0));
         assert_eq!(partial_sum(&words).agrees_with(&host), Ok(()));
         // A partial that names another worst element disagrees.
         let words = words_of(0.25, 21.25, None, (2, 0.5 / scale, -2.5, -2.0));
-        let out_host = crate::case::error_sum(&out, &reference);
+        let out_host = crate::case::error_sum(&out, &reference, BLOCK);
         assert!(partial_sum(&words).agrees_with(&out_host).is_err());
     }
 

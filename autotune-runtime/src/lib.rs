@@ -31,7 +31,8 @@ pub mod vendor;
 
 pub use autotune_macro::{autotune, tunables};
 pub use case::{
-    Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, relative_error,
+    Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, compare_blocks,
+    relative_error,
 };
 pub use cudarc;
 pub use dispatch::{Choice, LoadError, Selection};
@@ -47,7 +48,8 @@ pub use vendor::{Vendor, VendorCase, VendorSpec};
 /// What a wrapper module usually needs.
 pub mod prelude {
     pub use crate::case::{
-        Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, reference_phase,
+        Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, compare_blocks,
+        reference_phase,
     };
     pub use crate::device_kernels::DeviceKernels;
     pub use crate::error::CaseError;
