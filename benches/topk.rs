@@ -83,9 +83,9 @@ fn flashinfer_row(
     scores: &[f64],
     n_ctx: usize,
 ) -> Result<[f64; 3], Box<dyn std::error::Error>> {
-    let mut buffers = fi.buffers(HEADS, n_ctx, TOP_K)?;
+    let mut buffers = fi.buffers(HEADS, (&[n_ctx], n_ctx), TOP_K, false)?;
     let pipeline = capture(stream, || {
-        fi.scores(dq, dw, dk, (HEADS, DIM, n_ctx), &mut buffers)?;
+        fi.scores(dq, dw, dk, (HEADS, DIM), &mut buffers)?;
         Ok(fi.select_cub(TOP_K, &mut buffers, out_idx)?)
     })?;
     let cub = capture(stream, || {

@@ -52,35 +52,16 @@ __global__ void weighted_relu_sum(const float* logits, const float* w, float* sc
     scores[static_cast<size_t>(r) * n_ctx + t] = s;
 }
 
-// One cub::DeviceBatchedTopK::MaxPairs over `rows` rows of `n_ctx` scores: the k
-// largest of each row and their indices. With workspace null, only the size query.
+// One cub::DeviceBatchedTopK::MaxPairs over `rows` rows of scores, max_len apart:
+// the k largest of each row and their indices. Every row holds max_len scores, or,
+// with `lengths` (or `ragged` for the size query), row r holds lengths[r] <= max_len
+// of them, read on the device, as FlashInfer's CUBBatchedTopKDispatchBounds runs it
+// (the runtime bound keeps short rows on the single-block path). With workspace
+// null, only the size query.
 template <int64_t BOUND>
-cudaError_t cub_top_k(const float* scores, int rows, int n_ctx, int k, float* out_vals,
-                      int32_t* out_idx, void* workspace, size_t* workspace_bytes,
+cudaError_t cub_top_k(const float* scores, const int32_t* lengths, bool ragged, int rows, int max_len,
+                      int k, float* out_vals, int32_t* out_idx, void* workspace, size_t* workspace_bytes,
                       cudaStream_t stream) {
-    namespace exec = cuda::execution;
-    auto requirements = exec::require(exec::determinism::not_guaranteed,
-                                      exec::tie_break::unspecified,
-                                      exec::output_ordering::unsorted);
-    auto env = cuda::std::execution::env{requirements, cuda::stream_ref{stream}};
-    auto keys_in = cuda::make_strided_iterator(cuda::make_counting_iterator(scores), int64_t{n_ctx});
-    auto keys_out = cuda::make_strided_iterator(cuda::make_counting_iterator(out_vals), int64_t{k});
-    auto values_in = cuda::make_constant_iterator(cuda::make_counting_iterator(int32_t{0}));
-    auto values_out = cuda::make_strided_iterator(cuda::make_counting_iterator(out_idx), int64_t{k});
-    auto k_arg = cuda::args::immediate{int64_t{k}, cuda::args::bounds<int64_t{1}, BOUND>()};
-    auto sizes = cuda::args::immediate{int64_t{n_ctx}, cuda::args::bounds<int64_t{1}, BOUND>()};
-    auto segments = cuda::args::immediate{int64_t{rows}};
-    return cub::DeviceBatchedTopK::MaxPairs(workspace, *workspace_bytes, keys_in, keys_out,
-                                            values_in, values_out, sizes, k_arg, segments, env);
-}
-
-// The ragged form: row r holds lengths[r] <= max_len scores (read on the device),
-// rows max_len apart, as FlashInfer's CUBBatchedTopKDispatchBounds runs it with
-// lengths (the runtime bound keeps short rows on the single-block path).
-template <int64_t BOUND>
-cudaError_t cub_top_k_ragged(const float* scores, const int32_t* lengths, int rows, int max_len, int k,
-                             float* out_vals, int32_t* out_idx, void* workspace,
-                             size_t* workspace_bytes, cudaStream_t stream) {
     namespace exec = cuda::execution;
     auto requirements = exec::require(exec::determinism::not_guaranteed,
                                       exec::tie_break::unspecified,
@@ -92,12 +73,29 @@ cudaError_t cub_top_k_ragged(const float* scores, const int32_t* lengths, int ro
     auto values_out = cuda::make_strided_iterator(cuda::make_counting_iterator(out_idx), int64_t{k});
     const int64_t selection_k = k < max_len ? k : max_len;
     auto k_arg = cuda::args::immediate{selection_k, cuda::args::bounds<int64_t{1}, BOUND>()};
-    constexpr int32_t kFloor = cuda::std::numeric_limits<int32_t>::min();
-    auto sizes = cuda::args::deferred_sequence{lengths, cuda::args::bounds<kFloor, int32_t{BOUND}>(),
-                                               cuda::args::bounds(kFloor, static_cast<int32_t>(max_len))};
     auto segments = cuda::args::immediate{int64_t{rows}};
-    return cub::DeviceBatchedTopK::MaxPairs(workspace, *workspace_bytes, keys_in, keys_out,
-                                            values_in, values_out, sizes, k_arg, segments, env);
+    auto run = [&](auto sizes) {
+        return cub::DeviceBatchedTopK::MaxPairs(workspace, *workspace_bytes, keys_in, keys_out, values_in,
+                                                values_out, sizes, k_arg, segments, env);
+    };
+    if (ragged) {
+        constexpr int32_t kFloor = cuda::std::numeric_limits<int32_t>::min();
+        return run(cuda::args::deferred_sequence{lengths, cuda::args::bounds<kFloor, int32_t{BOUND}>(),
+                                                 cuda::args::bounds(kFloor, static_cast<int32_t>(max_len))});
+    }
+    return run(cuda::args::immediate{int64_t{max_len}, cuda::args::bounds<int64_t{1}, BOUND>()});
+}
+
+// cub_top_k at the smallest of FlashInfer's two segment bounds that holds max_len.
+cudaError_t cub_dispatch(const float* scores, const int32_t* lengths, bool ragged, int rows, int max_len,
+                         int k, float* out_vals, int32_t* out_idx, void* workspace, size_t* workspace_bytes,
+                         cudaStream_t stream) {
+    if (max_len <= 8192) {
+        return cub_top_k<8192>(scores, lengths, ragged, rows, max_len, k, out_vals, out_idx, workspace,
+                               workspace_bytes, stream);
+    }
+    return cub_top_k<kCubMaxLen>(scores, lengths, ragged, rows, max_len, k, out_vals, out_idx, workspace,
+                                 workspace_bytes, stream);
 }
 
 // -1 after each row's min(lengths[r], k) indices (CUB writes only those), as
@@ -108,23 +106,12 @@ __global__ void fill_tails(int32_t* out_idx, const int32_t* lengths, int k) {
     for (int i = valid + threadIdx.x; i < k; i += blockDim.x) out_idx[static_cast<size_t>(r) * k + i] = -1;
 }
 
-cudaError_t cub_dispatch(const float* scores, int rows, int n_ctx, int k, float* out_vals,
-                         int32_t* out_idx, void* workspace, size_t* workspace_bytes,
-                         cudaStream_t stream) {
-    if (n_ctx <= 8192) {
-        return cub_top_k<8192>(scores, rows, n_ctx, k, out_vals, out_idx, workspace,
-                               workspace_bytes, stream);
-    }
-    return cub_top_k<kCubMaxLen>(scores, rows, n_ctx, k, out_vals, out_idx, workspace,
-                                 workspace_bytes, stream);
-}
-
 }  // namespace
 
 extern "C" {
 
 // The library's own version, so that the bench refuses a stale build.
-int fi_anchor_version() { return 2; }
+int fi_anchor_version() { return 3; }
 
 // A cuBLAS handle on `stream` with its own 32 MiB workspace, so that its calls can be
 // captured into a CUDA graph. 0 on success.
@@ -144,75 +131,22 @@ void fi_anchor_blas_destroy(void* handle, void* workspace) {
     cudaFree(workspace);
 }
 
-// The indexer's scores of `rows` queries against one context of `n_ctx` keys:
-// q [rows][heads][dim] bf16, w [rows][heads] f32, keys [n_ctx][dim] bf16; logits
-// [rows][heads][n_ctx] f32 (scratch), scores [rows][n_ctx] f32. 0 on success.
-int fi_anchor_scores(void* handle, const __nv_bfloat16* q, const float* w,
-                     const __nv_bfloat16* keys, int rows, int heads, int dim, int n_ctx,
-                     float* logits, float* scores, cudaStream_t stream) {
-    cublasHandle_t blas = static_cast<cublasHandle_t>(handle);
-    const float one = 1.0f, zero = 0.0f;
-    // Column-major: logits^T (n_ctx x rows*heads) = keys^T (n_ctx x dim) . q (dim x rows*heads).
-    if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n_ctx, rows * heads, dim, &one, keys,
-                     CUDA_R_16BF, dim, q, CUDA_R_16BF, dim, &zero, logits, CUDA_R_32F, n_ctx,
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
-        return 1;
-    }
-    dim3 grid((n_ctx + 255) / 256, rows);
-    weighted_relu_sum<<<grid, 256, 0, stream>>>(logits, w, scores, heads, n_ctx, nullptr);
-    return cudaGetLastError() == cudaSuccess ? 0 : 2;
-}
-
-// Bytes of workspace fi_anchor_select_cub needs; 0 where CUB refuses the shape.
-size_t fi_anchor_cub_workspace_bytes(int rows, int n_ctx, int k) {
-    size_t bytes = 0;
-    if (cub_dispatch(nullptr, rows, n_ctx, k, nullptr, nullptr, nullptr, &bytes, 0) !=
-        cudaSuccess) {
-        return 0;
-    }
-    return bytes;
-}
-
-// flashinfer.top_k's selection on sm_90 (CUB DeviceBatchedTopK): the k largest of each
-// of `rows` rows of `n_ctx` scores, values and int32 indices, unsorted. 0 on success,
-// else the CUDA error.
-int fi_anchor_select_cub(const float* scores, int rows, int n_ctx, int k, float* out_vals,
-                         int32_t* out_idx, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream) {
-    return static_cast<int>(cub_dispatch(scores, rows, n_ctx, k, out_vals, out_idx, workspace,
-                                         &workspace_bytes, stream));
-}
-
-// Bytes of the row states FlashInfer's radix kernels need (zeroed once; the kernels
-// leave them zeroed for the next launch on the same stream).
-size_t fi_anchor_row_states_bytes() { return size_t{1} << 20; }
-
-// FlashInfer's own selection (sampling::TopKDispatch: its radix or filtered kernels,
-// by its heuristic). 0 on success, else the CUDA error.
-int fi_anchor_select_radix(float* scores, int rows, int n_ctx, int k, float* out_vals,
-                           int32_t* out_idx, void* row_states, cudaStream_t stream) {
-    return static_cast<int>(flashinfer::sampling::TopKDispatch<float, int32_t>(
-        scores, out_idx, out_vals, static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
-        static_cast<uint32_t>(n_ctx), static_cast<flashinfer::sampling::RadixRowState*>(row_states),
-        /*sorted_output=*/false, /*deterministic=*/false,
-        flashinfer::sampling::TopKTieBreak::None, stream, /*dsa_graph_safe=*/false));
-}
-
 // The indexer's scores of `rows` queries, each against its own context: query r's
 // keys are keys[host_offsets[r] .. host_offsets[r + 1]) (offsets on the host, as a
-// serving stack's scheduler has them), its scores row r of [rows][max_len] (the
-// first lengths[r] valid; lengths on the device). One cuBLAS call per query, then
-// one weighted-sum kernel for all. logits: [rows][heads][max_len]. 0 on success.
-int fi_anchor_scores_ragged(void* handle, const __nv_bfloat16* q, const float* w,
-                            const __nv_bfloat16* keys, const int* host_offsets, const int* lengths,
-                            int rows, int heads, int dim, int max_len, float* logits, float* scores,
-                            cudaStream_t stream) {
+// serving stack's scheduler has them), its scores row r of [rows][max_len] (with
+// `lengths` on the device, the first lengths[r] are written; without, all max_len).
+// q [rows][heads][dim] bf16, w [rows][heads] f32, logits [rows][heads][max_len] f32
+// scratch. One cuBLAS call per query (bf16 in, f32 out), then one weighted-sum
+// kernel for all. 0 on success.
+int fi_anchor_scores(void* handle, const __nv_bfloat16* q, const float* w, const __nv_bfloat16* keys,
+                     const int* host_offsets, const int* lengths, int rows, int heads, int dim, int max_len,
+                     float* logits, float* scores, cudaStream_t stream) {
     cublasHandle_t blas = static_cast<cublasHandle_t>(handle);
     const float one = 1.0f, zero = 0.0f;
     for (int r = 0; r < rows; ++r) {
         const int len = host_offsets[r + 1] - host_offsets[r];
         if (len <= 0) continue;
-        // logits[r]^T (len x heads, leading dimension max_len) = keys_r^T . q_r.
+        // Column-major: logits[r]^T (len x heads, leading dimension max_len) = keys_r^T . q_r.
         if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, len, heads, dim, &one,
                          keys + static_cast<size_t>(host_offsets[r]) * dim, CUDA_R_16BF, dim,
                          q + static_cast<size_t>(r) * heads * dim, CUDA_R_16BF, dim, &zero,
@@ -226,33 +160,43 @@ int fi_anchor_scores_ragged(void* handle, const __nv_bfloat16* q, const float* w
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 
-// Bytes of workspace fi_anchor_select_cub_ragged needs; 0 where CUB refuses.
-size_t fi_anchor_cub_ragged_workspace_bytes(int rows, int max_len, int k) {
+// Bytes of workspace fi_anchor_select_cub needs (`ragged`: it will be given
+// lengths); 0 where CUB refuses the shape.
+size_t fi_anchor_cub_workspace_bytes(int rows, int max_len, int k, int ragged) {
     size_t bytes = 0;
-    const cudaError_t e =
-        max_len <= 8192
-            ? cub_top_k_ragged<8192>(nullptr, nullptr, rows, max_len, k, nullptr, nullptr, nullptr, &bytes, 0)
-            : cub_top_k_ragged<kCubMaxLen>(nullptr, nullptr, rows, max_len, k, nullptr, nullptr, nullptr,
-                                           &bytes, 0);
+    const cudaError_t e = cub_dispatch(nullptr, nullptr, ragged != 0, rows, max_len, k, nullptr, nullptr,
+                                       nullptr, &bytes, 0);
     return e == cudaSuccess ? bytes : 0;
 }
 
-// FlashInfer's ragged selection on sm_90 (CUB DeviceBatchedTopK with per-row
-// lengths on the device, then -1 after short rows): the k largest of each row's
-// first lengths[r] scores, int32 indices within the row. 0 on success, else the
-// CUDA error.
-int fi_anchor_select_cub_ragged(const float* scores, const int32_t* lengths, int rows, int max_len,
-                                int k, float* out_vals, int32_t* out_idx, void* workspace,
-                                size_t workspace_bytes, cudaStream_t stream) {
-    const cudaError_t e =
-        max_len <= 8192
-            ? cub_top_k_ragged<8192>(scores, lengths, rows, max_len, k, out_vals, out_idx, workspace,
-                                     &workspace_bytes, stream)
-            : cub_top_k_ragged<kCubMaxLen>(scores, lengths, rows, max_len, k, out_vals, out_idx,
-                                           workspace, &workspace_bytes, stream);
-    if (e != cudaSuccess) return static_cast<int>(e);
+// flashinfer.top_k's selection on sm_90 (CUB DeviceBatchedTopK), its ragged form
+// with `lengths` on the device (then -1 after short rows, as FlashInfer's ragged
+// path): the k largest of each row, values and int32 indices within the row,
+// unsorted. 0 on success, else the CUDA error.
+int fi_anchor_select_cub(const float* scores, const int32_t* lengths, int rows, int max_len, int k,
+                         float* out_vals, int32_t* out_idx, void* workspace, size_t workspace_bytes,
+                         cudaStream_t stream) {
+    const cudaError_t e = cub_dispatch(scores, lengths, lengths != nullptr, rows, max_len, k, out_vals,
+                                       out_idx, workspace, &workspace_bytes, stream);
+    if (e != cudaSuccess || lengths == nullptr) return static_cast<int>(e);
     fill_tails<<<rows, 256, 0, stream>>>(out_idx, lengths, k);
     return static_cast<int>(cudaGetLastError());
+}
+
+// Bytes of the row states FlashInfer's radix kernels need (zeroed once; the kernels
+// leave them zeroed for the next launch on the same stream).
+size_t fi_anchor_row_states_bytes() { return size_t{1} << 20; }
+
+// FlashInfer's own selection (sampling::TopKDispatch: its radix or filtered kernels,
+// by its heuristic) over `rows` rows of n_ctx scores. 0 on success, else the CUDA
+// error.
+int fi_anchor_select_radix(float* scores, int rows, int n_ctx, int k, float* out_vals,
+                           int32_t* out_idx, void* row_states, cudaStream_t stream) {
+    return static_cast<int>(flashinfer::sampling::TopKDispatch<float, int32_t>(
+        scores, out_idx, out_vals, static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
+        static_cast<uint32_t>(n_ctx), static_cast<flashinfer::sampling::RadixRowState*>(row_states),
+        /*sorted_output=*/false, /*deterministic=*/false,
+        flashinfer::sampling::TopKTieBreak::None, stream, /*dsa_graph_safe=*/false));
 }
 
 }  // extern "C"

@@ -13,7 +13,7 @@ use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceP
 use autotune_runtime::half::bf16;
 
 /// The library's version this bench speaks (`fi_anchor_version`).
-const VERSION: i32 = 2;
+const VERSION: i32 = 3;
 
 type Version = unsafe extern "C" fn() -> i32;
 type BlasCreate = unsafe extern "C" fn(*mut *mut c_void, *mut *mut c_void, CUstream) -> i32;
@@ -23,6 +23,8 @@ type Scores = unsafe extern "C" fn(
     *const c_void,
     *const c_void,
     *const c_void,
+    *const i32,
+    *const c_void,
     i32,
     i32,
     i32,
@@ -31,8 +33,9 @@ type Scores = unsafe extern "C" fn(
     *mut c_void,
     CUstream,
 ) -> i32;
-type CubBytes = unsafe extern "C" fn(i32, i32, i32) -> usize;
+type CubBytes = unsafe extern "C" fn(i32, i32, i32, i32) -> usize;
 type SelectCub = unsafe extern "C" fn(
+    *const c_void,
     *const c_void,
     i32,
     i32,
@@ -63,17 +66,37 @@ pub struct FlashInfer {
     stream: Arc<CudaStream>,
 }
 
-/// The scratch the anchor's calls use at one context length.
+/// The scratch of the anchor's calls for some queries, each with its own context
+/// of at most `max_len` keys.
 pub struct Buffers {
     pub logits: CudaSlice<f32>,
     pub scores: CudaSlice<f32>,
     pub values: CudaSlice<f32>,
     pub workspace: CudaSlice<u8>,
     pub row_states: CudaSlice<u8>,
+    /// Each query's length on the device, for the ragged selection; `None`: every
+    /// query has `max_len` keys and the selection is the plain one.
+    pub lengths: Option<CudaSlice<i32>>,
+    /// The running sums of the lengths, on the host (the cuBLAS calls' offsets).
+    pub offsets: Vec<i32>,
+    pub max_len: usize,
+}
+
+impl Buffers {
+    fn rows(&self) -> usize {
+        self.offsets.len() - 1
+    }
 }
 
 fn int(value: usize) -> Result<i32, String> {
     i32::try_from(value).map_err(|_| format!("{value} does not fit the anchor's int"))
+}
+
+/// `Ok` for the anchor's status 0, else what failed and its status.
+fn status(code: i32, what: &str) -> Result<(), String> {
+    (code == 0)
+        .then_some(())
+        .ok_or_else(|| format!("{what} failed ({code})"))
 }
 
 impl FlashInfer {
@@ -135,68 +158,95 @@ impl FlashInfer {
             .map_err(|e| format!("{}: {e}", String::from_utf8_lossy(name)))
     }
 
-    /// Scratch for a context of `n_ctx` keys, `heads` heads and the top `k`.
-    pub fn buffers(&self, heads: usize, n_ctx: usize, k: usize) -> Result<Buffers, String> {
+    /// Scratch for queries of `lengths` keys (at most `max_len`), `heads` heads and
+    /// the top `k`; `ragged`: the selection reads each query's length (else every
+    /// one is `max_len` long).
+    pub fn buffers(
+        &self,
+        heads: usize,
+        (lengths, max_len): (&[usize], usize),
+        k: usize,
+        ragged: bool,
+    ) -> Result<Buffers, String> {
+        let rows = lengths.len();
         let bytes = self.symbol::<CubBytes>(b"fi_anchor_cub_workspace_bytes\0")?;
         // SAFETY: a size query; nothing is launched.
-        let workspace = unsafe { bytes(1, int(n_ctx)?, int(k)?) };
+        let workspace = unsafe { bytes(int(rows)?, int(max_len)?, int(k)?, i32::from(ragged)) };
         if workspace == 0 {
-            return Err(format!("CUB refuses top-{k} of {n_ctx}"));
+            return Err(format!("CUB refuses top-{k} of {rows} rows of {max_len}"));
+        }
+        let mut offsets = vec![0i32; rows + 1];
+        for (r, &len) in lengths.iter().enumerate() {
+            offsets[r + 1] = offsets[r] + int(len)?;
         }
         let states = self.symbol::<RowStatesBytes>(b"fi_anchor_row_states_bytes\0")?;
         let driver = |e: autotune_runtime::cudarc::driver::DriverError| e.to_string();
         let stream = &self.stream;
+        let lengths = if ragged {
+            let lengths: Vec<i32> = lengths.iter().map(|&l| int(l)).collect::<Result<_, _>>()?;
+            Some(stream.clone_htod(&lengths).map_err(driver)?)
+        } else {
+            None
+        };
         Ok(Buffers {
-            logits: stream.alloc_zeros(heads * n_ctx).map_err(driver)?,
-            scores: stream.alloc_zeros(n_ctx).map_err(driver)?,
-            values: stream.alloc_zeros(k).map_err(driver)?,
+            logits: stream.alloc_zeros(rows * heads * max_len).map_err(driver)?,
+            scores: stream.alloc_zeros(rows * max_len).map_err(driver)?,
+            values: stream.alloc_zeros(rows * k).map_err(driver)?,
             workspace: stream.alloc_zeros(workspace).map_err(driver)?,
             // SAFETY: a size; zeroed once, as FlashInfer's radix kernels need.
             row_states: stream.alloc_zeros(unsafe { states() }).map_err(driver)?,
+            lengths,
+            offsets,
+            max_len,
         })
     }
 
-    /// The indexer's scores of one query (`q` heads x dim, `w` heads) against
-    /// `n_ctx` keys into `buffers.scores`: cuBLAS, then the weighted ReLU sum.
+    /// The indexer's scores of the queries (`q` rows x heads x dim, `w` rows x heads,
+    /// `keys` their contexts one after the other) into `buffers.scores`: one cuBLAS
+    /// call per query, then the weighted ReLU sum.
     pub fn scores(
         &self,
         q: &CudaSlice<bf16>,
         w: &CudaSlice<f32>,
         keys: &CudaSlice<bf16>,
-        (heads, dim, n_ctx): (usize, usize, usize),
+        (heads, dim): (usize, usize),
         buffers: &mut Buffers,
     ) -> Result<(), String> {
         let scores = self.symbol::<Scores>(b"fi_anchor_scores\0")?;
         let stream = &self.stream;
+        let rows = buffers.rows();
         let (q, _q) = q.device_ptr(stream);
         let (w, _w) = w.device_ptr(stream);
         let (keys, _k) = keys.device_ptr(stream);
+        let lengths = buffers.lengths.as_ref().map(|l| l.device_ptr(stream));
         let (logits, _l) = buffers.logits.device_ptr_mut(stream);
         let (out, _o) = buffers.scores.device_ptr_mut(stream);
-        // SAFETY: the buffers hold heads x dim, heads, n_ctx x dim, heads x n_ctx and
-        // n_ctx elements, as anchor.cu reads and writes them; all on `stream`.
-        let status = unsafe {
+        // SAFETY: the buffers are sized for `rows` queries of at most max_len keys
+        // (`buffers`), the offsets are the host's running sums of the lengths, and
+        // `keys` holds offsets[rows] keys; all on `stream`.
+        let code = unsafe {
             scores(
                 self.blas,
                 q as *const c_void,
                 w as *const c_void,
                 keys as *const c_void,
-                1,
+                buffers.offsets.as_ptr(),
+                lengths.as_ref().map_or(0, |(l, _)| *l) as *const c_void,
+                int(rows)?,
                 int(heads)?,
                 int(dim)?,
-                int(n_ctx)?,
+                int(buffers.max_len)?,
                 logits as *mut c_void,
                 out as *mut c_void,
                 stream.cu_stream(),
             )
         };
-        (status == 0)
-            .then_some(())
-            .ok_or_else(|| format!("the anchor's scoring failed ({status})"))
+        status(code, "the anchor's scoring")
     }
 
-    /// `flashinfer.top_k`'s selection on sm_90 (CUB DeviceBatchedTopK) of the top
-    /// `k` of `buffers.scores` into `out` (int32 indices, unsorted).
+    /// `flashinfer.top_k`'s selection on sm_90 (CUB DeviceBatchedTopK; with
+    /// `buffers.lengths`, its ragged form, then -1 after short rows) of the top `k`
+    /// of each query's scores into `out` (rows x `k` int32 indices, unsorted).
     pub fn select_cub(
         &self,
         k: usize,
@@ -205,19 +255,20 @@ impl FlashInfer {
     ) -> Result<(), String> {
         let select = self.symbol::<SelectCub>(b"fi_anchor_select_cub\0")?;
         let stream = &self.stream;
-        let n_ctx = buffers.scores.len();
-        let bytes = buffers.workspace.len();
+        let (rows, bytes) = (buffers.rows(), buffers.workspace.len());
         let (scores, _s) = buffers.scores.device_ptr(stream);
+        let lengths = buffers.lengths.as_ref().map(|l| l.device_ptr(stream));
         let (values, _v) = buffers.values.device_ptr_mut(stream);
         let (indices, _i) = out.device_ptr_mut(stream);
         let (workspace, _w) = buffers.workspace.device_ptr_mut(stream);
-        // SAFETY: n_ctx scores in, k values and indices out, `bytes` of workspace
-        // (what the size query asked for), all on `stream`.
-        let status = unsafe {
+        // SAFETY: rows x max_len scores (and rows lengths) in, rows x k values and
+        // indices out, the workspace the size query asked for; all on `stream`.
+        let code = unsafe {
             select(
                 scores as *const c_void,
-                1,
-                int(n_ctx)?,
+                lengths.as_ref().map_or(0, |(l, _)| *l) as *const c_void,
+                int(rows)?,
+                int(buffers.max_len)?,
                 int(k)?,
                 values as *mut c_void,
                 indices as *mut c_void,
@@ -226,13 +277,12 @@ impl FlashInfer {
                 stream.cu_stream(),
             )
         };
-        (status == 0)
-            .then_some(())
-            .ok_or_else(|| format!("FlashInfer's CUB top-k failed (CUDA error {status})"))
+        status(code, "FlashInfer's CUB top-k")
     }
 
     /// FlashInfer's own selection (`sampling::TopKDispatch`, its radix or filtered
-    /// kernels by its heuristic) of the top `k` of `buffers.scores` into `out`.
+    /// kernels by its heuristic) of the top `k` of each query's `max_len` scores
+    /// into `out`.
     pub fn select_radix(
         &self,
         k: usize,
@@ -241,18 +291,18 @@ impl FlashInfer {
     ) -> Result<(), String> {
         let select = self.symbol::<SelectRadix>(b"fi_anchor_select_radix\0")?;
         let stream = &self.stream;
-        let n_ctx = buffers.scores.len();
+        let rows = buffers.rows();
         let (scores, _s) = buffers.scores.device_ptr_mut(stream);
         let (values, _v) = buffers.values.device_ptr_mut(stream);
         let (indices, _i) = out.device_ptr_mut(stream);
         let (states, _r) = buffers.row_states.device_ptr_mut(stream);
         // SAFETY: as select_cub; the row states are the zeroed 1 MiB FlashInfer
         // asks for, used by one launch at a time.
-        let status = unsafe {
+        let code = unsafe {
             select(
                 scores as *mut c_void,
-                1,
-                int(n_ctx)?,
+                int(rows)?,
+                int(buffers.max_len)?,
                 int(k)?,
                 values as *mut c_void,
                 indices as *mut c_void,
@@ -260,9 +310,7 @@ impl FlashInfer {
                 stream.cu_stream(),
             )
         };
-        (status == 0)
-            .then_some(())
-            .ok_or_else(|| format!("FlashInfer's radix top-k failed (CUDA error {status})"))
+        status(code, "FlashInfer's radix top-k")
     }
 }
 
