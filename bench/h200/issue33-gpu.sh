@@ -31,19 +31,19 @@ case "${1:-}" in
   prepare)
     set -e
     mkdir -p "$bin"
-    cargo test --release --test device_kernels --no-run --message-format=json 2>/dev/null |
+    # The executable cargo builds for target NAME (its JSON messages on stdin).
+    executable() {
       python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "device_kernels":
-        print(m["executable"])' | xargs -I{} cp {} "$bin/device_kernels"
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$1"
+    }
+    cargo test --release --test device_kernels --no-run --message-format=json 2>/dev/null |
+      executable device_kernels | xargs -I{} cp {} "$bin/device_kernels"
     for bench in gemm topk; do
       cargo bench --bench "$bench" --no-run --message-format=json 2>/dev/null |
-        python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["bench"]:
-        print(m["executable"])' | xargs -I{} cp {} "$bin/bench-$bench"
+        executable "$bench" | xargs -I{} cp {} "$bin/bench-$bench"
     done
     [ -f target/flashinfer/headers.tar.xz ] || bash bench/flashinfer/build.sh headers
     du -ch "$bin"/* target/flashinfer/headers.tar.xz | tail -n 1
