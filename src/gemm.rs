@@ -366,25 +366,27 @@ impl CublasGemm {
     }
 }
 
-/// Random `A` and `B` at `M = key` and the shape's `(N, K)`, and the reference:
-/// float64 on the CPU for small products, cuBLAS above (computed once per input
-/// draw, not once per variant).
+/// The case the sweep checks and times the GEMM with: A and B drawn once per seed
+/// (kept on the device and put back by a copy before each check), C guarded and
+/// poisoned, the reference computed once per draw (float64 on the CPU for small
+/// products, cuBLAS above) and compared where it is: on the host for the small
+/// products, on the device for the others (the runtime's kernels, checked against
+/// the CPU; on the host where they cannot run).
 #[derive(Debug)]
 pub struct GemmCase {
-    a: CudaSlice<bf16>,
-    b: CudaSlice<bf16>,
+    a: Input<bf16>,
+    b: Input<bf16>,
     c: Guarded<bf16>,
     workspace: Guarded<f32>,
+    /// cuBLAS's product of the draw `reference_seed`, on the device.
     reference: CudaSlice<bf16>,
+    reference_seed: Option<u64>,
     m: usize,
     n: usize,
     k: usize,
-    host_a: PinnedHostSlice<bf16>,
-    host_b: PinnedHostSlice<bf16>,
     host_c: PinnedHostSlice<bf16>,
     blas: CudaBlas,
-    /// The seed of the current inputs, and the reference computed from them.
-    seed: u64,
+    /// The float64 product of the current draw, for the small products.
     expected: Reference,
 }
 
@@ -396,25 +398,61 @@ impl GemmCase {
         let m = usize::try_from(key).map_err(|_| format!("m = {key}"))?;
         let ctx = stream.context();
         Ok(Self {
-            a: stream.alloc_zeros(m * k)?,
-            b: stream.alloc_zeros(k * n)?,
+            a: Input::alloc(stream, m * k)?,
+            b: Input::alloc(stream, k * n)?,
             c: Guarded::alloc(stream, m * n)?,
             workspace: Guarded::alloc(stream, workspace_len(m, n))?,
             reference: stream.alloc_zeros(m * n)?,
+            reference_seed: None,
             m,
             n,
             k,
-            // SAFETY: written before being read (randomize, memcpy_dtoh).
-            host_a: unsafe { ctx.alloc_pinned(m * k) }?,
-            // SAFETY: as host_a.
-            host_b: unsafe { ctx.alloc_pinned(k * n) }?,
-            // SAFETY: as host_a.
+            // SAFETY: written before being read (memcpy_dtoh).
             host_c: unsafe { ctx.alloc_pinned(m * n) }?,
             blas: CudaBlas::new(stream.clone())
                 .map_err(|e| CaseError::Other(format!("cuBLAS: {e:?}")))?,
-            seed: 0,
             expected: Reference::default(),
         })
+    }
+
+    /// Whether the CPU computes the reference (and the host compares).
+    fn on_cpu(&self) -> bool {
+        self.m * self.n * self.k <= CPU_REFERENCE_MACS
+    }
+
+    /// cuBLAS's product of the current draw in `self.reference`, computed once per
+    /// draw.
+    fn device_reference(&mut self) -> Result<(), CaseError> {
+        let seed = self.a.seed();
+        if seed.is_some() && self.reference_seed == seed {
+            return Ok(());
+        }
+        let (m, n, k) = (self.m, self.n, self.k);
+        let (a, b, blas, on_gpu) = (&self.a, &self.b, &self.blas, &mut self.reference);
+        reference_phase(|| cublas_gemm(blas, a, b, on_gpu, (m, n, k)))?;
+        self.reference_seed = seed;
+        Ok(())
+    }
+
+    /// The check on the host: C read back, against float64 references.
+    fn check_on_host(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
+        stream.memcpy_dtoh(&*self.c, &mut self.host_c)?;
+        let (m, n, k) = (self.m, self.n, self.k);
+        let seed = self.a.seed().unwrap_or_default();
+        let expected = if self.on_cpu() {
+            let (a, b) = (self.a.host(), self.b.host());
+            self.expected
+                .for_draw(seed, || reference(a, b, m, n, k))
+                .to_vec()
+        } else {
+            self.device_reference()?;
+            stream
+                .clone_dtoh(&self.reference)?
+                .iter()
+                .map(|v| v.to_f64())
+                .collect()
+        };
+        Ok(compare(self.host_c.as_slice()?, &expected))
     }
 }
 
@@ -444,11 +482,10 @@ impl Case for GemmCase {
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
-        self.seed = seed;
-        fill_uniform(self.host_a.as_mut_slice()?, seed, -1.0, 1.0);
-        fill_uniform(self.host_b.as_mut_slice()?, seed ^ 1, -1.0, 1.0);
-        stream.memcpy_htod(&self.host_a, &mut self.a)?;
-        stream.memcpy_htod(&self.host_b, &mut self.b)?;
+        self.a
+            .draw(stream, seed, |a| fill_uniform(a, seed, -1.0, 1.0))?;
+        self.b
+            .draw(stream, seed, |b| fill_uniform(b, seed ^ 1, -1.0, 1.0))?;
         Ok(())
     }
 
@@ -460,35 +497,35 @@ impl Case for GemmCase {
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("c", &self.c)?;
         memory.output("workspace", &self.workspace)?;
-        memory.input("a", &self.a, self.host_a.as_slice()?)?;
-        memory.input("b", &self.b, self.host_b.as_slice()?)
+        self.a.inspect("a", memory)?;
+        self.b.inspect("b", memory)
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
-        stream.memcpy_dtoh(&*self.c, &mut self.host_c)?;
-        let dirty = stream
-            .clone_dtoh(&*self.workspace)?
-            .iter()
-            .position(|&v| v != 0.0);
-        stream.synchronize()?;
-        if let Some(index) = dirty {
+        let kernels = DeviceKernels::get(stream);
+        let dirty = match &kernels {
+            Some(kernels) => kernels.changes(stream, &*self.workspace, None)?,
+            None => {
+                let workspace = stream.clone_dtoh(&*self.workspace)?;
+                let mut nonzero = (0..workspace.len()).filter(|&i| workspace[i] != 0.0);
+                nonzero.next().map(|first| {
+                    let count = 1 + nonzero.count();
+                    format!("{count} elements changed, the first at {first}")
+                })
+            }
+        };
+        if let Some(dirty) = dirty {
             return Ok(Verdict::failed(format!(
-                "the call left workspace[{index}] non-zero"
+                "the call left its workspace non-zero: {dirty}"
             )));
         }
-        let (m, n, k) = (self.m, self.n, self.k);
-        let (host_a, host_b) = (&self.host_a, &self.host_b);
-        let (a, b, blas, on_gpu) = (&self.a, &self.b, &self.blas, &mut self.reference);
-        let expected = self.expected.try_for_draw(self.seed, || {
-            if m * n * k <= CPU_REFERENCE_MACS {
-                Ok(reference(host_a.as_slice()?, host_b.as_slice()?, m, n, k))
-            } else {
-                cublas_gemm(blas, a, b, on_gpu, (m, n, k))?;
-                let values = stream.clone_dtoh(on_gpu)?;
-                Ok::<_, CaseError>(values.iter().map(|v| v.to_f64()).collect())
+        match kernels {
+            Some(kernels) if !self.on_cpu() => {
+                self.device_reference()?;
+                kernels.compare(stream, &*self.c, &self.reference)
             }
-        })?;
-        Ok(compare(self.host_c.as_slice()?, expected))
+            _ => self.check_on_host(stream),
+        }
     }
 
     fn work(&self) -> Work {

@@ -76,18 +76,23 @@ pub fn rms_norm(
     Ok(())
 }
 
-/// Inputs and reference for the sweep: `n_rows` rows of [`TUNED_HIDDEN`]. Host
-/// buffers are pinned, so that moving 512 MiB each way per check stays cheap.
+/// Inputs and reference for the sweep: `n_rows` rows of [`TUNED_HIDDEN`]. The
+/// inputs are drawn once per seed (kept on the device and put back by a copy before
+/// each check), the reference computed once per draw on the CPU (float64, stored as
+/// f32 on the device), and each output compared with it on the device, each
+/// element against its row's scale (the runtime's kernels; on the host, from a
+/// pinned read-back, where they cannot run).
 #[derive(Debug)]
 pub struct RmsNormCase {
-    x: CudaSlice<bf16>,
-    weight: CudaSlice<bf16>,
+    x: Input<bf16>,
+    weight: Input<bf16>,
     out: Guarded<bf16>,
     n_rows: usize,
     hidden: usize,
     eps: f32,
-    host_x: PinnedHostSlice<bf16>,
-    host_weight: Vec<bf16>,
+    /// The reference of the draw `expected_seed`, on the device.
+    expected: CudaSlice<f32>,
+    expected_seed: Option<u64>,
     host_out: PinnedHostSlice<bf16>,
 }
 
@@ -97,19 +102,43 @@ impl RmsNormCase {
         let elements = n_rows * hidden;
         let ctx = stream.context();
         Ok(Self {
-            x: stream.alloc_zeros(elements)?,
-            weight: stream.alloc_zeros(hidden)?,
+            x: Input::alloc(stream, elements)?,
+            weight: Input::alloc(stream, hidden)?,
             out: Guarded::alloc(stream, elements)?,
             n_rows,
             hidden,
             eps: TUNED_EPS,
-            // SAFETY: both are written (randomize, memcpy_dtoh) before they are read.
-            host_x: unsafe { ctx.alloc_pinned(elements) }?,
-            host_weight: vec![bf16::ZERO; hidden],
-            // SAFETY: as host_x.
+            expected: stream.alloc_zeros(elements)?,
+            expected_seed: None,
+            // SAFETY: written (memcpy_dtoh) before it is read.
             host_out: unsafe { ctx.alloc_pinned(elements) }?,
         })
     }
+
+    /// The reference of the current draw on the device, computed once per draw.
+    fn expected(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
+        let seed = self.x.seed();
+        if seed.is_some() && self.expected_seed == seed {
+            return Ok(());
+        }
+        let values = reference_phase(|| {
+            let (x, weight) = (self.x.host(), self.weight.host());
+            let rows = rows_reference(x, weight, self.hidden, self.eps);
+            rows.iter().map(|&v| v as f32).collect::<Vec<f32>>()
+        });
+        stream.memcpy_htod(&values, &mut self.expected)?;
+        self.expected_seed = seed;
+        Ok(())
+    }
+}
+
+/// [`reference`] on all cores.
+fn rows_reference(x: &[bf16], weight: &[bf16], hidden: usize, eps: f32) -> Vec<f64> {
+    let rows = x.len() / hidden.max(1);
+    parallel::map_ranges(rows, 64, |rows| {
+        reference(&x[rows.start * hidden..rows.end * hidden], weight, hidden, eps)
+    })
+    .concat()
 }
 
 impl Case for RmsNormCase {
@@ -124,19 +153,19 @@ impl Case for RmsNormCase {
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
         // Rows of different scales, so that a kernel mixing up rows cannot pass.
         let hidden = self.hidden;
-        parallel::for_chunks_mut(self.host_x.as_mut_slice()?, |chunk, values| {
-            let mut rng = Rng::new(Rng::derive(seed, chunk as u64));
-            let first = chunk * parallel::CHUNK;
-            for (offset, value) in values.iter_mut().enumerate() {
-                let scale = 0.25 + ((first + offset) / hidden % 7) as f32;
-                let unit = (rng.next_u64() >> 40) as f32 * (1.0 / (1u32 << 24) as f32);
-                *value = bf16::from_f32((4.0 * unit - 2.0) * scale);
-            }
-        });
-        fill_uniform(&mut self.host_weight, seed ^ 0xABCD, 0.5, 1.5);
-        stream.memcpy_htod(&self.host_x, &mut self.x)?;
-        stream.memcpy_htod(&self.host_weight, &mut self.weight)?;
-        Ok(())
+        self.x.draw(stream, seed, |x| {
+            parallel::for_chunks_mut(x, |chunk, values| {
+                let mut rng = Rng::new(Rng::derive(seed, chunk as u64));
+                let first = chunk * parallel::CHUNK;
+                for (offset, value) in values.iter_mut().enumerate() {
+                    let scale = 0.25 + ((first + offset) / hidden % 7) as f32;
+                    let unit = (rng.next_u64() >> 40) as f32 * (1.0 / (1u32 << 24) as f32);
+                    *value = bf16::from_f32((4.0 * unit - 2.0) * scale);
+                }
+            })
+        })?;
+        self.weight
+            .draw(stream, seed, |w| fill_uniform(w, seed ^ 0xABCD, 0.5, 1.5))
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
@@ -145,31 +174,27 @@ impl Case for RmsNormCase {
 
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("out", &self.out)?;
-        memory.input("x", &self.x, self.host_x.as_slice()?)?;
-        memory.input("weight", &self.weight, &self.host_weight)
+        self.x.inspect("x", memory)?;
+        self.weight.inspect("weight", memory)
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
+        self.expected(stream)?;
+        if let Some(kernels) = DeviceKernels::get(stream) {
+            return kernels.compare_blocks(stream, &*self.out, &self.expected, self.hidden);
+        }
         stream.memcpy_dtoh(&*self.out, &mut self.host_out)?;
-        stream.synchronize()?;
-        let (hidden, eps) = (self.hidden, f64::from(self.eps));
-        let (x, weight, out) = (
-            self.host_x.as_slice()?,
-            &self.host_weight,
-            self.host_out.as_slice()?,
-        );
+        let expected: Vec<f64> = stream
+            .clone_dtoh(&self.expected)?
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
+        let (hidden, out) = (self.hidden, self.host_out.as_slice()?);
         let sums = parallel::map_ranges(self.n_rows, 64, |rows| {
             let mut sum = ErrorSum::default();
-            let mut expected = vec![0.0f64; hidden];
             for row in rows {
-                let xs = &x[row * hidden..(row + 1) * hidden];
-                let ys = &out[row * hidden..(row + 1) * hidden];
-                let squares: f64 = xs.iter().map(|v| f64::from(v.to_f32() * v.to_f32())).sum();
-                let inv = 1.0 / (squares / hidden as f64 + eps).sqrt();
-                for ((e, v), w) in expected.iter_mut().zip(xs).zip(weight) {
-                    *e = f64::from(v.to_f32()) * inv * f64::from(w.to_f32());
-                }
-                sum.add_block(row * hidden, ys, &expected);
+                let at = row * hidden..(row + 1) * hidden;
+                sum.add_block(at.start, &out[at.clone()], &expected[at]);
             }
             sum
         });

@@ -341,22 +341,19 @@ pub fn topk_keep_all(
     )
 }
 
-/// Random query, weights and keys at one context length, and the check: the
-/// returned indices as a set against the CPU's scores (float64 over heads).
+/// Random query, weights and keys at one context length (drawn once per seed, kept
+/// on the device and put back by a copy before each check), and the check: the
+/// returned indices as a set against the CPU's scores (float64 over heads,
+/// computed once per draw).
 #[derive(Debug)]
 pub struct TopkCase {
-    q: CudaSlice<bf16>,
-    weights: CudaSlice<f32>,
-    keys: CudaSlice<bf16>,
+    q: Input<bf16>,
+    weights: Input<f32>,
+    keys: Input<bf16>,
     out: Guarded<i32>,
     scratch: Guarded<u32>,
     n_ctx: usize,
-    host_q: Vec<bf16>,
-    host_weights: Vec<f32>,
-    host_keys: Vec<bf16>,
     host_out: Vec<i32>,
-    /// The draw of the current inputs, and their scores (computed once per draw).
-    seed: u64,
     scores: Reference,
 }
 
@@ -364,31 +361,25 @@ impl Case for TopkCase {
     fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
         let n_ctx = usize::try_from(key).map_err(|_| format!("n_ctx = {key}"))?;
         Ok(Self {
-            q: stream.alloc_zeros(HEADS * DIM)?,
-            weights: stream.alloc_zeros(HEADS)?,
-            keys: stream.alloc_zeros(n_ctx * DIM)?,
+            q: Input::alloc(stream, HEADS * DIM)?,
+            weights: Input::alloc(stream, HEADS)?,
+            keys: Input::alloc(stream, n_ctx * DIM)?,
             out: Guarded::alloc(stream, TOP_K)?,
             scratch: Guarded::alloc(stream, scratch_len(n_ctx))?,
             n_ctx,
-            host_q: vec![bf16::ZERO; HEADS * DIM],
-            host_weights: vec![0.0; HEADS],
-            host_keys: vec![bf16::ZERO; n_ctx * DIM],
             host_out: vec![0; TOP_K],
-            seed: 0,
             scores: Reference::default(),
         })
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
-        self.seed = seed;
-        fill_uniform(&mut self.host_q, seed, -1.0, 1.0);
-        fill_uniform(&mut self.host_keys, seed ^ 1, -1.0, 1.0);
+        self.q
+            .draw(stream, seed, |q| fill_uniform(q, seed, -1.0, 1.0))?;
+        self.keys
+            .draw(stream, seed, |k| fill_uniform(k, seed ^ 1, -1.0, 1.0))?;
         // Mostly positive head weights, some negative, as learned ones are.
-        fill_uniform(&mut self.host_weights, seed ^ 2, -0.25, 1.0);
-        stream.memcpy_htod(&self.host_q, &mut self.q)?;
-        stream.memcpy_htod(&self.host_keys, &mut self.keys)?;
-        stream.memcpy_htod(&self.host_weights, &mut self.weights)?;
-        Ok(())
+        self.weights
+            .draw(stream, seed, |w| fill_uniform(w, seed ^ 2, -0.25, 1.0))
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
@@ -404,17 +395,18 @@ impl Case for TopkCase {
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("out", &self.out)?;
         memory.output("scratch", &self.scratch)?;
-        memory.input("q", &self.q, &self.host_q)?;
-        memory.input("weights", &self.weights, &self.host_weights)?;
-        memory.input("keys", &self.keys, &self.host_keys)
+        self.q.inspect("q", memory)?;
+        self.weights.inspect("weights", memory)?;
+        self.keys.inspect("keys", memory)
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
         stream.memcpy_dtoh(&*self.out, &mut self.host_out)?;
         let counts = stream.clone_dtoh(&self.scratch.slice(counts(self.n_ctx)))?;
         stream.synchronize()?;
-        let (q, weights, keys) = (&self.host_q, &self.host_weights, &self.host_keys);
-        let scores = self.scores.for_draw(self.seed, || scores(q, weights, keys));
+        let (q, weights, keys) = (self.q.host(), self.weights.host(), self.keys.host());
+        let seed = self.q.seed().unwrap_or_default();
+        let scores = self.scores.for_draw(seed, || scores(q, weights, keys));
         let verdict = check_top_k(scores, &self.host_out);
         if let Some(dirty) = counts.iter().position(|&c| c != 0) {
             return Ok(Verdict::failed(format!(
