@@ -94,6 +94,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let (a, b) = samples::gemm(m, n, k, 1);
         let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
         let mut c = stream.alloc_zeros::<bf16>(m * n)?;
+        // The rotated copies are as large as da and db: one check for all.
+        let dims = gemm::checked_dims(&da, &db, &c, m, n, k)?;
         let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
         let expected = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k))?;
         let cublas = time_ms(&stream, &mut flush, &mut || {
@@ -126,24 +128,20 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let mut points = Vec::new();
         for &(ref point, ref function, resident) in &functions {
             autotune_runtime::poison(&stream, &mut c)?;
-            gemm_hopper::launch(
-                &stream, function, point, resident, &da, &db, &mut c, m, n, k,
-            )?;
+            gemm_hopper::launch(&stream, function, point, resident, &da, &db, &mut c, dims)?;
             let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
             if !verdict.passed() {
                 points.push(json!({"point": point.name(), "wrong": format!("{verdict:?}")}));
                 continue;
             }
             let ms = time_ms(&stream, &mut flush, &mut || {
-                gemm_hopper::launch(
-                    &stream, function, point, resident, &da, &db, &mut c, m, n, k,
-                )
-                .map_err(|e| e.to_string())
+                gemm_hopper::launch(&stream, function, point, resident, &da, &db, &mut c, dims)
+                    .map_err(|e| e.to_string())
             })?;
             let rotated_ms = match cublas_rotated {
                 Some(_) => Some(time_rotated_ms(&stream, copies, &mut |i| {
                     let (ra, rb) = &rotated[i];
-                    gemm_hopper::launch(&stream, function, point, resident, ra, rb, &mut c, m, n, k)
+                    gemm_hopper::launch(&stream, function, point, resident, ra, rb, &mut c, dims)
                         .map_err(|e| e.to_string())
                 })?),
                 None => None,

@@ -57,6 +57,14 @@
 #endif
 
 constexpr int kThreads = WARPS * 32;
+
+// The entry points of ALGO 0, 1 and 3 take the same arguments, so that the wrapper
+// launches any of them alike (one ABI for the three).
+#define GEMM_ENTRY(name)                                                                 \
+    extern "C" __global__ void __launch_bounds__(kThreads)                               \
+        name(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,   \
+             __nv_bfloat16* __restrict__ C, float* __restrict__ workspace, int M, int N, \
+             int K)
 constexpr int kWM = BM >= 64 ? 2 : 1;
 constexpr int kWN = WARPS / kWM;
 constexpr int kTM = BM / kWM;  // warp tile rows
@@ -101,14 +109,7 @@ __device__ void finish_split(__nv_bfloat16* __restrict__ C, float* __restrict__ 
     if (tid == 0) counters[tile] = 0;
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16(
-    const __nv_bfloat16* __restrict__ A,
-    const __nv_bfloat16* __restrict__ B,
-    __nv_bfloat16* __restrict__ C,
-    float* __restrict__ workspace,
-    int M,
-    int N,
-    int K) {
+GEMM_ENTRY(gemm_bf16) {
 #if ALGO == 0
     extern __shared__ __align__(16) unsigned char smem[];
     __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);
@@ -249,14 +250,7 @@ constexpr int kGemvLanes = kThreads / kGemvCols;
 static_assert(kThreads % kGemvCols == 0, "BN / 8 must divide the block");
 #endif
 
-extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
-    const __nv_bfloat16* __restrict__ A,
-    const __nv_bfloat16* __restrict__ B,
-    __nv_bfloat16* __restrict__ C,
-    float* __restrict__ workspace,
-    int M,
-    int N,
-    int K) {
+GEMM_ENTRY(gemv_bf16) {
 #if ALGO == 1
     __shared__ float partial[BM][BN];
     const int tid = threadIdx.x;
@@ -361,14 +355,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) gemv_bf16(
 
 #include "gemm_decode.cuh"
 
-extern "C" __global__ void __launch_bounds__(kThreads) gemm_bf16_decode(
-    const __nv_bfloat16* __restrict__ A,
-    const __nv_bfloat16* __restrict__ B,
-    __nv_bfloat16* __restrict__ C,
-    float* __restrict__ workspace,
-    int M,
-    int N,
-    int K) {
+GEMM_ENTRY(gemm_bf16_decode) {
 #if ALGO == 3
     static_assert(BM == decode::kRows && BN == decode::kCols, "the decode kernel's tile is 16 x 64");
     decode::gemm<WARPS, STAGES>(A, B, C, workspace, M, N, K);

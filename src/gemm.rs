@@ -90,7 +90,8 @@ pub fn gemm(
     n: usize,
     k: usize,
 ) -> Result<(), KernelError> {
-    let (mi, ni, ki) = checked_dims(a, b, c, m, n, k)?;
+    let dims = checked_dims(a, b, c, m, n, k)?;
+    let (mi, ni, ki) = dims.launch_args();
     let p = variant.params();
     if p.algo == 2 {
         let point = gemm_hopper::HopperParams {
@@ -102,7 +103,7 @@ pub fn gemm(
         let shared = point.shared_bytes();
         let function = variant.with_dynamic_shared(2, shared)?;
         let resident = variant.resident_blocks(stream, 2, point.threads(), shared)?;
-        return gemm_hopper::launch(stream, function, &point, resident, a, b, c, m, n, k);
+        return gemm_hopper::launch(stream, function, &point, resident, a, b, c, dims);
     }
     KernelError::check(p.algo != 3 || m <= 64, || {
         format!("the decode kernel (algo = 3) reads B once per 16 rows of A: m = {m} > 64")
@@ -159,10 +160,28 @@ pub fn gemm(
     Ok(())
 }
 
+/// The sizes of a GEMM call that passed [`checked_dims`]: what the launch paths
+/// take, so that none checks them again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dims {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// The same as launch arguments (they fit an `i32`).
+    launch: (i32, i32, i32),
+}
+
+impl Dims {
+    /// `(m, n, k)` as the kernels' `int` arguments.
+    pub fn launch_args(&self) -> (i32, i32, i32) {
+        self.launch
+    }
+}
+
 /// What every launch path of the GEMM (ours, the Hopper kernel, cuBLAS) requires of
 /// its arguments, checked in one place so that dispatch refuses the same calls
 /// whichever path a range takes: `k` and `n` multiples of 8 (16-byte rows), buffers
-/// that hold `m x k`, `k x n` and `m x n`, and sizes that fit an `i32`, returned so.
+/// that hold `m x k`, `k x n` and `m x n`, and sizes that fit an `i32`.
 pub fn checked_dims(
     a: &CudaSlice<bf16>,
     b: &CudaSlice<bf16>,
@@ -170,7 +189,7 @@ pub fn checked_dims(
     m: usize,
     n: usize,
     k: usize,
-) -> Result<(i32, i32, i32), KernelError> {
+) -> Result<Dims, KernelError> {
     KernelError::check(k.is_multiple_of(8) && n.is_multiple_of(8), || {
         format!("k = {k} and n = {n} must be multiples of 8")
     })?;
@@ -190,7 +209,12 @@ pub fn checked_dims(
             "{m}x{n}x{k} does not fit a launch"
         )));
     };
-    Ok((mi, ni, ki))
+    Ok(Dims {
+        m,
+        n,
+        k,
+        launch: (mi, ni, ki),
+    })
 }
 
 /// `c = a · b` by cuBLAS (row-major, through the column-major transpose identity).
@@ -323,7 +347,7 @@ impl CublasGemm {
         k: usize,
     ) -> Result<(), KernelError> {
         let _ = workspace;
-        let (mi, ni, ki) = checked_dims(a, b, c, m, n, k)?;
+        let (mi, ni, ki) = checked_dims(a, b, c, m, n, k)?.launch_args();
         if m == 0 || n == 0 {
             return Ok(());
         }

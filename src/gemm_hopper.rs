@@ -177,11 +177,10 @@ pub fn launch(
     a: &CudaSlice<bf16>,
     b: &CudaSlice<bf16>,
     c: &mut CudaSlice<bf16>,
-    m: usize,
-    n: usize,
-    k: usize,
+    dims: super::Dims,
 ) -> Result<(), KernelError> {
-    let (mi, ni, ki) = super::checked_dims(a, b, c, m, n, k)?;
+    let super::Dims { m, n, k, .. } = dims;
+    let (mi, ni, ki) = dims.launch_args();
     let ctx = stream.context();
     let capability = (
         ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,

@@ -136,7 +136,12 @@ impl RmsNormCase {
 fn rows_reference(x: &[bf16], weight: &[bf16], hidden: usize, eps: f32) -> Vec<f64> {
     let rows = x.len() / hidden.max(1);
     parallel::map_ranges(rows, 64, |rows| {
-        reference(&x[rows.start * hidden..rows.end * hidden], weight, hidden, eps)
+        reference(
+            &x[rows.start * hidden..rows.end * hidden],
+            weight,
+            hidden,
+            eps,
+        )
     })
     .concat()
 }

@@ -17,6 +17,7 @@ mod toolkit;
 use std::path::PathBuf;
 
 use autotune_build::testing::Compiled;
+use autotune_kernels::gemm;
 use autotune_kernels::gemm_hopper::{self, HopperParams};
 use autotune_kernels::references;
 use autotune_kernels::samples;
@@ -148,8 +149,9 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
             let mut out = stream.alloc_zeros::<bf16>(m * n).unwrap();
             for round in 0..2 {
                 autotune_runtime::poison(&stream, &mut out).unwrap();
+                let dims = gemm::checked_dims(&da, &db, &out, m, n, k).unwrap();
                 gemm_hopper::launch(
-                    &stream, &function, point, resident, &da, &db, &mut out, m, n, k,
+                    &stream, &function, point, resident, &da, &db, &mut out, dims,
                 )
                 .unwrap();
                 let verdict =

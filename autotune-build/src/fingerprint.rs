@@ -186,7 +186,10 @@ fn scan_sources(
                     source.display()
                 )));
             }
-            images.push((written.to_string(), source));
+            // A kernel and its fallback launching the same image count it once.
+            if !images.iter().any(|(seen, _)| seen == written) {
+                images.push((written.to_string(), source));
+            }
             continue;
         }
         let defines = spec.defines(&spec.default_for_source(index));
@@ -555,6 +558,43 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
 
     fn digest(text: &str) -> [u8; 32] {
         rust_items_digest(text).unwrap()
+    }
+
+    /// A PTX kernel tuned against the library's launch of the same PTX: the image
+    /// is one source of the fingerprint, not two (examples/library listed it twice).
+    #[test]
+    fn an_image_shared_with_the_fallback_is_listed_once() {
+        use autotune_runtime::KernelSpec;
+        const LIBRARY: KernelSpec =
+            KernelSpec::new("library", "src/k.rs", "kernels/k.ptx", &["k"], "n", &[1024]);
+        const TUNED: KernelSpec = KernelSpec {
+            fallback: Some(&LIBRARY),
+            ..KernelSpec::new("tuned", "src/k.rs", "kernels/k.ptx", &["k"], "n", &[1024])
+        };
+        let root = std::env::temp_dir().join(format!("fingerprint-image-{}", std::process::id()));
+        let files = [
+            ("src/k.rs", "pub fn k() {}\n"),
+            ("kernels/k.ptx", ".version 7.0\n.target sm_70\n"),
+        ];
+        for (path, text) in files {
+            let file = root.join(path);
+            std::fs::create_dir_all(file.parent().unwrap_or(&root)).ok();
+            std::fs::write(&file, text).ok();
+        }
+        let inputs = KernelInputs::gather(&TUNED, &root, None, "0.1.0");
+        let fingerprint = inputs.and_then(|i| {
+            i.fingerprint(None).map_err(|e| BuildError::Kernel {
+                kernel: "tuned".into(),
+                message: e,
+            })
+        });
+        let sources = fingerprint
+            .map(|f| (f.sources, f.nvcc))
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            sources,
+            Ok((vec!["kernels/k.ptx".to_string()], PRECOMPILED.to_string()))
+        );
     }
 
     #[test]
