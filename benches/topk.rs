@@ -22,17 +22,23 @@ use std::sync::Arc;
 
 use autotune_build::timing::L2Flush;
 use autotune_kernels::samples;
-use autotune_kernels::topk::{self, DIM, HEADS, TOP_K, TopkIndexer, TopkKeepAll};
+use autotune_kernels::topk::{
+    self, DIM, HEADS, TOP_K, TopkIndexer, TopkIndexerBatched, TopkKeepAll,
+};
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaGraph, CudaSlice, CudaStream};
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
+use autotune_runtime::random::fill_uniform;
 use common::{Floor, python_anchor, time_ms};
 use flashinfer::FlashInfer;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const COMMAND: &str = "cargo bench --bench topk -- --out bench/results/h200-topk.json";
 const CONTEXTS: [usize; 5] = [4096, 16384, 65536, 102_400, 131_072];
+/// Batches of the batched rows, and their longest contexts.
+const BATCHES: [usize; 4] = [1, 4, 16, 64];
+const BATCH_LENS: [usize; 3] = [16_384, 65_536, 131_072];
 
 fn main() -> ExitCode {
     common::bench_main("topk", run)
@@ -115,6 +121,145 @@ fn flashinfer_row(
         })?;
     }
     Ok(times)
+}
+
+/// Each query of a batch against the CPU's scores of its own context (a query
+/// shorter than the top-k: each of its indices once, then -1).
+fn check_batch(
+    stream: &Arc<CudaStream>,
+    out: &CudaSlice<i32>,
+    scores: &[Vec<f64>],
+    what: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let got = stream.clone_dtoh(out)?;
+    for (b, scores) in scores.iter().enumerate() {
+        let out = &got[b * TOP_K..(b + 1) * TOP_K];
+        let verdict = if scores.len() < TOP_K {
+            let mut all: Vec<i32> = out[..scores.len()].to_vec();
+            all.sort_unstable();
+            let fine = all.iter().enumerate().all(|(i, &v)| v == i as i32)
+                && out[scores.len()..].iter().all(|&v| v == -1);
+            if fine {
+                None
+            } else {
+                Some("not every index once, then -1".to_string())
+            }
+        } else {
+            topk::check_top_k(scores, out).failure()
+        };
+        if let Some(failure) = verdict {
+            return Err(format!("{what}: query {b} of {} keys: {failure}", scores.len()).into());
+        }
+    }
+    Ok(())
+}
+
+/// The batched rows: ours (one launch for the batch, replayed from a CUDA graph)
+/// beside FlashInfer's ragged pipeline (one cuBLAS call per query, the weighted
+/// ReLU sum, CUB with per-query lengths) and its selection alone, each checked.
+fn batched_rows(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    flashinfer: Option<&FlashInfer>,
+) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+    let kernel = TopkIndexerBatched::load(ctx)?;
+    let mut rows = Vec::new();
+    for batch in BATCHES {
+        for max_len in BATCH_LENS {
+            let lengths = topk::batched::lengths(batch, max_len);
+            let total: usize = lengths.iter().sum();
+            let (mut q, mut w, mut keys) = (
+                vec![bf16::ZERO; batch * HEADS * DIM],
+                vec![0.0f32; batch * HEADS],
+                vec![bf16::ZERO; total * DIM],
+            );
+            fill_uniform(&mut q, 1, -1.0, 1.0);
+            fill_uniform(&mut w, 3, -0.25, 1.0);
+            fill_uniform(&mut keys, 2, -1.0, 1.0);
+            let mut offsets = vec![0u32; batch + 1];
+            let mut scores = Vec::with_capacity(batch);
+            for (b, &len) in lengths.iter().enumerate() {
+                offsets[b + 1] = offsets[b] + len as u32;
+                let first = offsets[b] as usize;
+                scores.push(topk::scores(
+                    &q[b * HEADS * DIM..(b + 1) * HEADS * DIM],
+                    &w[b * HEADS..(b + 1) * HEADS],
+                    &keys[first * DIM..(first + len) * DIM],
+                ));
+            }
+            let (dq, dw, dk, doff) = (
+                stream.clone_htod(&q)?,
+                stream.clone_htod(&w)?,
+                stream.clone_htod(&keys)?,
+                stream.clone_htod(&offsets)?,
+            );
+            let mut out = stream.alloc_zeros::<i32>(batch * TOP_K)?;
+            let mut scratch =
+                stream.alloc_zeros::<u32>(topk::batched::scratch_len(batch, max_len))?;
+            let ours = capture(stream, || {
+                Ok(kernel.launch(
+                    stream,
+                    &dq,
+                    &dw,
+                    &dk,
+                    &doff,
+                    &mut out,
+                    &mut scratch,
+                    batch,
+                    max_len,
+                )?)
+            })?;
+            autotune_runtime::poison(stream, &mut out)?;
+            ours.launch()?;
+            check_batch(stream, &out, &scores, "our batched dispatch")?;
+            let ours_ms = time_ms(stream, flush, &mut || {
+                ours.launch().map_err(|e| e.to_string())
+            })?;
+            let (mut pipeline_ms, mut select_ms, mut error) = (None, None, None);
+            if let Some(fi) = flashinfer {
+                let mut timed = || -> Result<(f64, f64), Box<dyn std::error::Error>> {
+                    let mut buffers = fi.ragged_buffers(HEADS, &lengths, max_len, TOP_K)?;
+                    let pipeline = capture(stream, || {
+                        fi.scores_ragged(&dq, &dw, &dk, (HEADS, DIM), &mut buffers)?;
+                        Ok(fi.select_cub_ragged(TOP_K, &mut buffers, &mut out)?)
+                    })?;
+                    let select = capture(stream, || {
+                        Ok(fi.select_cub_ragged(TOP_K, &mut buffers, &mut out)?)
+                    })?;
+                    let mut times = [0.0; 2];
+                    for (time, graph) in times.iter_mut().zip([&pipeline, &select]) {
+                        autotune_runtime::poison(stream, &mut out)?;
+                        graph.launch()?;
+                        check_batch(stream, &out, &scores, "FlashInfer's ragged pipeline")?;
+                        *time = time_ms(stream, flush, &mut || {
+                            graph.launch().map_err(|e| e.to_string())
+                        })?;
+                    }
+                    Ok((times[0], times[1]))
+                };
+                match timed() {
+                    Ok((p, s)) => (pipeline_ms, select_ms) = (Some(p), Some(s)),
+                    Err(e) => {
+                        eprintln!("FlashInfer at batch {batch}, max_len {max_len}: {e}");
+                        error = Some(e.to_string());
+                    }
+                }
+            }
+            rows.push(json!({
+                "batch": batch,
+                "max_len": max_len,
+                "lengths": lengths,
+                "kernel": kernel.describe(max_len, batch),
+                "ours_graph_ms": ours_ms,
+                "flashinfer_error": error,
+                "flashinfer_pipeline_graph_ms": pipeline_ms,
+                "flashinfer_select_graph_ms": select_ms,
+                "ratio_pipeline_graphs": pipeline_ms.map(|t| t / ours_ms),
+            }));
+        }
+    }
+    Ok(rows)
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
@@ -250,6 +395,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "command": COMMAND,
         }));
     }
+    let batched = batched_rows(ctx, &stream, &mut flush, flashinfer.as_ref())?;
     let report = json!({
         "gpu": gpu.to_string(),
         "selection": indexer.selection().to_string(),
@@ -265,6 +411,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         })),
         "floor": floor.to_json(),
         "rows": rows,
+        "batched": batched,
     });
     println!(
         "top-{TOP_K} indexer on {gpu}, H = {HEADS}, D = {DIM}, bf16 ({})",
@@ -345,6 +492,27 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "(pipeline: cuBLAS logits + weighted ReLU sum + FlashInfer's CUB top-k, the best \
              unfused path a user can call; CUB / radix top-k: FlashInfer's selection alone on \
              scores already computed; /us: their time over ours, above 1 ours is faster)"
+        );
+    }
+    println!(
+        "batched, ragged (the first query at max_len, from four queries one shorter than the \
+         top-k, the rest between max_len / 4 and max_len; CUDA graph replays, ms):"
+    );
+    println!(
+        "{:>6} {:>8} {:>10} {:>10} {:>10} {:>12}  dispatched",
+        "batch", "max_len", "ours", "pipeline", "CUB top-k", "pipeline/us"
+    );
+    for row in &batched {
+        let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:>6} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x  {}",
+            row["batch"].as_u64().unwrap_or(0),
+            row["max_len"].as_u64().unwrap_or(0),
+            f("ours_graph_ms"),
+            f("flashinfer_pipeline_graph_ms"),
+            f("flashinfer_select_graph_ms"),
+            f("ratio_pipeline_graphs"),
+            row["kernel"].as_str().unwrap_or(""),
         );
     }
     if let Some(path) = out {

@@ -257,13 +257,9 @@ __device__ void merge_histogram(const unsigned* local, unsigned* global, int bin
 }
 
 // Two launches (or keep-all): a block scores CHUNK tokens.
-extern "C" __global__ void __launch_bounds__(kThreads) topk_score(
-    const __nv_bfloat16* __restrict__ q,
-    const float* __restrict__ w,
-    const __nv_bfloat16* __restrict__ keys,
-    unsigned T,
-    unsigned* __restrict__ scratch) {
-#if LAUNCHES == 2
+__device__ __forceinline__ void score_chunk(const __nv_bfloat16* __restrict__ q, const float* __restrict__ w,
+                                            const __nv_bfloat16* __restrict__ keys, unsigned T,
+                                            unsigned* __restrict__ scratch) {
     extern __shared__ __align__(16) unsigned char smem[];
     const unsigned chunk_start = blockIdx.x * CHUNK;
     const unsigned chunk_end = min(chunk_start + CHUNK, T);
@@ -278,6 +274,16 @@ extern "C" __global__ void __launch_bounds__(kThreads) topk_score(
     });
     merge_histogram(sHist, scratch + T, kBins0);
 #endif
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads) topk_score(
+    const __nv_bfloat16* __restrict__ q,
+    const float* __restrict__ w,
+    const __nv_bfloat16* __restrict__ keys,
+    unsigned T,
+    unsigned* __restrict__ scratch) {
+#if LAUNCHES == 2
+    score_chunk(q, w, keys, T, scratch);
 #endif
 }
 
@@ -634,18 +640,22 @@ __device__ __forceinline__ void finish(FilterShared& f, unsigned* s_keys, unsign
 // incremental, after scoring: the histogram is complete. Every block finds the
 // threshold bin, emits the keys above it and keeps the threshold bin's candidates;
 // the last block to finish resolves the candidates.
-extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter(unsigned T, unsigned* __restrict__ scratch,
-                                                                         int* __restrict__ out) {
-#if LAUNCHES == 2
-    extern __shared__ __align__(16) unsigned char dyn[];
+__device__ __forceinline__ void filter_chunk(unsigned T, unsigned* __restrict__ scratch, int* __restrict__ out) {
+    extern __shared__ __align__(16) unsigned char filter_dyn[];
     __shared__ FilterShared f;
     threshold_bin<kFilterThreads>(f, scratch + T);
     const unsigned first = blockIdx.x * kFilterPerBlock;
     unsigned* cand_keys = scratch + T + kCandAt;
     filter_range<kFilterThreads>(f, scratch, 0, first, min(first + kFilterPerBlock, T), scratch + T + kCountersAt,
                                  cand_keys, cand_keys + T, out, false);
-    unsigned* s_keys = reinterpret_cast<unsigned*>(dyn);
+    unsigned* s_keys = reinterpret_cast<unsigned*>(filter_dyn);
     finish<kFilterThreads, kCap>(f, s_keys, s_keys + kCap, T, scratch, nullptr, out);
+}
+
+extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter(unsigned T, unsigned* __restrict__ scratch,
+                                                                         int* __restrict__ out) {
+#if LAUNCHES == 2
+    filter_chunk(T, scratch, out);
 #endif
 }
 
@@ -758,12 +768,9 @@ __device__ __forceinline__ void threshold_by_super(FilterShared& f, const unsign
 // histogram and super-bins, and after the grid barrier finds the threshold bin from
 // those, filters its own share against it (from shared memory), counting its
 // candidates' second-level bins; the last block resolves.
-extern "C" __global__ void __launch_bounds__(kThreads, 1) topk_fused(const __nv_bfloat16* __restrict__ q,
-                                                                   const float* __restrict__ w,
-                                                                   const __nv_bfloat16* __restrict__ keys, unsigned T,
-                                                                   unsigned* __restrict__ scratch,
-                                                                   int* __restrict__ out) {
-#if LAUNCHES == 1
+__device__ __forceinline__ void score_and_select(const __nv_bfloat16* __restrict__ q, const float* __restrict__ w,
+                                                 const __nv_bfloat16* __restrict__ keys, unsigned T,
+                                                 unsigned* __restrict__ scratch, int* __restrict__ out) {
     extern __shared__ __align__(16) unsigned char smem[];
     unsigned dynamic_bytes;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
@@ -779,8 +786,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) topk_fused(const __nv_
     const unsigned extra = tiles % gridDim.x;
     const unsigned first_tile = blockIdx.x * per + min(blockIdx.x, extra);
     const unsigned share = per + (blockIdx.x < extra ? 1u : 0u);
-    const unsigned start = first_tile * kWarpTile;
     const unsigned end = min((first_tile + share) * kWarpTile, T);
+    // A block with no share (more blocks than tiles: a short query of a batch).
+    const unsigned start = min(first_tile * kWarpTile, end);
     // Keys stay in shared memory when the share fits, else in the scratch.
     const bool kept = end - start <= kKeepCap;
     unsigned* kept_keys = reinterpret_cast<unsigned*>(smem + kFusedKeysAt);
@@ -811,5 +819,91 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) topk_fused(const __nv_
     merge_histogram(f.hist2, hist2, kBins);
     TOPK_TRACE_POINT(5);
     finish<kThreads, 0>(f, nullptr, nullptr, T, scratch, hist2, out);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1) topk_fused(const __nv_bfloat16* __restrict__ q,
+                                                                   const float* __restrict__ w,
+                                                                   const __nv_bfloat16* __restrict__ keys, unsigned T,
+                                                                   unsigned* __restrict__ scratch,
+                                                                   int* __restrict__ out) {
+#if LAUNCHES == 1
+    score_and_select(q, w, keys, T, scratch, out);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// A batch of queries in one launch (`topk_indexer_batched`), one per blockIdx.y,
+// each with its own context (a ragged batch): query b's q is q[b][kHeads][kDim],
+// its head weights w[b][kHeads], its keys keys[offsets[b] .. offsets[b + 1]), its
+// scratch the b-th run of scratch_len(max_len) u32s (laid out for its own T), its
+// indices out[b][kTop]. Each query is the single-query kernel's call on it: the
+// grid's x extent is the same for every query, so a shorter one leaves blocks
+// idle (they return at once, or take an empty share). A query of fewer than kTop
+// keys takes every index, then -1. A query longer than max_len traps: its scratch
+// would overrun the next query's.
+
+struct Query {
+    unsigned T;
+    unsigned* scratch;
+    int* out;
+};
+
+__device__ __forceinline__ Query query_of(const unsigned* offsets, unsigned max_len, unsigned* scratch, int* out) {
+    const unsigned b = blockIdx.y;
+    const unsigned T = offsets[b + 1] - offsets[b];
+    if (T > max_len) __trap();
+    const size_t stride = 3 * static_cast<size_t>(max_len) + kCandAt;  // scratch_len(max_len)
+    return Query{T, scratch + b * stride, out + static_cast<size_t>(b) * kTop};
+}
+
+// The query's keys: offsets[b] rows into `keys`.
+__device__ __forceinline__ const __nv_bfloat16* keys_of(const __nv_bfloat16* keys, const unsigned* offsets) {
+    return keys + static_cast<size_t>(offsets[blockIdx.y]) * kDim;
+}
+
+// A query of fewer than kTop keys: block 0 writes them all, then -1. True for such
+// a query, whose blocks have nothing else to do.
+__device__ __forceinline__ bool take_all(const Query& query) {
+    if (query.T >= kTop) return false;
+    if (blockIdx.x == 0) {
+        for (unsigned i = threadIdx.x; i < kTop; i += blockDim.x) {
+            query.out[i] = i < query.T ? static_cast<int>(i) : -1;
+        }
+    }
+    return true;
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads) topk_score_batched(
+    const __nv_bfloat16* __restrict__ q, const float* __restrict__ w, const __nv_bfloat16* __restrict__ keys,
+    const unsigned* __restrict__ offsets, unsigned max_len, unsigned* __restrict__ scratch) {
+#if LAUNCHES == 2
+    const Query query = query_of(offsets, max_len, scratch, nullptr);
+    if (query.T < kTop || blockIdx.x * CHUNK >= query.T) return;
+    score_chunk(q + static_cast<size_t>(blockIdx.y) * kHeads * kDim, w + blockIdx.y * kHeads, keys_of(keys, offsets),
+                query.T, query.scratch);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(kFilterThreads) topk_filter_batched(const unsigned* __restrict__ offsets,
+                                                                                 unsigned max_len,
+                                                                                 unsigned* __restrict__ scratch,
+                                                                                 int* __restrict__ out) {
+#if LAUNCHES == 2
+    const Query query = query_of(offsets, max_len, scratch, out);
+    if (take_all(query)) return;
+    // Blocks past the query's keys filter nothing, but take their ticket.
+    filter_chunk(query.T, query.scratch, query.out);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1) topk_fused_batched(
+    const __nv_bfloat16* __restrict__ q, const float* __restrict__ w, const __nv_bfloat16* __restrict__ keys,
+    const unsigned* __restrict__ offsets, unsigned max_len, unsigned* __restrict__ scratch, int* __restrict__ out) {
+#if LAUNCHES == 1
+    const Query query = query_of(offsets, max_len, scratch, out);
+    if (take_all(query)) return;
+    // The grid barrier and the last block's ticket count gridDim.x: each query's own.
+    score_and_select(q + static_cast<size_t>(blockIdx.y) * kHeads * kDim, w + blockIdx.y * kHeads,
+                     keys_of(keys, offsets), query.T, query.scratch, query.out);
 #endif
 }

@@ -11,7 +11,9 @@ pub mod topk;
 
 pub use gemm::{Gemm, GemmParams, gemm};
 pub use rmsnorm::{RmsNorm, RmsNormParams, rms_norm};
-pub use topk::{TopkIndexer, TopkKeepAll, topk_indexer, topk_keep_all};
+pub use topk::{
+    TopkIndexer, TopkIndexerBatched, TopkKeepAll, topk_indexer, topk_indexer_batched, topk_keep_all,
+};
 
 /// The GEMM's Hopper kernel (`algo = 2`), a module of [`mod@gemm`].
 pub use gemm::hopper as gemm_hopper;

@@ -16,6 +16,11 @@
 use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
 use autotune_runtime::prelude::*;
 
+// A child module, so that the build script (which includes this file alone) has it.
+#[path = "topk_batched.rs"]
+pub mod batched;
+pub use batched::BatchedTopkCase;
+
 /// Query heads.
 pub const HEADS: usize = 64;
 /// Head dimension (of queries and keys).
@@ -338,6 +343,81 @@ pub fn topk_keep_all(
         Selection::KeepAll,
         buffers,
         n_ctx,
+    )
+}
+
+/// The indexer for a batch of decode queries in one launch, each with its own
+/// context (a ragged batch): query `b`'s `q` is `q[b]` (`[batch][HEADS][DIM]`), its
+/// head weights `weights[b]` (`[batch][HEADS]`), its keys
+/// `keys[offsets[b] .. offsets[b + 1]]` (`[offsets[batch]][DIM]`), its indices
+/// `out[b]` (`[batch][TOP_K]`; a query of fewer than [`TOP_K`] keys gets every
+/// index, then -1). `offsets` (`batch + 1` of them, on the device) are the running
+/// sums of the queries' lengths; `max_len` is at least the longest (the key of the
+/// tuning: the grid is sized by it, with no read of `offsets` on the host; a query
+/// longer traps, since its scratch would overrun the next query's). `scratch` holds
+/// [`batched::scratch_len`]`(batch, max_len)`, zeroed once. Tuned per batch size
+/// (the shapes) over the single-query kernel's space.
+#[autotune(
+    source = "kernels/topk.cu",
+    entry = ["topk_score_batched", "topk_filter_batched", "topk_fused_batched"],
+    key = max_len,
+    sizes = [4k, 16k, 64k, 128k],
+    shapes = [(batch = 1), (batch = 4), (batch = 16), (batch = 64)],
+    case = BatchedTopkCase,
+    launches = [1, 2],
+    chunk = [64, 128, 256, 512, 1024, 2048],
+    warps = [2, 4, 8],
+    stages = 1..=4,
+    where = "chunk % (16 * warps) == 0
+             && ((launches == 1 && warps >= 4 && stages >= 2) || (launches == 2 && stages <= 3))",
+    default = (launches = 1, chunk = 128, warps = 4, stages = 2),
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn topk_indexer_batched(
+    stream: &CudaStream,
+    variant: &Variant<TopkIndexerBatchedParams>,
+    q: &CudaSlice<bf16>,
+    weights: &CudaSlice<f32>,
+    keys: &CudaSlice<bf16>,
+    offsets: &CudaSlice<u32>,
+    out: &mut CudaSlice<i32>,
+    scratch: &mut CudaSlice<u32>,
+    batch: usize,
+    max_len: usize,
+) -> Result<(), KernelError> {
+    let p = variant.params();
+    let buffers = batched::Buffers {
+        q,
+        weights,
+        keys,
+        offsets,
+        out,
+        scratch,
+    };
+    let (batch, max_len) = batched::check(&buffers, batch, max_len)?;
+    if p.launches == 1 {
+        let shared = fused_shared(p.warps, p.stages);
+        let function = variant.with_dynamic_shared(2, shared)?;
+        let resident = variant.resident_blocks(stream, 2, p.warps * 32, shared)?;
+        return batched::launch_fused(
+            stream,
+            function,
+            (p.chunk, p.warps, shared, resident),
+            buffers,
+            batch,
+            max_len,
+        );
+    }
+    let score_bytes = score_shared(p.warps, p.stages, true);
+    let score = variant.with_dynamic_shared(0, score_bytes)?;
+    let filter = variant.with_dynamic_shared(1, SELECT_SHARED)?;
+    batched::launch_two(
+        stream,
+        (score, filter),
+        (p.chunk, p.warps, score_bytes),
+        buffers,
+        batch,
+        max_len,
     )
 }
 

@@ -47,6 +47,33 @@ type SelectCub = unsafe extern "C" fn(
     CUstream,
 ) -> i32;
 type RowStatesBytes = unsafe extern "C" fn() -> usize;
+type ScoresRagged = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_void,
+    *const c_void,
+    *const c_void,
+    *const i32,
+    *const c_void,
+    i32,
+    i32,
+    i32,
+    i32,
+    *mut c_void,
+    *mut c_void,
+    CUstream,
+) -> i32;
+type SelectCubRagged = unsafe extern "C" fn(
+    *const c_void,
+    *const c_void,
+    i32,
+    i32,
+    i32,
+    *mut c_void,
+    *mut c_void,
+    *mut c_void,
+    usize,
+    CUstream,
+) -> i32;
 type SelectRadix = unsafe extern "C" fn(
     *mut c_void,
     i32,
@@ -311,6 +338,137 @@ impl FlashInfer {
             )
         };
         status(code, "FlashInfer's radix top-k")
+    }
+}
+
+/// The scratch of a ragged batch: `rows` queries of at most `max_len` keys.
+pub struct RaggedBuffers {
+    pub logits: CudaSlice<f32>,
+    pub scores: CudaSlice<f32>,
+    pub values: CudaSlice<f32>,
+    pub workspace: CudaSlice<u8>,
+    /// Each query's length, on the device.
+    pub lengths: CudaSlice<i32>,
+    /// The running sums of the lengths, on the host (the cuBLAS calls' offsets).
+    pub offsets: Vec<i32>,
+    pub max_len: usize,
+}
+
+impl FlashInfer {
+    /// Scratch for a ragged batch of queries of `lengths` keys (at most `max_len`).
+    pub fn ragged_buffers(
+        &self,
+        heads: usize,
+        lengths: &[usize],
+        max_len: usize,
+        k: usize,
+    ) -> Result<RaggedBuffers, String> {
+        let rows = lengths.len();
+        let bytes = self.symbol::<CubBytes>(b"fi_anchor_cub_ragged_workspace_bytes\0")?;
+        // SAFETY: a size query; nothing is launched.
+        let workspace = unsafe { bytes(int(rows)?, int(max_len)?, int(k)?) };
+        if workspace == 0 {
+            return Err(format!("CUB refuses top-{k} of {rows} rows of {max_len}"));
+        }
+        let mut offsets = vec![0i32; rows + 1];
+        for (r, &len) in lengths.iter().enumerate() {
+            offsets[r + 1] = offsets[r] + int(len)?;
+        }
+        let lengths: Vec<i32> = lengths.iter().map(|&l| int(l)).collect::<Result<_, _>>()?;
+        let driver = |e: autotune_runtime::cudarc::driver::DriverError| e.to_string();
+        let stream = &self.stream;
+        Ok(RaggedBuffers {
+            logits: stream.alloc_zeros(rows * heads * max_len).map_err(driver)?,
+            scores: stream.alloc_zeros(rows * max_len).map_err(driver)?,
+            values: stream.alloc_zeros(rows * k).map_err(driver)?,
+            workspace: stream.alloc_zeros(workspace).map_err(driver)?,
+            lengths: stream.clone_htod(&lengths).map_err(driver)?,
+            offsets,
+            max_len,
+        })
+    }
+
+    /// The scores of a ragged batch (`q` rows x heads x dim, `w` rows x heads, `keys`
+    /// the queries' contexts one after the other) into `buffers.scores`: one cuBLAS
+    /// call per query, then the weighted ReLU sum.
+    pub fn scores_ragged(
+        &self,
+        q: &CudaSlice<bf16>,
+        w: &CudaSlice<f32>,
+        keys: &CudaSlice<bf16>,
+        (heads, dim): (usize, usize),
+        buffers: &mut RaggedBuffers,
+    ) -> Result<(), String> {
+        let scores = self.symbol::<ScoresRagged>(b"fi_anchor_scores_ragged\0")?;
+        let stream = &self.stream;
+        let rows = buffers.offsets.len() - 1;
+        let (q, _q) = q.device_ptr(stream);
+        let (w, _w) = w.device_ptr(stream);
+        let (keys, _k) = keys.device_ptr(stream);
+        let (lengths, _n) = buffers.lengths.device_ptr(stream);
+        let (logits, _l) = buffers.logits.device_ptr_mut(stream);
+        let (out, _o) = buffers.scores.device_ptr_mut(stream);
+        // SAFETY: the buffers are sized for `rows` queries of at most max_len keys
+        // (ragged_buffers), the offsets are the host's running sums of the lengths,
+        // and `keys` holds offsets[rows] keys; all on `stream`.
+        let status = unsafe {
+            scores(
+                self.blas,
+                q as *const c_void,
+                w as *const c_void,
+                keys as *const c_void,
+                buffers.offsets.as_ptr(),
+                lengths as *const c_void,
+                int(rows)?,
+                int(heads)?,
+                int(dim)?,
+                int(buffers.max_len)?,
+                logits as *mut c_void,
+                out as *mut c_void,
+                stream.cu_stream(),
+            )
+        };
+        (status == 0)
+            .then_some(())
+            .ok_or_else(|| format!("the anchor's ragged scoring failed ({status})"))
+    }
+
+    /// FlashInfer's ragged selection on sm_90 (CUB with per-row lengths, then -1 after
+    /// short rows) of the top `k` of each query into `out` (`rows` x `k`).
+    pub fn select_cub_ragged(
+        &self,
+        k: usize,
+        buffers: &mut RaggedBuffers,
+        out: &mut CudaSlice<i32>,
+    ) -> Result<(), String> {
+        let select = self.symbol::<SelectCubRagged>(b"fi_anchor_select_cub_ragged\0")?;
+        let stream = &self.stream;
+        let rows = buffers.offsets.len() - 1;
+        let bytes = buffers.workspace.len();
+        let (scores, _s) = buffers.scores.device_ptr(stream);
+        let (lengths, _n) = buffers.lengths.device_ptr(stream);
+        let (values, _v) = buffers.values.device_ptr_mut(stream);
+        let (indices, _i) = out.device_ptr_mut(stream);
+        let (workspace, _w) = buffers.workspace.device_ptr_mut(stream);
+        // SAFETY: rows x max_len scores and rows lengths in, rows x k values and
+        // indices out, the workspace the size query asked for; all on `stream`.
+        let status = unsafe {
+            select(
+                scores as *const c_void,
+                lengths as *const c_void,
+                int(rows)?,
+                int(buffers.max_len)?,
+                int(k)?,
+                values as *mut c_void,
+                indices as *mut c_void,
+                workspace as *mut c_void,
+                bytes,
+                stream.cu_stream(),
+            )
+        };
+        (status == 0)
+            .then_some(())
+            .ok_or_else(|| format!("FlashInfer's ragged CUB top-k failed (CUDA error {status})"))
     }
 }
 
