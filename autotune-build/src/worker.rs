@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::phase_clock::{Part, PhaseClock};
 use crate::timing::{self, FlushError, L2Flush, TimingConfig};
+use autotune_runtime::device_kernels::DeviceKernels;
 use autotune_runtime::random::Rng;
 use autotune_runtime::{
     Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase, Verdict,
@@ -201,6 +202,9 @@ struct Session<K: Kernel> {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     flush: L2Flush,
+    /// The runtime's kernels on this context (`None` where they cannot be
+    /// trusted: the cases then check on the host).
+    _kernels: Option<Arc<DeviceKernels>>,
     loaded: Vec<LoadedBinary<K::Params, K::Case>>,
     /// The case at the current shape and key, and its alternates (checked, never
     /// timed).
@@ -227,10 +231,14 @@ impl<K: Kernel> Session<K> {
             ctx.default_stream()
         };
         let flush = L2Flush::new(&stream).map_err(|e| WorkerError::Flush(e.into()))?;
+        // Held for the session, so that every case finds them loaded (and checked
+        // against the CPU) once, not on each of its checks.
+        let kernels = DeviceKernels::get(&stream);
         Ok(Self {
             ctx,
             stream,
             flush,
+            _kernels: kernels,
             loaded: Vec::new(),
             case: None,
             failed_keys: Vec::new(),

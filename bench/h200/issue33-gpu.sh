@@ -75,8 +75,28 @@ for line in sys.stdin:
     grep -A 12 "decode rows with L2 left clean" "$out/bench-gemm.txt"
     grep -A 9 "against FlashInfer" "$out/bench-topk.txt"
     ;;
+  prepare-retune)
+    # Branch retune/gate-on-device: its build script (tunes what is stale) and the
+    # GPU tests to run on the new tables, into .gpu-bin/.
+    set -e
+    mkdir -p "$bin"
+    cargo build --release
+    cp "$(ls -t target/release/build/autotune-kernels-*/build-script-build | head -n 1)" \
+      "$bin/autotune-kernels-build-script"
+    (cd examples/library && cargo build --release)
+    cp "$(ls -t examples/library/target/release/build/library-softmax-*/build-script-build | head -n 1)" \
+      "$bin/library-softmax-build-script"
+    du -ch "$bin"/* | tail -n 1
+    ;;
+  retune)
+    # In the background (longer than a call): poll `tail /tmp/out-retune/*.log`.
+    # The tables land in $OUT/retune.tgz and $OUT/library.tgz.
+    AUTOTUNE_FORCE=all AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
+      bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning retune
+    AUTOTUNE_SEED=20261201 bash bench/build-script-on-gpu.sh examples/library library-softmax tuning library
+    ;;
   *)
-    echo "usage: issue33-gpu.sh prepare | measure"
+    echo "usage: issue33-gpu.sh prepare | measure | prepare-retune | retune"
     exit 2
     ;;
 esac
