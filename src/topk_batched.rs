@@ -192,7 +192,7 @@ fn take_all_mismatches(len: usize, out: &[i32]) -> u64 {
 /// A batch of queries (`batch` from the shape, 1 without) with their own
 /// contexts ([`lengths`]), drawn once per seed and kept on the device, and the
 /// check: each query's indices against the CPU's scores of its own context
-/// ([`check_top_k`](super::check_top_k)), computed once per draw, and each query's
+/// ([`check_top_k`]), computed once per draw, and each query's
 /// histograms and counters left zero.
 #[derive(Debug)]
 pub struct BatchedTopkCase {
