@@ -853,7 +853,7 @@ __device__ __forceinline__ Query query_of(const unsigned* offsets, unsigned max_
     const unsigned T = offsets[b + 1] - offsets[b];
     if (T > max_len) __trap();
     const size_t stride = 3 * static_cast<size_t>(max_len) + kCandAt;  // scratch_len(max_len)
-    return Query{T, scratch + b * stride, out + static_cast<size_t>(b) * kTop};
+    return Query{T, scratch + b * stride, out ? out + static_cast<size_t>(b) * kTop : nullptr};
 }
 
 // The query's keys: offsets[b] rows into `keys`.
