@@ -219,13 +219,13 @@ fn batched_rows(
             let (mut pipeline_ms, mut select_ms, mut error) = (None, None, None);
             if let Some(fi) = flashinfer {
                 let mut timed = || -> Result<(f64, f64), Box<dyn std::error::Error>> {
-                    let mut buffers = fi.ragged_buffers(HEADS, &lengths, max_len, TOP_K)?;
+                    let mut buffers = fi.buffers(HEADS, (&lengths, max_len), TOP_K, true)?;
                     let pipeline = capture(stream, || {
-                        fi.scores_ragged(&dq, &dw, &dk, (HEADS, DIM), &mut buffers)?;
-                        Ok(fi.select_cub_ragged(TOP_K, &mut buffers, &mut out)?)
+                        fi.scores(&dq, &dw, &dk, (HEADS, DIM), &mut buffers)?;
+                        Ok(fi.select_cub(TOP_K, &mut buffers, &mut out)?)
                     })?;
                     let select = capture(stream, || {
-                        Ok(fi.select_cub_ragged(TOP_K, &mut buffers, &mut out)?)
+                        Ok(fi.select_cub(TOP_K, &mut buffers, &mut out)?)
                     })?;
                     let mut times = [0.0; 2];
                     for (time, graph) in times.iter_mut().zip([&pipeline, &select]) {

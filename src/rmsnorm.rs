@@ -194,17 +194,11 @@ impl Case for RmsNormCase {
             .iter()
             .map(|&v| f64::from(v))
             .collect();
-        let (hidden, out) = (self.hidden, self.host_out.as_slice()?);
-        let sums = parallel::map_ranges(self.n_rows, 64, |rows| {
-            let mut sum = ErrorSum::default();
-            for row in rows {
-                let at = row * hidden..(row + 1) * hidden;
-                sum.add_block(at.start, &out[at.clone()], &expected[at]);
-            }
-            sum
-        });
-        let total = sums.into_iter().fold(ErrorSum::default(), ErrorSum::merge);
-        Ok(total.verdict::<bf16>(out.len()))
+        Ok(compare_blocks(
+            self.host_out.as_slice()?,
+            &expected,
+            self.hidden,
+        ))
     }
 
     fn work(&self) -> Work {
