@@ -154,6 +154,12 @@ fn check_batch(
     Ok(())
 }
 
+/// The bytes a selection of `keys` keys over `queries` queries must move: the keys,
+/// each query and its head weights, the indices written.
+fn compulsory_bytes(keys: usize, queries: usize) -> f64 {
+    (keys * DIM * 2 + queries * (HEADS * DIM * 2 + HEADS * 4 + TOP_K * 4)) as f64
+}
+
 /// The batched rows: ours (one launch for the batch, replayed from a CUDA graph)
 /// beside FlashInfer's ragged pipeline (one cuBLAS call per query, the weighted
 /// ReLU sum, CUB with per-query lengths) and its selection alone, each checked.
@@ -161,6 +167,7 @@ fn batched_rows(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     flush: &mut L2Flush,
+    floor: &Floor,
     flashinfer: Option<&FlashInfer>,
 ) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
     let kernel = TopkIndexerBatched::load(ctx)?;
@@ -246,12 +253,15 @@ fn batched_rows(
                     }
                 }
             }
+            let floor_ms = floor.ms(compulsory_bytes(total, batch));
             rows.push(json!({
                 "batch": batch,
                 "max_len": max_len,
                 "lengths": lengths,
                 "kernel": kernel.describe(max_len, batch),
                 "ours_graph_ms": ours_ms,
+                "floor_ms": floor_ms,
+                "ours_graph_vs_floor": ours_ms / floor_ms,
                 "flashinfer_error": error,
                 "flashinfer_pipeline_graph_ms": pipeline_ms,
                 "flashinfer_select_graph_ms": select_ms,
@@ -358,8 +368,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let (torch_topk_ms, torch_any_graph_ms) =
             (torch_row("torch_topk_ms"), torch_row("torch_any_graph_ms"));
         let key_bytes = (n_ctx * DIM * 2) as f64;
-        // Compulsory: the keys, the query, the head weights, the indices written.
-        let bytes = key_bytes + (HEADS * DIM * 2 + HEADS * 4 + TOP_K * 4) as f64;
+        let bytes = compulsory_bytes(n_ctx, 1);
         let floor_ms = floor.ms(bytes);
         rows.push(json!({
             "kernel": indexer.describe(n_ctx),
@@ -395,7 +404,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "command": COMMAND,
         }));
     }
-    let batched = batched_rows(ctx, &stream, &mut flush, flashinfer.as_ref())?;
+    let batched = batched_rows(ctx, &stream, &mut flush, &floor, flashinfer.as_ref())?;
     let report = json!({
         "gpu": gpu.to_string(),
         "selection": indexer.selection().to_string(),
@@ -499,22 +508,25 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
          top-k, the rest between max_len / 4 and max_len; CUDA graph replays, ms):"
     );
     println!(
-        "{:>6} {:>8} {:>10} {:>10} {:>10} {:>12}  dispatched",
-        "batch", "max_len", "ours", "pipeline", "CUB top-k", "pipeline/us"
+        "{:>6} {:>8} {:>10} {:>10} {:>10} {:>12} {:>10} {:>10}  dispatched",
+        "batch", "max_len", "ours", "pipeline", "CUB top-k", "pipeline/us", "floor", "ours/floor"
     );
     for row in &batched {
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:>6} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x  {}",
+            "{:>6} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x {:>10.4} {:>9.2}x  {}",
             row["batch"].as_u64().unwrap_or(0),
             row["max_len"].as_u64().unwrap_or(0),
             f("ours_graph_ms"),
             f("flashinfer_pipeline_graph_ms"),
             f("flashinfer_select_graph_ms"),
             f("ratio_pipeline_graphs"),
+            f("floor_ms"),
+            f("ours_graph_vs_floor"),
             row["kernel"].as_str().unwrap_or(""),
         );
     }
+    println!("(floor: every query's keys, query, weights and indices once, as above)");
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")?;
         println!("wrote {path}");

@@ -1,79 +1,162 @@
 #!/usr/bin/env bash
-# Issue 33's measurements on the H200 in one call, from binaries built on a machine
-# with Rust and nvcc (the GPU machine has neither Rust nor the network):
+# Issue 33's work on the H200, from binaries built on a machine with Rust and nvcc
+# (the GPU machine has neither Rust nor the network), on branch retune/gate-on-device:
 #
-#   here:  bash bench/h200/issue33-gpu.sh prepare      (main's binaries into .gpu-bin/,
-#                                                        the FlashInfer headers)
-#   GPU:   run, carrying [".gpu-bin", "target/flashinfer/headers.tar.xz"]:
-#            bash bench/h200/issue33-gpu.sh measure
-#
-# measure runs, each into $OUT (a table of each printed last):
-#   1. the runtime's kernels on the GPU (tests/device_kernels.rs): the self-check
-#      against the CPU, the device comparison against the host's verdicts at up to
-#      4M outputs, an Input's draws, the flush by reading;
-#   2. the decode probe (bench/h200/probe/decode_probe.cu, compiled there): every
-#      decode configuration under a read flush, the best and cuBLAS also under a
-#      memset and with B rotated, which says whether AUTOTUNE_FLUSH=read times decode
-#      as a decode step runs (clean L2) before it becomes the sweep's default;
-#   3. the GEMM bench (floor and copy-fraction columns, decode rows under both
-#      flushes);
-#   4. the top-k bench with the FlashInfer anchor (built there from the carried
-#      headers: bench/flashinfer/build.sh), the pipeline and selections beside ours.
-# The retune that follows (branch retune/gate-on-device, the shipped cases on the
-# device gate) is bench/build-script-on-gpu.sh with AUTOTUNE_FORCE=all: see NOTES.md,
-# item 37.
+#   here:  bash bench/h200/issue33-gpu.sh prepare-retune   (the build scripts)
+#          CUBLAS_ROOT=... bash bench/h200/issue33-gpu.sh prepare
+#                                     (GPU tests, benches, decode probe, FlashInfer anchor)
+#   GPU:   bash bench/h200/issue33-gpu.sh first      (carrying the build scripts,
+#            test-device_kernels, test-topk_batched and decode_probe from .gpu-bin/):
+#            the runtime's kernels and the batched indexer on the GPU, the decode probe
+#            under three flushes (memset, read, B rotated), the flush chosen from it,
+#            then the retune in the background under that flush;
+#          bash bench/h200/issue33-gpu.sh wait       (back to back, until the retune's
+#            tables come back as $OUT/retune.tgz and $OUT/library.tgz);
+#   here:  the tables into kernels/tuning and examples/library/tuning, `prepare` again
+#          (the benches bake the new tables);
+#   GPU:   bash bench/h200/issue33-gpu.sh measure [tests] [probe] [gemm] [topk] [rmsnorm]
+#            (carrying .gpu-bin): the GPU tests, the decode probe, the benches (the
+#            top-k bench with the FlashInfer anchor), each into $OUT.
+# See NOTES.md, items 37 and 38.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
 bin=.gpu-bin
+gpu_tests="device_kernels topk_batched gpu topk_fused hopper_gemm"
+benches="gemm topk rmsnorm"
 
-case "${1:-}" in
-  prepare)
-    set -e
-    mkdir -p "$bin"
-    # The executable cargo builds for target NAME (its JSON messages on stdin).
-    executable() {
-      python3 -c 'import json,sys
+# The decode probe (bench/h200/probe/decode_probe.cu) into $1.
+build_probe() {
+  "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O3 -std=c++17 \
+    -gencode=arch=compute_90a,code=sm_90a -I kernels bench/h200/probe/decode_probe.cu -lcublas -o "$1"
+}
+
+# The executable cargo builds for target NAME (its JSON messages on stdin).
+executable() {
+  python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
         print(m["executable"])' "$1"
-    }
-    cargo test --release --test device_kernels --no-run --message-format=json 2>/dev/null |
-      executable device_kernels | xargs -I{} cp {} "$bin/device_kernels"
-    for bench in gemm topk; do
+}
+
+# The test binaries read the kernels' sources at the path they were built in
+# (env!("CARGO_MANIFEST_DIR"), written by `prepare` into .gpu-bin/root): where this
+# checkout lies elsewhere, a link from there.
+link_build_root() {
+  local root
+  root=$(cat "$bin/root" 2>/dev/null) || return 0
+  if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then
+    mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
+  fi
+}
+
+# The flush whose decode timings are nearer those with B rotated (each launch finds
+# its weights out of L2, as a decode step does): the mean over the probe's rows, for
+# cuBLAS and ours, of |flushed - rotated| / rotated, read against memset. Prints
+# `read` or `memset` (the means on stderr), nothing when the probe gave no rows.
+choose_flush() {
+  python3 - "$1" <<'EOF'
+import math, sys
+dev = {"memset": [], "read": []}
+for line in open(sys.argv[1]):
+    f = line.replace("/", " ").split()
+    if len(f) < 9 or not f[0].isdigit():
+        continue
+    try:
+        cub, ours = [float(x) for x in f[3:6]], [float(x) for x in f[6:9]]
+    except ValueError:
+        continue
+    for memset, read, rotated in (cub, ours):
+        if all(math.isfinite(x) for x in (memset, read, rotated)) and rotated > 0:
+            dev["memset"].append(abs(memset - rotated) / rotated)
+            dev["read"].append(abs(read - rotated) / rotated)
+if dev["read"]:
+    mean = {k: sum(v) / len(v) for k, v in dev.items()}
+    print(f"mean |flushed - rotated| / rotated over {len(dev['read'])} timings: "
+          f"read {mean['read']:.3f}, memset {mean['memset']:.3f}", file=sys.stderr)
+    print("read" if mean["read"] < mean["memset"] else "memset")
+EOF
+}
+
+case "${1:-}" in
+  prepare)
+    # The GPU tests and the benches (release) into .gpu-bin/, the FlashInfer headers;
+    # with CUBLAS_ROOT (a folder with cuBLAS's include/ and lib/, e.g. the
+    # nvidia-cublas wheel's nvidia/cu13), also the decode probe and the FlashInfer
+    # anchor, which are otherwise compiled on the GPU machine.
+    set -e
+    mkdir -p "$bin"
+    for test in $gpu_tests; do
+      cargo test --release --test "$test" --no-run --message-format=json 2>/dev/null |
+        executable "$test" | xargs -I{} cp {} "$bin/test-$test"
+    done
+    for bench in $benches; do
       cargo bench --bench "$bench" --no-run --message-format=json 2>/dev/null |
         executable "$bench" | xargs -I{} cp {} "$bin/bench-$bench"
     done
+    pwd > "$bin/root"
     [ -f target/flashinfer/headers.tar.xz ] || bash bench/flashinfer/build.sh headers
+    if [ -n "${CUBLAS_ROOT:-}" ]; then
+      mkdir -p target/cublas-link
+      ln -sf "$CUBLAS_ROOT"/lib/libcublas.so.* target/cublas-link/libcublas.so
+      # nvcc from the PyPI wheels keeps the CUDA runtime's libraries beside its bin/.
+      cuda_lib=$(dirname "$(command -v nvcc)")/../lib
+      export NVCC_APPEND_FLAGS="-I$CUBLAS_ROOT/include -L$PWD/target/cublas-link -L$cuda_lib -Xlinker -rpath-link=$CUBLAS_ROOT/lib"
+      build_probe "$bin/decode_probe"
+      bash bench/flashinfer/build.sh
+      cp target/flashinfer/libflashinfer_anchor.so "$bin/"
+    fi
     du -ch "$bin"/* target/flashinfer/headers.tar.xz | tail -n 1
     ;;
   measure)
+    # On the GPU, after `prepare`: each part named (all by default) into $OUT, its
+    # table printed last. tests: the GPU tests; probe: the decode probe; gemm, topk,
+    # rmsnorm: the benches (topk with the FlashInfer anchor).
     mkdir -p "$out"
     export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
     export PATH=/usr/local/cuda/bin:$PATH
+    link_build_root
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-    echo "== 1. device kernels ($(date +%T))"
-    "$bin/device_kernels" --test-threads=1 > "$out/device-kernels.txt" 2>&1
-    echo "exit $?"; grep -E "^test |SKIPPED|panicked|result" "$out/device-kernels.txt" | cut -c1-300
-    echo "== 2. decode probe ($(date +%T))"
-    nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels \
-      bench/h200/probe/decode_probe.cu -lcublas -o /tmp/decode_probe &&
-      timeout 400 /tmp/decode_probe > "$out/decode-probe.txt" 2> "$out/decode-configs.txt"
-    echo "exit $?"
-    echo "== 3. GEMM bench ($(date +%T))"
-    timeout 300 "$bin/bench-gemm" --out "$out/h200-gemm.json" > "$out/bench-gemm.txt" 2>&1
-    echo "exit $?"
-    echo "== 4. top-k bench with FlashInfer ($(date +%T))"
-    timeout 200 bash bench/flashinfer/build.sh > "$out/flashinfer-build.txt" 2>&1
-    echo "anchor build exit $?"; tail -n 3 "$out/flashinfer-build.txt"
-    FLASHINFER_ANCHOR=$PWD/target/flashinfer/libflashinfer_anchor.so \
-      timeout 300 "$bin/bench-topk" --out "$out/h200-topk.json" > "$out/bench-topk.txt" 2>&1
-    echo "exit $?"
+    shift
+    parts=${*:-tests probe gemm topk rmsnorm}
+    for part in $parts; do
+      echo "== $part ($(date +%T))"
+      case $part in
+        tests)
+          for test in $gpu_tests; do
+            [ -x "$bin/test-$test" ] || continue
+            timeout 300 "$bin/test-$test" --test-threads=1 > "$out/test-$test.txt" 2>&1
+            echo "$test: exit $?"
+            grep -E "SKIPPED|panicked|test result" "$out/test-$test.txt" | cut -c1-300
+          done
+          ;;
+        probe)
+          [ -x "$bin/decode_probe" ] || build_probe "$bin/decode_probe"
+          timeout 300 "$bin/decode_probe" > "$out/decode-probe.txt" 2> "$out/decode-configs.txt"
+          echo "exit $?"
+          ;;
+        topk)
+          anchor=$bin/libflashinfer_anchor.so
+          if [ ! -f "$anchor" ]; then
+            timeout 200 bash bench/flashinfer/build.sh > "$out/flashinfer-build.txt" 2>&1
+            echo "anchor build exit $?"; tail -n 3 "$out/flashinfer-build.txt"
+            anchor=target/flashinfer/libflashinfer_anchor.so
+          fi
+          FLASHINFER_ANCHOR=$PWD/$anchor timeout 270 "$bin/bench-topk" --out "$out/h200-topk.json" \
+            > "$out/bench-topk.txt" 2>&1
+          echo "exit $?"
+          ;;
+        *)
+          timeout 270 "$bin/bench-$part" --out "$out/h200-$part.json" > "$out/bench-$part.txt" 2>&1
+          echo "exit $?"
+          ;;
+      esac
+    done
     echo "== done ($(date +%T))"
-    tail -n 30 "$out/decode-probe.txt"
-    grep -A 12 "decode rows with L2 left clean" "$out/bench-gemm.txt"
-    grep -A 9 "against FlashInfer" "$out/bench-topk.txt"
+    [ -f "$out/decode-probe.txt" ] && tail -n 30 "$out/decode-probe.txt"
+    [ -f "$out/bench-gemm.txt" ] && grep -A 12 "decode rows with L2 left clean" "$out/bench-gemm.txt"
+    [ -f "$out/bench-topk.txt" ] && grep -A 9 "against FlashInfer" "$out/bench-topk.txt"
     ;;
   prepare-retune)
     # Branch retune/gate-on-device: its build script (tunes what is stale) and the
@@ -94,9 +177,76 @@ for line in sys.stdin:
     AUTOTUNE_FORCE=all AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
       bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning retune
     AUTOTUNE_SEED=20261201 bash bench/build-script-on-gpu.sh examples/library library-softmax tuning library
+    touch "$out/done"
+    ;;
+  first)
+    # One call on the H200 before the retune (the branch's binaries, from
+    # `prepare-retune` and `prepare`): the runtime's kernels and the batched indexer
+    # on the GPU, the decode probe under the three flushes, the flush the retune takes
+    # (the one whose decode timings are nearer the rotated ones: see choose_flush
+    # above), then the retune started in the background (`wait` collects it).
+    mkdir -p "$out"
+    export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    export PATH=/usr/local/cuda/bin:$PATH
+    link_build_root
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+    echo "$gpu" | tee "$out/gpu.txt"
+    echo "== device kernels ($(date +%T))"
+    "$bin/test-device_kernels" --test-threads=1 > "$out/device-kernels.txt" 2>&1
+    echo "exit $?"; grep -E "^test |panicked|result" "$out/device-kernels.txt" | cut -c1-300
+    echo "== decode probe ($(date +%T))"
+    [ -x "$bin/decode_probe" ] || build_probe "$bin/decode_probe"
+    timeout 180 "$bin/decode_probe" > "$out/decode-probe.txt" 2> "$out/decode-configs.txt"
+    echo "exit $?"
+    cat "$out/decode-probe.txt"
+    flush=$(choose_flush "$out/decode-probe.txt")
+    echo "flush for the retune: ${flush:-none chosen}" | tee "$out/flush.txt"
+    case "$gpu" in
+      *H200*)
+        [ -n "$flush" ] || flush=memset
+        rm -rf /tmp/retune-out /tmp/build-script-runs && mkdir -p /tmp/retune-out
+        OUT=/tmp/retune-out AUTOTUNE_FLUSH=$flush setsid nohup bash "$0" retune \
+          > /tmp/retune-out/retune.txt 2>&1 < /dev/null &
+        echo "retune started ($(date +%T)), AUTOTUNE_FLUSH=$flush"
+        WAIT_S=$((${CALL_S:-560} - SECONDS)) bash "$0" wait
+        ;;
+      *)
+        # The tables are the H200's: elsewhere, the GPU tests instead.
+        echo "not an H200 ($gpu): no retune; the GPU tests"
+        bash "$0" measure tests
+        ;;
+    esac
+    ;;
+  wait)
+    # Until the background retune ends or WAIT_S seconds pass; then its archives and
+    # log into $OUT.
+    mkdir -p "$out"
+    deadline=$((SECONDS + ${WAIT_S:-520}))
+    while [ ! -f /tmp/retune-out/done ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 5; done
+    cp /tmp/retune-out/retune.txt "$out/" 2>/dev/null
+    grep -hE "sweep by phase|took" /tmp/build-script-runs/*/build.log 2>/dev/null | tail -n 12 | cut -c1-250
+    if [ -f /tmp/retune-out/done ]; then
+      cp /tmp/retune-out/*.tgz "$out/"
+      echo "retune done ($(date +%T))"; tail -n 12 /tmp/retune-out/retune.txt
+    else
+      echo "retune still running ($(date +%T))"; tail -n 3 /tmp/build-script-runs/*/build.log | cut -c1-250
+    fi
+    ;;
+  benches-there)
+    # After the retune, where `. .gpu/setup.sh env` gave this machine cargo: the
+    # retuned tables back into the checkout (each call's copy of the working tree
+    # brings the committed ones), the benches built on them into .gpu-bin/.
+    cp -r /tmp/build-script-runs/retune/tables/. kernels/tuning/
+    cp -r /tmp/build-script-runs/library/tables/. examples/library/tuning/
+    for bench in $benches; do
+      cargo bench --bench "$bench" --no-run --message-format=json 2> "$out/cargo-$bench.txt" |
+        executable "$bench" | xargs -I{} cp {} "$bin/bench-$bench"
+    done
+    grep -E "^warning: autotune|error" "$out"/cargo-*.txt | cut -c1-300
+    ls -la "$bin"
     ;;
   *)
-    echo "usage: issue33-gpu.sh prepare | measure | prepare-retune | retune"
+    echo "usage: issue33-gpu.sh prepare | prepare-retune | first | wait | benches-there | measure"
     exit 2
     ;;
 esac
