@@ -143,8 +143,27 @@ impl Reference {
     }
 }
 
-/// Nanoseconds this process has spent in [`reference_phase`].
-static REFERENCE_NANOS: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds this process has spent in one phase of a sweep that a case's own
+/// code runs ([`reference_phase`], [`inputs_phase`]), wherever the worker was when
+/// it ran.
+struct PhaseNanos(AtomicU64);
+
+impl PhaseNanos {
+    fn count<T>(&self, work: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = work();
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+        out
+    }
+
+    fn seconds(&self) -> f64 {
+        self.0.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+}
+
+static REFERENCE_NANOS: PhaseNanos = PhaseNanos(AtomicU64::new(0));
+static INPUTS_NANOS: PhaseNanos = PhaseNanos(AtomicU64::new(0));
 
 /// Runs `compute` (a reference computation) and counts its time as the sweep's
 /// reference phase, which the tuning table and its report give apart from the
@@ -152,17 +171,28 @@ static REFERENCE_NANOS: AtomicU64 = AtomicU64::new(0);
 /// it; a case that keeps its reference some other way (on the GPU, in its own
 /// types) wraps its computation in it to have it counted there too.
 pub fn reference_phase<T>(compute: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let out = compute();
-    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    REFERENCE_NANOS.fetch_add(nanos, Ordering::Relaxed);
-    out
+    REFERENCE_NANOS.count(compute)
 }
 
 /// Seconds this process has spent in [`reference_phase`] so far (the sweep's worker
 /// reads it before and after each part of a task).
 pub fn reference_seconds() -> f64 {
-    REFERENCE_NANOS.load(Ordering::Relaxed) as f64 * 1e-9
+    REFERENCE_NANOS.seconds()
+}
+
+/// Runs `draw` (new random inputs made on the host and uploaded) and counts its
+/// time as the sweep's inputs phase, not as the check it happens in: the timing
+/// needs the same inputs, checked or not. [`Input::draw`](crate::input::Input::draw)
+/// uses it for a draw it does not hold yet (putting a held draw back by a
+/// device-to-device copy stays part of the check); a case that draws its inputs some
+/// other way wraps that in it.
+pub fn inputs_phase<T>(draw: impl FnOnce() -> T) -> T {
+    INPUTS_NANOS.count(draw)
+}
+
+/// Seconds this process has spent in [`inputs_phase`] so far.
+pub fn inputs_seconds() -> f64 {
+    INPUTS_NANOS.seconds()
 }
 
 /// The least work a launch must do: each input read once, each output written once.

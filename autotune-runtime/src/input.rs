@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
 
+use crate::case::inputs_phase;
 use crate::device_kernels::DeviceKernels;
 use crate::error::CaseError;
 use crate::guard::{Inspection, describe_changes};
@@ -70,8 +71,10 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
         };
         if !matches!(slot, Slot::Kept(_)) {
             draw.seed = seed;
-            fill(&mut draw.host);
-            stream.memcpy_htod(&draw.host, &mut draw.pristine)?;
+            inputs_phase(|| {
+                fill(&mut draw.host);
+                stream.memcpy_htod(&draw.host, &mut draw.pristine)
+            })?;
         }
         stream.memcpy_dtod(&draw.pristine, &mut self.buffer)?;
         self.draws.insert(0, draw);

@@ -232,6 +232,21 @@ case "${1:-}" in
       echo "retune still running ($(date +%T))"; tail -n 3 /tmp/build-script-runs/*/build.log | cut -c1-250
     fi
     ;;
+  gate-share)
+    # The gate's share of a sweep, measured without touching the committed tables:
+    # the kernels named (AUTOTUNE_FORCE, default gemm and rms_norm) swept again as the
+    # retune sweeps them, into a scratch copy of kernels/tuning; their report's
+    # `sweep by phase` lines printed, the scratch tables in $OUT/gate-share.tgz.
+    # Elsewhere than on the H200 every entry would be new to the scratch table (a
+    # sweep of everything): not worth the device time this is run with.
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+    case "$gpu" in *H200*) ;; *) echo "not an H200 ($gpu): nothing run"; exit 0 ;; esac
+    rm -rf /tmp/scratch-tables && cp -r kernels/tuning /tmp/scratch-tables
+    AUTOTUNE_TABLES_DIR=/tmp/scratch-tables AUTOTUNE_FORCE=${AUTOTUNE_FORCE:-gemm,rms_norm} \
+      AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
+      bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning gate-share
+    grep -E "^[a-z_]+(@[^:]*)?: key|sweep by phase" /tmp/scratch-tables/*-report.txt | cut -c1-220
+    ;;
   benches-there)
     # After the retune, where `. .gpu/setup.sh env` gave this machine cargo: the
     # retuned tables back into the checkout (each call's copy of the working tree
@@ -246,7 +261,7 @@ case "${1:-}" in
     ls -la "$bin"
     ;;
   *)
-    echo "usage: issue33-gpu.sh prepare | prepare-retune | first | wait | benches-there | measure"
+    echo "usage: issue33-gpu.sh prepare | prepare-retune | first | wait | benches-there | measure | gate-share"
     exit 2
     ;;
 esac
