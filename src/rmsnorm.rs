@@ -122,9 +122,7 @@ impl RmsNormCase {
             return Ok(());
         }
         let values = reference_phase(|| {
-            let (x, weight) = (self.x.host(), self.weight.host());
-            let rows = rows_reference(x, weight, self.hidden, self.eps);
-            rows.iter().map(|&v| v as f32).collect::<Vec<f32>>()
+            rows_reference(self.x.host(), self.weight.host(), self.hidden, self.eps)
         });
         stream.memcpy_htod(&values, &mut self.expected)?;
         self.expected_seed = seed;
@@ -132,18 +130,21 @@ impl RmsNormCase {
     }
 }
 
-/// [`reference`] on all cores.
-fn rows_reference(x: &[bf16], weight: &[bf16], hidden: usize, eps: f32) -> Vec<f64> {
-    let rows = x.len() / hidden.max(1);
-    parallel::map_ranges(rows, 64, |rows| {
-        reference(
-            &x[rows.start * hidden..rows.end * hidden],
-            weight,
-            hidden,
-            eps,
-        )
-    })
-    .concat()
+/// [`reference`] on all cores, narrowed to f32 as each row is computed (the float64
+/// rows are never all held: at 131072 rows of 4096 they would take 4.3 GB).
+fn rows_reference(x: &[bf16], weight: &[bf16], hidden: usize, eps: f32) -> Vec<f32> {
+    const ROWS: usize = 64;
+    let mut out = vec![0.0f32; x.len()];
+    parallel::for_pieces_mut(&mut out, ROWS * hidden, |index, piece| {
+        let first = index * ROWS * hidden;
+        let rows = x[first..first + piece.len()].chunks(hidden);
+        for (xs, ys) in rows.zip(piece.chunks_mut(hidden)) {
+            for (y, v) in ys.iter_mut().zip(row_reference(xs, weight, eps)) {
+                *y = v as f32;
+            }
+        }
+    });
+    out
 }
 
 impl Case for RmsNormCase {
@@ -212,13 +213,40 @@ impl Case for RmsNormCase {
 
 /// The reference on the CPU, in float64: what tests compare a launch against.
 pub fn reference(x: &[bf16], weight: &[bf16], hidden: usize, eps: f32) -> Vec<f64> {
-    let mut out = vec![0.0; x.len()];
-    for (xs, ys) in x.chunks(hidden).zip(out.chunks_mut(hidden)) {
-        let mean = xs.iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>() / hidden as f64;
-        let inv = 1.0 / (mean + f64::from(eps)).sqrt();
-        for ((y, v), w) in ys.iter_mut().zip(xs).zip(weight) {
-            *y = v.to_f64() * inv * w.to_f64();
-        }
+    x.chunks(hidden)
+        .flat_map(|xs| row_reference(xs, weight, eps))
+        .collect()
+}
+
+/// One row normalized and scaled, in float64.
+fn row_reference<'a>(
+    xs: &'a [bf16],
+    weight: &'a [bf16],
+    eps: f32,
+) -> impl Iterator<Item = f64> + 'a {
+    let mean = xs.iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>() / xs.len() as f64;
+    let inv = 1.0 / (mean + f64::from(eps)).sqrt();
+    xs.iter()
+        .zip(weight)
+        .map(move |(v, w)| v.to_f64() * inv * w.to_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_case_reference_is_the_float64_reference_narrowed_row_by_row() {
+        // 130 rows: two pieces of 64 rows and a short one.
+        let (rows, hidden) = (130, 24);
+        let mut x = vec![bf16::ZERO; rows * hidden];
+        fill_uniform(&mut x, 5, -3.0, 3.0);
+        let mut weight = vec![bf16::ZERO; hidden];
+        fill_uniform(&mut weight, 6, 0.5, 1.5);
+        let narrowed: Vec<f32> = reference(&x, &weight, hidden, TUNED_EPS)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        assert_eq!(rows_reference(&x, &weight, hidden, TUNED_EPS), narrowed);
     }
-    out
 }
