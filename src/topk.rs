@@ -421,6 +421,29 @@ pub fn topk_indexer_batched(
     )
 }
 
+/// A case's queries, head weights and keys (the one query's or a batch's):
+/// uniform in [-1, 1], the weights mostly positive with some negative, as learned
+/// ones are; each seed drawn once per buffer ([`Input::draw`]).
+fn draw_queries(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    (q, weights, keys): (&mut Input<bf16>, &mut Input<f32>, &mut Input<bf16>),
+) -> Result<(), CaseError> {
+    q.draw(stream, seed, |q| fill_uniform(q, seed, -1.0, 1.0))?;
+    keys.draw(stream, seed, |k| fill_uniform(k, seed ^ 1, -1.0, 1.0))?;
+    weights.draw(stream, seed, |w| fill_uniform(w, seed ^ 2, -0.25, 1.0))
+}
+
+/// For [`Case::inspect`]: the queries, weights and keys still hold their draw.
+fn inspect_queries(
+    memory: &mut Inspection,
+    (q, weights, keys): (&Input<bf16>, &Input<f32>, &Input<bf16>),
+) -> Result<(), CaseError> {
+    q.inspect("q", memory)?;
+    weights.inspect("weights", memory)?;
+    keys.inspect("keys", memory)
+}
+
 /// Random query, weights and keys at one context length (drawn once per seed, kept
 /// on the device and put back by a copy before each check), and the check: the
 /// returned indices as a set against the CPU's scores (float64 over heads,
@@ -453,13 +476,11 @@ impl Case for TopkCase {
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
-        self.q
-            .draw(stream, seed, |q| fill_uniform(q, seed, -1.0, 1.0))?;
-        self.keys
-            .draw(stream, seed, |k| fill_uniform(k, seed ^ 1, -1.0, 1.0))?;
-        // Mostly positive head weights, some negative, as learned ones are.
-        self.weights
-            .draw(stream, seed, |w| fill_uniform(w, seed ^ 2, -0.25, 1.0))
+        draw_queries(
+            stream,
+            seed,
+            (&mut self.q, &mut self.weights, &mut self.keys),
+        )
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
@@ -475,9 +496,7 @@ impl Case for TopkCase {
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("out", &self.out)?;
         memory.output("scratch", &self.scratch)?;
-        self.q.inspect("q", memory)?;
-        self.weights.inspect("weights", memory)?;
-        self.keys.inspect("keys", memory)
+        inspect_queries(memory, (&self.q, &self.weights, &self.keys))
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {

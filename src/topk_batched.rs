@@ -8,6 +8,7 @@ use autotune_runtime::prelude::*;
 
 use super::{
     DIM, FILTER_PER_BLOCK, FILTER_THREADS, HEADS, SELECT_SHARED, TOP_K, check_top_k, counts,
+    draw_queries, inspect_queries,
 };
 
 /// The `u32`s of scratch a batch of `batch` queries of at most `max_len` keys
@@ -268,13 +269,11 @@ impl Case for BatchedTopkCase {
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
-        self.q
-            .draw(stream, seed, |q| fill_uniform(q, seed, -1.0, 1.0))?;
-        self.keys
-            .draw(stream, seed, |k| fill_uniform(k, seed ^ 1, -1.0, 1.0))?;
-        // Mostly positive head weights, some negative, as learned ones are.
-        self.weights
-            .draw(stream, seed, |w| fill_uniform(w, seed ^ 2, -0.25, 1.0))
+        draw_queries(
+            stream,
+            seed,
+            (&mut self.q, &mut self.weights, &mut self.keys),
+        )
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
@@ -294,9 +293,7 @@ impl Case for BatchedTopkCase {
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("out", &self.out)?;
         memory.output("scratch", &self.scratch)?;
-        self.q.inspect("q", memory)?;
-        self.weights.inspect("weights", memory)?;
-        self.keys.inspect("keys", memory)
+        inspect_queries(memory, (&self.q, &self.weights, &self.keys))
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
