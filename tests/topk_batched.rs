@@ -8,40 +8,21 @@
 //! without a GPU or nvcc.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[path = "fixtures/points.rs"]
+mod points;
+
 use std::path::Path;
 use std::sync::Arc;
 
-use autotune_build::testing::{Nvcc, PointJob, Target, compile_jobs};
+use autotune_build::testing::Nvcc;
 use autotune_kernels::topk::{BatchedTopkCase, TopkIndexerBatched, TopkIndexerBatchedParams};
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
-use autotune_runtime::{Case, Kernel, Params, Shape, Variant};
+use autotune_runtime::{Case, Kernel, Shape, Variant};
 
 /// Every point of the batched indexer, compiled for `arch` and loaded on `ctx`.
 fn variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkIndexerBatchedParams>> {
-    let spec = &<TopkIndexerBatched as Kernel>::SPEC;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("topk-batched");
-    let nvcc = Nvcc::find(&work).expect("nvcc, to compile the points");
-    let points: Vec<PointJob> = compile_jobs(spec, root, &Target::Cubin(arch.into()), &[], &[]);
-    let jobs: Vec<_> = points.iter().map(|p| p.job.clone()).collect();
-    let progress = autotune_table::progress::Progress::silent("topk_batched");
-    let (compiled, seconds) = nvcc.compile_all(&jobs, &work, &progress);
-    println!(
-        "{} points compiled for {arch} in {seconds:.1} s",
-        points.len()
-    );
-    points
-        .iter()
-        .zip(compiled)
-        .map(|(point, c)| {
-            let c = c.unwrap_or_else(|e| panic!("{}: {e}", point.name));
-            let params =
-                TopkIndexerBatchedParams::from_values(&point.values).expect("the spec's own point");
-            let image = std::fs::read(&c.binary).unwrap();
-            Variant::load(ctx, &image, spec.entries, point.name.clone(), params).unwrap()
-        })
-        .collect()
+    points::compiled_variants::<TopkIndexerBatched>(ctx, arch, "topk-batched", |_| true)
 }
 
 #[test]

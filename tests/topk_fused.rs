@@ -8,54 +8,34 @@
 //! replayed in a CUDA graph. Skips (and says so) without a GPU or nvcc.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[path = "fixtures/points.rs"]
+mod points;
+
 use std::path::Path;
 use std::sync::Arc;
 
-use autotune_build::testing::{Nvcc, Target};
-use autotune_build::testing::{PointJob, compile_jobs};
+use autotune_build::testing::Nvcc;
 use autotune_kernels::samples::{self, TopkInputs};
 use autotune_kernels::topk::{self, DIM, TOP_K, TopkIndexer, TopkParams};
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use autotune_runtime::{Kernel, Params, Variant};
+use autotune_runtime::{Kernel, Variant};
 
 const SIZES: [usize; 6] = [TOP_K, TOP_K + 1, 4099, 16_384, 100_000, 131_072];
 
-/// Every `launches = 1` point, compiled for `arch` as a sweep compiles it (its own
-/// jobs, `tune::compile_jobs`) and loaded on `ctx`.
+/// Every `launches = 1` point, compiled for `arch` as a sweep compiles it and
+/// loaded on `ctx`.
 fn fused_variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkParams>> {
-    let spec = &<TopkIndexer as Kernel>::SPEC;
-    let launches = spec
+    let launches = TopkIndexer::SPEC
         .params
         .iter()
         .position(|p| *p == "launches")
         .expect("the indexer has a launches parameter");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("topk-fused");
-    let nvcc = Nvcc::find(&work).expect("nvcc, to compile the points");
-    let points: Vec<PointJob> = compile_jobs(spec, root, &Target::Cubin(arch.into()), &[], &[])
-        .into_iter()
-        .filter(|p| !p.fallback && p.values[launches] == 1)
-        .collect();
-    let jobs: Vec<_> = points.iter().map(|p| p.job.clone()).collect();
-    let progress = autotune_table::progress::Progress::silent("topk_fused");
-    let (compiled, seconds) = nvcc.compile_all(&jobs, &work, &progress);
-    println!(
-        "{} one-launch points compiled for {arch} in {seconds:.1} s",
-        points.len()
-    );
-    points
-        .iter()
-        .zip(compiled)
-        .map(|(point, c)| {
-            let c = c.unwrap_or_else(|e| panic!("{}: {e}", point.name));
-            let params = TopkParams::from_values(&point.values).expect("the spec's own point");
-            let image = std::fs::read(&c.binary).unwrap();
-            Variant::load(ctx, &image, spec.entries, point.name.clone(), params).unwrap()
-        })
-        .collect()
+    points::compiled_variants::<TopkIndexer>(ctx, arch, "topk-fused", |p| {
+        !p.fallback && p.values[launches] == 1
+    })
 }
 
 /// A GPU and its variants, or `None` (said).

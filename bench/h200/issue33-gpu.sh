@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Issue 33's work on the H200, from binaries built on a machine with Rust and nvcc
-# (the GPU machine has neither Rust nor the network), on branch retune/gate-on-device:
+# (the GPU machine has neither Rust nor the network). What a call runs, it carries:
+# files carried by one call are gone in the next, even on the same warm machine.
 #
 #   here:  bash bench/h200/issue33-gpu.sh prepare-retune   (the build scripts)
 #          CUBLAS_ROOT=... bash bench/h200/issue33-gpu.sh prepare
 #                                     (GPU tests, benches, decode probe, FlashInfer anchor)
-#   GPU:   bash bench/h200/issue33-gpu.sh first      (carrying the build scripts,
-#            test-device_kernels, test-topk_batched and decode_probe from .gpu-bin/):
-#            the runtime's kernels and the batched indexer on the GPU, the decode probe
-#            under three flushes (memset, read, B rotated), the flush chosen from it,
-#            then the retune in the background under that flush;
-#          bash bench/h200/issue33-gpu.sh wait       (back to back, until the retune's
-#            tables come back as $OUT/retune.tgz and $OUT/library.tgz);
-#   here:  the tables into kernels/tuning and examples/library/tuning, `prepare` again
-#          (the benches bake the new tables);
+#   GPU:   bash bench/h200/issue33-gpu.sh first      (carrying the two build scripts,
+#            test-device_kernels, decode_probe and root from .gpu-bin/): the runtime's
+#            kernels on the GPU, the decode probe under three flushes (memset, read,
+#            B rotated), the flush chosen from it, then the retune in the background
+#            under that flush, waited for until the call's end;
+#          bash bench/h200/issue33-gpu.sh wait       (back to back, if the retune is
+#            not done: its tables come back as $OUT/retune.tgz and $OUT/library.tgz);
+#   here:  the tables into kernels/tuning and examples/library/tuning, the benches
+#          built again (they bake the new tables);
 #   GPU:   bash bench/h200/issue33-gpu.sh measure [tests] [probe] [gemm] [topk] [rmsnorm]
-#            (carrying .gpu-bin): the GPU tests, the decode probe, the benches (the
-#            top-k bench with the FlashInfer anchor), each into $OUT.
+#            (carrying what each part runs): the GPU tests, the decode probe, the
+#            benches (the top-k bench with the FlashInfer anchor), each into $OUT;
+#          bash bench/h200/issue33-gpu.sh gate-share  (carrying the kernels' build
+#            script): the gate's share of a sweep, into scratch tables.
 # See NOTES.md, items 37 and 38.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -180,11 +183,11 @@ case "${1:-}" in
     touch "$out/done"
     ;;
   first)
-    # One call on the H200 before the retune (the branch's binaries, from
-    # `prepare-retune` and `prepare`): the runtime's kernels and the batched indexer
-    # on the GPU, the decode probe under the three flushes, the flush the retune takes
-    # (the one whose decode timings are nearer the rotated ones: see choose_flush
-    # above), then the retune started in the background (`wait` collects it).
+    # One call on the H200 before the retune (binaries from `prepare-retune` and
+    # `prepare`): the runtime's kernels on the GPU, the decode probe under the three
+    # flushes, the flush the retune takes (the one whose decode timings are nearer
+    # the rotated ones: see choose_flush above), then the retune started in the
+    # background and waited for (`wait` collects it if the call ends first).
     mkdir -p "$out"
     export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
     export PATH=/usr/local/cuda/bin:$PATH
@@ -247,21 +250,8 @@ case "${1:-}" in
       bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning gate-share
     grep -E "^[a-z_]+(@[^:]*)?: key|sweep by phase" /tmp/scratch-tables/*-report.txt | cut -c1-220
     ;;
-  benches-there)
-    # After the retune, where `. .gpu/setup.sh env` gave this machine cargo: the
-    # retuned tables back into the checkout (each call's copy of the working tree
-    # brings the committed ones), the benches built on them into .gpu-bin/.
-    cp -r /tmp/build-script-runs/retune/tables/. kernels/tuning/
-    cp -r /tmp/build-script-runs/library/tables/. examples/library/tuning/
-    for bench in $benches; do
-      cargo bench --bench "$bench" --no-run --message-format=json 2> "$out/cargo-$bench.txt" |
-        executable "$bench" | xargs -I{} cp {} "$bin/bench-$bench"
-    done
-    grep -E "^warning: autotune|error" "$out"/cargo-*.txt | cut -c1-300
-    ls -la "$bin"
-    ;;
   *)
-    echo "usage: issue33-gpu.sh prepare | prepare-retune | first | wait | benches-there | measure | gate-share"
+    echo "usage: issue33-gpu.sh prepare | prepare-retune | first | wait | measure | gate-share"
     exit 2
     ;;
 esac
