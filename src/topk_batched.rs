@@ -7,7 +7,7 @@ use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
 use autotune_runtime::prelude::*;
 
 use super::{
-    DIM, FILTER_PER_BLOCK, FILTER_THREADS, HEADS, SELECT_SHARED, TOP_K, check_top_k, counts,
+    DIM, FILTER_PER_BLOCK, FILTER_THREADS, HEADS, SELECT_SHARED, TOP_K, TopKScores, counts,
     draw_queries, inspect_queries,
 };
 
@@ -193,7 +193,7 @@ fn take_all_mismatches(len: usize, out: &[i32]) -> u64 {
 /// A batch of queries (`batch` from the shape, 1 without) with their own
 /// contexts ([`lengths`]), drawn once per seed and kept on the device, and the
 /// check: each query's indices against the CPU's scores of its own context
-/// ([`check_top_k`]), computed once per draw, and each query's
+/// ([`TopKScores::check`]), computed once per draw, and each query's
 /// histograms and counters left zero.
 #[derive(Debug)]
 pub struct BatchedTopkCase {
@@ -209,7 +209,8 @@ pub struct BatchedTopkCase {
     pub(super) max_len: usize,
     lengths: Vec<usize>,
     host_out: Vec<i32>,
-    scores: Reference,
+    /// Each query's scores (and its check's threshold), once per draw.
+    scores: Reference<Vec<TopKScores>>,
 }
 
 impl BatchedTopkCase {
@@ -313,32 +314,30 @@ impl Case for BatchedTopkCase {
         let seed = self.q.seed().unwrap_or_default();
         let (q, weights, keys) = (self.q.host(), self.weights.host(), self.keys.host());
         let lengths = &self.lengths;
-        let scores = self.scores.for_draw(seed, || {
+        let queries = self.scores.for_draw(seed, || {
             let mut first = 0;
-            let mut all = Vec::new();
+            let mut all = Vec::with_capacity(lengths.len());
             for (b, &len) in lengths.iter().enumerate() {
-                all.extend(super::scores(
+                all.push(TopKScores::new(super::scores(
                     &q[b * HEADS * DIM..(b + 1) * HEADS * DIM],
                     &weights[b * HEADS..(b + 1) * HEADS],
                     &keys[first * DIM..(first + len) * DIM],
-                ));
+                )));
                 first += len;
             }
             all
         });
-        let mut first = 0;
-        for (b, &len) in lengths.iter().enumerate() {
+        for (b, (&len, scores)) in lengths.iter().zip(queries).enumerate() {
             let out = &self.host_out[b * TOP_K..(b + 1) * TOP_K];
             let verdict = if len < TOP_K {
                 Verdict::mismatches(take_all_mismatches(len, out), TOP_K as u64, 0.0)
             } else {
-                check_top_k(&scores[first..first + len], out)
+                scores.check(out)
             };
             if !verdict.passed() {
                 let detail = verdict.failure().unwrap_or_default();
                 return Ok(verdict.with_detail(format!("query {b} of {len} keys: {detail}")));
             }
-            first += len;
         }
         Ok(Verdict::mismatches(0, (self.batch * TOP_K) as u64, 0.0))
     }

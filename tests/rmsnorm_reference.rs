@@ -1,0 +1,136 @@
+//! The RMSNorm case's reference on the GPU (`kernels/rmsnorm_reference.cu`): the
+//! committed PTX is what nvcc makes of the source (nvcc, CI has it), and on a GPU
+//! the kernel gives the CPU's float64 reference narrowed to f32 on every row, and
+//! the case uses it. The GPU test skips (and says so) without a GPU.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
+
+#[path = "fixtures/toolkit.rs"]
+mod toolkit;
+
+use autotune_kernels::rmsnorm::{
+    self, ALTERNATE_HIDDEN, REFERENCE_PTX, RmsNormCase, TUNED_EPS, TUNED_HIDDEN,
+};
+use autotune_runtime::Case;
+use autotune_runtime::cudarc::driver::{LaunchConfig, PushKernelArg};
+use autotune_runtime::cudarc::nvrtc::Ptx;
+use autotune_runtime::half::bf16;
+use autotune_runtime::random::fill_uniform;
+
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/rmsnorm_reference.cu");
+
+/// PTX without its comments (nvcc's header names its build).
+fn code(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect()
+}
+
+#[test]
+fn committed_ptx_is_what_nvcc_makes_of_the_source() {
+    let Some(nvcc) = toolkit::nvcc_or_skip() else {
+        return;
+    };
+    let made_by = REFERENCE_PTX
+        .lines()
+        .find_map(|line| line.strip_prefix("// Cuda compilation tools, "))
+        .expect("the PTX names the nvcc that made it");
+    let version = std::process::Command::new(&nvcc)
+        .arg("--version")
+        .output()
+        .unwrap();
+    if !String::from_utf8_lossy(&version.stdout).contains(made_by) {
+        autotune_build::skip(format!(
+            "{} is not the nvcc that made rmsnorm_reference.ptx ({made_by})",
+            nvcc.display()
+        ));
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rmsnorm-reference");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("rmsnorm_reference.ptx");
+    // The command in the source's header.
+    let status = std::process::Command::new(&nvcc)
+        .args(["-ptx", "-arch=compute_75", "-O3", "-o"])
+        .arg(&out)
+        .arg(SOURCE)
+        .status()
+        .unwrap();
+    assert!(status.success(), "nvcc failed on {SOURCE}");
+    let made = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        code(&made) == code(REFERENCE_PTX),
+        "kernels/rmsnorm_reference.ptx is not what {} makes of rmsnorm_reference.cu: run the \
+         command in its header",
+        nvcc.display()
+    );
+}
+
+#[test]
+fn the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it() {
+    let ctx = match autotune_runtime::gpu::open(0) {
+        Ok(ctx) => ctx,
+        Err(why) => {
+            autotune_build::skip(format!("no GPU ({why})"));
+            return;
+        }
+    };
+    let stream = ctx.default_stream();
+    let function = ctx
+        .load_module(Ptx::from_src(REFERENCE_PTX))
+        .and_then(|module| module.load_function("rmsnorm_reference"))
+        .expect("the PTX loads (a CUDA 13 driver)");
+    // Both widths the sweep uses, rows of very different scales.
+    for (rows, hidden) in [(777, TUNED_HIDDEN), (300, ALTERNATE_HIDDEN)] {
+        let mut x = vec![bf16::ZERO; rows * hidden];
+        fill_uniform(&mut x, rows as u64, -3.0, 3.0);
+        for (row, xs) in x.chunks_mut(hidden).enumerate() {
+            let scale = [1e-3, 1.0, 40.0][row % 3];
+            xs.iter_mut()
+                .for_each(|v| *v = bf16::from_f64(v.to_f64() * scale));
+        }
+        let mut weight = vec![bf16::ZERO; hidden];
+        fill_uniform(&mut weight, 9, 0.5, 1.5);
+        let (dx, dw) = (
+            stream.clone_htod(&x).unwrap(),
+            stream.clone_htod(&weight).unwrap(),
+        );
+        let mut out = stream.alloc_zeros::<f32>(rows * hidden).unwrap();
+        let width = hidden as u32;
+        let mut launch = stream.launch_builder(&function);
+        launch
+            .arg(&dx)
+            .arg(&dw)
+            .arg(&mut out)
+            .arg(&width)
+            .arg(&TUNED_EPS);
+        let config = LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments match rmsnorm_reference's, sized above.
+        unsafe { launch.launch(config) }.unwrap();
+        let on_gpu = stream.clone_dtoh(&out).unwrap();
+        let on_cpu = rmsnorm::reference(&x, &weight, hidden, TUNED_EPS);
+        for (i, (&g, &c)) in on_gpu.iter().zip(&on_cpu).enumerate() {
+            assert!(
+                (f64::from(g) - c).abs() <= 2.5e-7 * c.abs(),
+                "{rows} x {hidden}: element {i} (row {}): GPU {g}, CPU {c}",
+                i / hidden
+            );
+        }
+    }
+    // The case: the GPU computes its reference, agreeing with the CPU on the
+    // sampled rows of the draw, so it keeps doing so; NaN outputs fail its check.
+    let mut case = RmsNormCase::new(&stream, 4096).unwrap();
+    assert!(case.reference_on_gpu());
+    case.randomize(&stream, 11).unwrap();
+    case.poison(&stream).unwrap();
+    let verdict = case.check(&stream).unwrap();
+    assert!(!verdict.passed(), "{verdict:?}");
+    assert!(
+        case.reference_on_gpu(),
+        "the GPU's reference disagreed with the CPU"
+    );
+}
