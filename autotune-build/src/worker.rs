@@ -503,37 +503,7 @@ fn run_task<K: Kernel>(
         && (job.check_seeds > 1 || task.incumbent || can_still_win(samples.median(), best_us));
     if in_full {
         clock.during(Part::Check, || {
-            // What dispatch will see: the output of a launch after many, on the same
-            // inputs (a kernel right only on its first launch, or that writes into
-            // its inputs or past its outputs while it is timed, is out).
-            stream
-                .synchronize()
-                .map_err(|e| launch_error(format!("after timing: {e}")))?;
-            let timed = format!(
-                " (after the last of {} timed launches)",
-                samples.times_us.len()
-            );
-            verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
-            // The same variant on the case's other draws of its non-key arguments; a
-            // wrapper that refuses one is not checked there (dispatch would refuse too).
-            for (number, alternate) in alternates.iter_mut().enumerate() {
-                match gate::<K>(alternate, stream, variant, own_seed, true) {
-                    Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
-                    Ok(Err(failure)) => {
-                        return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
-                    }
-                    Err(failure) => return Err(failure),
-                }
-            }
-            // Then new inputs in the same buffers (`AUTOTUNE_CHECK_SEEDS` draws): a
-            // kernel that returns what it computed before, instead of computing, is
-            // out.
-            for draw in 1..job.check_seeds {
-                let seed = draw_seed(job.seed, task.key, draw);
-                let when = format!(" (input draw {draw}, after timing)");
-                gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
-            }
-            Ok::<(), Failure>(())
+            check_in_full::<K>(job, task.key, case, alternates, stream, variant, &samples)
         })?;
     }
     let work = case.work();
@@ -640,6 +610,55 @@ fn gate<K: Kernel>(
         .synchronize()
         .map_err(|e| Failure::Out(Stage::Launch, format!("after launch: {e}")))?;
     verify::<K>(case, stream, inspect)
+}
+
+/// The checks after timing of a variant that can still win at `key`: what dispatch
+/// will see (the output of the last of many launches on the same inputs, and the
+/// memory: a kernel right only on its first launch, or that writes into its inputs
+/// or past its outputs while it is timed, is out), the case's alternates, and the
+/// further draws of `AUTOTUNE_CHECK_SEEDS` in the same buffers (a kernel that
+/// returns what it computed before, instead of computing, is out).
+fn check_in_full<K: Kernel>(
+    job: &Job,
+    key: u64,
+    case: &mut K::Case,
+    alternates: &mut [K::Case],
+    stream: &Arc<CudaStream>,
+    variant: &Runnable<K::Params, K::Case>,
+    samples: &timing::Samples,
+) -> Result<(), Failure> {
+    let wrong = |failure: String, when: &str| {
+        Failure::Out(
+            Stage::WrongResult,
+            format!("{failure} at {}={key}{when}", K::SPEC.key),
+        )
+    };
+    stream
+        .synchronize()
+        .map_err(|e| Failure::Out(Stage::Launch, format!("after timing: {e}")))?;
+    let timed = format!(
+        " (after the last of {} timed launches)",
+        samples.times_us.len()
+    );
+    verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
+    // A wrapper that refuses an alternate's arguments is not checked there
+    // (dispatch would refuse too).
+    let own_seed = draw_seed(job.seed, key, 0);
+    for (number, alternate) in alternates.iter_mut().enumerate() {
+        match gate::<K>(alternate, stream, variant, own_seed, true) {
+            Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
+            Ok(Err(failure)) => {
+                return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
+            }
+            Err(failure) => return Err(failure),
+        }
+    }
+    for draw in 1..job.check_seeds {
+        let seed = draw_seed(job.seed, key, draw);
+        let when = format!(" (input draw {draw}, after timing)");
+        gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
+    }
+    Ok(())
 }
 
 /// [`gate`] (without the memory) with its launch timed as timing's first
