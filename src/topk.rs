@@ -613,7 +613,7 @@ impl TopKScores {
         let n = self.scores.len();
         let k = TOP_K.min(n);
         let (kth, eps) = (self.kth, self.eps);
-        let mut seen = std::collections::HashSet::with_capacity(k);
+        let mut seen = Bitmap::new(n);
         let mut violations = 0usize;
         let mut first: Option<String> = None;
         let note = |what: String, first: &mut Option<String>| {
@@ -641,7 +641,7 @@ impl TopKScores {
                 );
             }
         }
-        let missing = self.above.iter().filter(|i| !seen.contains(*i)).count();
+        let missing = self.above.iter().filter(|&&i| !seen.contains(i)).count();
         if missing > 0 {
             violations += missing;
             note(
@@ -654,6 +654,27 @@ impl TopKScores {
             Some(detail) => verdict.with_detail(detail),
             None => verdict,
         }
+    }
+}
+
+/// A set of indices below `n`, one bit each.
+struct Bitmap(Vec<u64>);
+
+impl Bitmap {
+    fn new(n: usize) -> Self {
+        Self(vec![0; n.div_ceil(64)])
+    }
+
+    /// Adds `i`; `false` when it was there already.
+    fn insert(&mut self, i: usize) -> bool {
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        let fresh = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        fresh
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.0[i / 64] & (1u64 << (i % 64)) != 0
     }
 }
 

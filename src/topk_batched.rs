@@ -327,15 +327,19 @@ impl Case for BatchedTopkCase {
             }
             all
         });
-        for (b, (&len, scores)) in lengths.iter().zip(queries).enumerate() {
-            let out = &self.host_out[b * TOP_K..(b + 1) * TOP_K];
-            let verdict = if len < TOP_K {
+        let host_out = &self.host_out;
+        let verdicts = parallel::map_indices(lengths.len(), |b| {
+            let (len, out) = (lengths[b], &host_out[b * TOP_K..(b + 1) * TOP_K]);
+            if len < TOP_K {
                 Verdict::mismatches(take_all_mismatches(len, out), TOP_K as u64, 0.0)
             } else {
-                scores.check(out)
-            };
+                queries[b].check(out)
+            }
+        });
+        for (b, verdict) in verdicts.into_iter().enumerate() {
             if !verdict.passed() {
                 let detail = verdict.failure().unwrap_or_default();
+                let len = lengths[b];
                 return Ok(verdict.with_detail(format!("query {b} of {len} keys: {detail}")));
             }
         }
