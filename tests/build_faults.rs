@@ -136,6 +136,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             bytes: 8192,
             flops: 1024,
             device: 0,
+            checked_once: false,
         }],
     };
     let kernel = KernelTable {

@@ -289,6 +289,11 @@ impl<'a> Record<'a> {
                 } else {
                     check
                 };
+                let check = if m.checked_once {
+                    format!("{check}  (slower than the best: checked once)")
+                } else {
+                    check
+                };
                 let took = seconds.map(|s| format!("  [{s:.2} s]")).unwrap_or_default();
                 let _ = writeln!(
                     self.log,
@@ -510,6 +515,7 @@ mod tests {
             bytes: 0,
             flops: 0,
             device: device as u32,
+            checked_once: false,
         })
     }
 
@@ -561,6 +567,7 @@ mod tests {
             variant,
             check: true,
             repeat: false,
+            incumbent: false,
         };
         assert!(!record.is_done(&task(1), 0));
         record

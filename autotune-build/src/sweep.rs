@@ -462,6 +462,7 @@ impl<'a> Sweep<'a> {
                 variant,
                 check: true,
                 repeat: false,
+                incumbent: variant == incumbent,
             })
             .collect();
         tasks.push(Task {
@@ -469,6 +470,7 @@ impl<'a> Sweep<'a> {
             variant: incumbent,
             check: false,
             repeat: true,
+            incumbent: true,
         });
         tasks
     }

@@ -221,13 +221,40 @@ impl L2Flush {
 /// Errors from `launch` come back as `Err(message)`.
 pub fn measure(
     stream: &Arc<CudaStream>,
-    mut flush: Option<&mut L2Flush>,
+    flush: Option<&mut L2Flush>,
     config: &TimingConfig,
     best_us: Option<f64>,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Samples, String> {
+    measure_after(stream, flush, config, best_us, None, launch)
+}
+
+/// One launch timed as [`measure`] times each: the L2 flushed before it (where
+/// `flush` is given), CUDA events around it. The stream is synchronized.
+pub fn time_once(
+    stream: &Arc<CudaStream>,
+    flush: Option<&mut L2Flush>,
+    launch: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Samples, String> {
+    timed_runs(stream, flush, 1, launch)
+}
+
+/// [`measure`], its first timed launch `first` already run ([`time_once`]) where
+/// given: the sweep times the launch that checks a variant, and a hopeless variant
+/// is then launched once in all.
+pub fn measure_after(
+    stream: &Arc<CudaStream>,
+    mut flush: Option<&mut L2Flush>,
+    config: &TimingConfig,
+    best_us: Option<f64>,
+    first: Option<Samples>,
+    launch: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Samples, String> {
     let driver = |e: DriverError| format!("CUDA: {e}");
-    let first = timed_runs(stream, flush.as_deref_mut(), 1, launch)?;
+    let first = match first {
+        Some(first) => first,
+        None => timed_runs(stream, flush.as_deref_mut(), 1, launch)?,
+    };
     if best_us.is_some_and(|best| first.median() > config.hopeless * best) {
         return Ok(first);
     }

@@ -88,6 +88,10 @@ pub struct Task {
     pub check: bool,
     /// The incumbent's second timing at this key, for the noise estimate.
     pub repeat: bool,
+    /// The incumbent's timing at this key (first or not on this worker): always
+    /// checked in full, since it keeps the key unless beaten by more than the noise.
+    #[serde(default)]
+    pub incumbent: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -213,6 +217,8 @@ struct Session<K: Kernel> {
     /// The best median so far at each shape and key, to stop timing hopeless
     /// variants early.
     best_us: std::collections::BTreeMap<(Vec<u64>, u64), f64>,
+    /// The binaries launched so far (their modules loaded on the GPU).
+    launched: std::collections::HashSet<PathBuf>,
 }
 
 impl<K: Kernel> Session<K> {
@@ -243,6 +249,7 @@ impl<K: Kernel> Session<K> {
             case: None,
             failed_keys: Vec::new(),
             best_us: std::collections::BTreeMap::new(),
+            launched: std::collections::HashSet::new(),
         })
     }
 
@@ -360,7 +367,8 @@ impl<K: Kernel> Session<K> {
             } else {
                 self.best_us.get(&at).copied()
             };
-            match run_task::<K>(
+            let warm = self.launched.contains(&variant.binary);
+            let outcome = run_task::<K>(
                 job,
                 index,
                 task,
@@ -370,9 +378,14 @@ impl<K: Kernel> Session<K> {
                 &mut self.flush,
                 loaded,
                 best,
+                warm,
                 clock,
                 emit,
-            ) {
+            );
+            if !matches!(outcome, Err(Failure::Unfit(_))) {
+                self.launched.insert(variant.binary.clone());
+            }
+            match outcome {
                 Ok(event) => {
                     if let Event::Measured { measurement, .. } = &event {
                         let best = self.best_us.entry(at).or_insert(f64::INFINITY);
@@ -415,6 +428,7 @@ fn run_task<K: Kernel>(
     flush: &mut L2Flush,
     variant: &Runnable<K::Params, K::Case>,
     best_us: Option<f64>,
+    warm: bool,
     clock: &mut PhaseClock,
     emit: &mut dyn FnMut(Event),
 ) -> Result<Event, Failure> {
@@ -425,30 +439,30 @@ fn run_task<K: Kernel>(
         Failure::Out(Stage::WrongResult, format!("{failure} at {at}{when}"))
     };
     let mut error = -1.0;
+    let mut first = None;
     let own_seed = draw_seed(job.seed, task.key, 0);
     if task.check {
         // Random inputs drawn for this build and key, uploaded again before every
         // check (a variant may have written over them), outputs poisoned first.
         // Every variant at a key is checked and timed on the same values, on every
         // GPU: a kernel whose speed depends on its data is compared on equal terms.
-        // The memory is inspected once, after timing: what a launch writes outside
-        // its outputs stays there until then.
-        let verdict = clock.during(Part::Check, || {
-            let verdict =
-                gate::<K>(case, stream, variant, own_seed, false)?.map_err(|f| wrong(f, ""))?;
-            // The same variant on the case's other draws of its non-key arguments; a
-            // wrapper that refuses one is not checked there (dispatch would refuse too).
-            for (number, alternate) in alternates.iter_mut().enumerate() {
-                match gate::<K>(alternate, stream, variant, own_seed, true) {
-                    Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
-                    Ok(Err(failure)) => {
-                        return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
-                    }
-                    Err(failure) => return Err(failure),
-                }
-            }
-            Ok(verdict)
-        })?;
+        // The memory is inspected after timing: what a launch writes outside its
+        // outputs stays there until then. The checked launch is the first timed one
+        // where it can be: a variant of ours already launched in this worker (a
+        // first launch may load its module), timed without graphs (the graph's
+        // replays are timed) and not the vendor's (a library's first call at a new
+        // size may choose its kernel on the host, between the events).
+        let timed = warm && !job.timing.graph && !matches!(variant, Runnable::Vendor(_));
+        let verdict = if timed {
+            let (verdict, sample) = timed_gate::<K>(case, stream, variant, own_seed, flush, clock)?;
+            first = Some(sample);
+            verdict
+        } else {
+            clock.during(Part::Check, || {
+                gate::<K>(case, stream, variant, own_seed, false)
+            })?
+        }
+        .map_err(|f| wrong(f, ""))?;
         error = verdict.error;
         emit(Event::Checked {
             task: index,
@@ -472,34 +486,24 @@ fn run_task<K: Kernel>(
                 graph.launch().map_err(|e| e.to_string())
             })
         } else {
-            timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
-                launch::<K>(case, stream, variant).map_err(|e| e.to_string())
-            })
+            timing::measure_after(
+                stream,
+                Some(flush),
+                &job.timing,
+                best_us,
+                first,
+                &mut || launch::<K>(case, stream, variant).map_err(|e| e.to_string()),
+            )
         }
         .map_err(|e| Failure::from(launch_error(e)))
     })?;
-    if task.check {
+    // With several draws per check (`AUTOTUNE_CHECK_SEEDS`, the judge's 2), every
+    // variant is checked in full: a stricter gate, reporting every fault it finds.
+    let in_full = task.check
+        && (job.check_seeds > 1 || task.incumbent || can_still_win(samples.median(), best_us));
+    if in_full {
         clock.during(Part::Check, || {
-            // What dispatch will see: the output of a launch after many, on the same
-            // inputs (a kernel right only on its first launch, or that writes into
-            // its inputs or past its outputs while it is timed, is out).
-            stream
-                .synchronize()
-                .map_err(|e| launch_error(format!("after timing: {e}")))?;
-            let timed = format!(
-                " (after the last of {} timed launches)",
-                samples.times_us.len()
-            );
-            verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
-            // Then new inputs in the same buffers (`AUTOTUNE_CHECK_SEEDS` draws): a
-            // kernel that returns what it computed before, instead of computing, is
-            // out.
-            for draw in 1..job.check_seeds {
-                let seed = draw_seed(job.seed, task.key, draw);
-                let when = format!(" (input draw {draw}, after timing)");
-                gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
-            }
-            Ok::<(), Failure>(())
+            check_in_full::<K>(job, task.key, case, alternates, stream, variant, &samples)
         })?;
     }
     let work = case.work();
@@ -516,6 +520,7 @@ fn run_task<K: Kernel>(
             bytes: work.bytes,
             flops: work.flops,
             device: u32::try_from(job.device).unwrap_or(u32::MAX),
+            checked_once: task.check && !in_full,
         },
     })
 }
@@ -547,6 +552,22 @@ fn capture<K: Kernel>(
         .ok_or_else(|| out("the capture recorded nothing".into()))?;
     graph.upload().map_err(|e| out(e.to_string()))?;
     Ok(graph)
+}
+
+/// Whether a checked task whose timing gave `median_us` goes on to the checks after
+/// timing (the memory, the alternate cases, the further draws), `best_us` the
+/// fastest median this worker measured at the key so far.
+///
+/// Every checked task is checked once before it is timed, on the key's own draw.
+/// The rest of the gate protects the choice, and only the fastest median or the
+/// incumbent can be chosen at a key (`autotune_table::ranges::decide`; the
+/// incumbent's tasks always go on). A median above `best_us` can never be the
+/// fastest: the best only falls as more variants are timed, and on several GPUs
+/// each GPU's times are scaled by one factor, which keeps their order. So a
+/// variant that cannot win is not checked further, and a variant that is chosen
+/// was checked in full, on the GPU that timed it.
+fn can_still_win(median_us: f64, best_us: Option<f64>) -> bool {
+    best_us.is_none_or(|best| median_us <= best)
 }
 
 /// The seed of input draw `draw` at `key`: draw 0 is the build's own.
@@ -589,6 +610,86 @@ fn gate<K: Kernel>(
         .synchronize()
         .map_err(|e| Failure::Out(Stage::Launch, format!("after launch: {e}")))?;
     verify::<K>(case, stream, inspect)
+}
+
+/// The checks after timing of a variant that can still win at `key`: what dispatch
+/// will see (the output of the last of many launches on the same inputs, and the
+/// memory: a kernel right only on its first launch, or that writes into its inputs
+/// or past its outputs while it is timed, is out), the case's alternates, and the
+/// further draws of `AUTOTUNE_CHECK_SEEDS` in the same buffers (a kernel that
+/// returns what it computed before, instead of computing, is out).
+fn check_in_full<K: Kernel>(
+    job: &Job,
+    key: u64,
+    case: &mut K::Case,
+    alternates: &mut [K::Case],
+    stream: &Arc<CudaStream>,
+    variant: &Runnable<K::Params, K::Case>,
+    samples: &timing::Samples,
+) -> Result<(), Failure> {
+    let wrong = |failure: String, when: &str| {
+        Failure::Out(
+            Stage::WrongResult,
+            format!("{failure} at {}={key}{when}", K::SPEC.key),
+        )
+    };
+    stream
+        .synchronize()
+        .map_err(|e| Failure::Out(Stage::Launch, format!("after timing: {e}")))?;
+    let timed = format!(
+        " (after the last of {} timed launches)",
+        samples.times_us.len()
+    );
+    verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
+    // A wrapper that refuses an alternate's arguments is not checked there
+    // (dispatch would refuse too).
+    let own_seed = draw_seed(job.seed, key, 0);
+    for (number, alternate) in alternates.iter_mut().enumerate() {
+        match gate::<K>(alternate, stream, variant, own_seed, true) {
+            Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
+            Ok(Err(failure)) => {
+                return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
+            }
+            Err(failure) => return Err(failure),
+        }
+    }
+    for draw in 1..job.check_seeds {
+        let seed = draw_seed(job.seed, key, draw);
+        let when = format!(" (input draw {draw}, after timing)");
+        gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
+    }
+    Ok(())
+}
+
+/// [`gate`] (without the memory) with its launch timed as timing's first
+/// ([`timing::time_once`]): the verdict and the sample.
+fn timed_gate<K: Kernel>(
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    variant: &Runnable<K::Params, K::Case>,
+    seed: u64,
+    flush: &mut L2Flush,
+    clock: &mut PhaseClock,
+) -> Result<(Result<Verdict, String>, timing::Samples), Failure> {
+    clock.during(Part::Check, || {
+        case.randomize(stream, seed).map_err(preparing)?;
+        case.poison(stream).map_err(preparing)
+    })?;
+    let sample = clock.during(Part::Time, || {
+        let mut refused = None;
+        timing::time_once(stream, Some(flush), &mut || {
+            launch::<K>(case, stream, variant).map_err(|e| {
+                refused = e.refused_arguments().map(str::to_string);
+                e.to_string()
+            })
+        })
+        .map_err(|e| match refused.take() {
+            Some(reason) => Failure::Unfit(reason),
+            None => Failure::Out(Stage::Launch, e),
+        })
+    })?;
+    let verdict = clock.during(Part::Check, || verify::<K>(case, stream, false))?;
+    Ok((verdict, sample))
 }
 
 /// The case could not be given its inputs or poisoned outputs.
@@ -708,5 +809,22 @@ pub fn emit_line(event: &Event) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::can_still_win;
+
+    #[test]
+    fn only_a_variant_that_can_still_be_the_fastest_is_checked_further() {
+        // The first at a key (nothing measured there yet) goes on.
+        assert!(can_still_win(50.0, None));
+        // As fast as the best, or faster, it may still win.
+        assert!(can_still_win(40.0, Some(40.0)));
+        assert!(can_still_win(39.0, Some(40.0)));
+        // Slower than the best by any amount, it never can.
+        assert!(!can_still_win(40.1, Some(40.0)));
+        assert!(!can_still_win(400.0, Some(40.0)));
     }
 }

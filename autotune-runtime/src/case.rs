@@ -95,6 +95,8 @@ pub trait Case: Sized + 'static {
 /// A case's reference, computed once per draw of its inputs and shared by every
 /// variant checked on that draw (the sweep checks each variant at a key on the same
 /// draws, so a CPU reference is computed once per key and draw, not per variant).
+/// The values are `Vec<f64>` unless the case keeps more: whatever its check needs
+/// that depends on the draw only (the top-k's k-th score, say), computed with it.
 ///
 /// ```
 /// # use autotune_runtime::case::Reference;
@@ -105,21 +107,21 @@ pub trait Case: Sized + 'static {
 ///         computed += 1;
 ///         vec![1.0, 2.0]
 ///     });
-///     assert_eq!(values, [1.0, 2.0]);
+///     assert_eq!(*values, [1.0, 2.0]);
 /// }
 /// assert_eq!(computed, 1);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Reference {
+pub struct Reference<T = Vec<f64>> {
     /// The draw (`Case::randomize`'s seed) the values are of.
     seed: Option<u64>,
-    values: Vec<f64>,
+    values: T,
 }
 
-impl Reference {
+impl<T> Reference<T> {
     /// The reference of the draw `seed`: computed by `compute` the first time it is
     /// asked for, the same values after that until another draw is asked for.
-    pub fn for_draw(&mut self, seed: u64, compute: impl FnOnce() -> Vec<f64>) -> &[f64] {
+    pub fn for_draw(&mut self, seed: u64, compute: impl FnOnce() -> T) -> &T {
         match self.try_for_draw(seed, || Ok::<_, std::convert::Infallible>(compute())) {
             Ok(values) => values,
             Err(never) => match never {},
@@ -132,8 +134,8 @@ impl Reference {
     pub fn try_for_draw<E>(
         &mut self,
         seed: u64,
-        compute: impl FnOnce() -> Result<Vec<f64>, E>,
-    ) -> Result<&[f64], E> {
+        compute: impl FnOnce() -> Result<T, E>,
+    ) -> Result<&T, E> {
         if self.seed != Some(seed) {
             self.seed = None;
             self.values = reference_phase(compute)?;
@@ -651,7 +653,7 @@ mod tests {
         let mut failing = Reference::default();
         assert_eq!(failing.try_for_draw(2, || Err("no GPU")), Err("no GPU"));
         let values = failing.try_for_draw(2, || Ok::<_, &str>(vec![3.0]));
-        assert_eq!(values, Ok(&[3.0][..]));
+        assert_eq!(values, Ok(&vec![3.0]));
         // Other tests may run references meanwhile: at least the one computation,
         // and far from three.
         assert!((0.05..0.15).contains(&spent), "{spent}");

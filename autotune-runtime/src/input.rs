@@ -63,11 +63,15 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
             Slot::Kept(index) => self.draws.remove(index),
             // The least recently used draw's memory, for the new one.
             Slot::Oldest => self.draws.remove(self.draws.len() - 1),
-            Slot::New => Draw {
-                seed,
-                host: vec![T::default(); self.buffer.len()],
-                pristine: stream.alloc_zeros(self.buffer.len())?,
-            },
+            // Its memory is part of drawing it (host values of a GEMM's weights are
+            // hundreds of MB, written as they are allocated).
+            Slot::New => inputs_phase(|| {
+                Ok::<_, DriverError>(Draw {
+                    seed,
+                    host: vec![T::default(); self.buffer.len()],
+                    pristine: stream.alloc_zeros(self.buffer.len())?,
+                })
+            })?,
         };
         if !matches!(slot, Slot::Kept(_)) {
             draw.seed = seed;

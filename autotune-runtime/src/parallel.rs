@@ -40,10 +40,16 @@ pub fn map_indices<R: Send>(count: usize, task: impl Fn(usize) -> R + Sync) -> V
 
 /// Calls `f(chunk_index, chunk)` for every `CHUNK`-sized piece of `data`, in parallel.
 pub fn for_chunks_mut<T: Send>(data: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
-    let chunks: Vec<Mutex<&mut [T]>> = data.chunks_mut(CHUNK).map(Mutex::new).collect();
-    map_indices(chunks.len(), |index| {
-        if let Ok(mut chunk) = chunks[index].lock() {
-            f(index, &mut chunk);
+    for_pieces_mut(data, CHUNK, f);
+}
+
+/// Calls `f(index, piece)` for every `size`-sized piece of `data` (the last may be
+/// shorter), in parallel: a whole number of rows per piece, say.
+pub fn for_pieces_mut<T: Send>(data: &mut [T], size: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let pieces: Vec<Mutex<&mut [T]>> = data.chunks_mut(size.max(1)).map(Mutex::new).collect();
+    map_indices(pieces.len(), |index| {
+        if let Ok(mut piece) = pieces[index].lock() {
+            f(index, &mut piece);
         }
     });
 }
@@ -63,6 +69,16 @@ pub fn map_ranges<R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pieces_are_the_size_asked_for_the_last_shorter() {
+        let mut data = vec![0usize; 25];
+        for_pieces_mut(&mut data, 10, |index, piece| {
+            let len = piece.len();
+            piece.iter_mut().for_each(|v| *v = 100 * index + len)
+        });
+        assert_eq!((data[0], data[19], data[20], data[24]), (10, 110, 205, 205));
+    }
 
     #[test]
     fn covers_every_element_once() {

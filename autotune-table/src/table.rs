@@ -345,6 +345,16 @@ pub struct Measurement {
     /// the incumbent at this key (the log has them raw).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub device: u32,
+    /// Checked once only, on the key's own draw before it was timed: slower than a
+    /// variant already checked in full at this key, it could not win there, so the
+    /// checks after timing (its memory, the alternate cases, the further draws) were
+    /// not run. A variant chosen at a key was always checked in full.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub checked_once: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -1077,6 +1087,7 @@ pub(crate) mod tests {
             bytes: 1,
             flops: 0,
             device: 0,
+            checked_once: false,
         };
         let variant = |name: &str, values: Vec<u32>| VariantRecord {
             name: name.into(),

@@ -270,6 +270,7 @@ mod tests {
                     bytes: 0,
                     flops: 0,
                     device: 0,
+                    checked_once: false,
                 })
                 .collect(),
         }

@@ -19,13 +19,19 @@
 #            (carrying what each part runs): the GPU tests, the decode probe, the
 #            benches (the top-k bench with the FlashInfer anchor), each into $OUT;
 #          bash bench/h200/issue33-gpu.sh gate-share  (carrying the kernels' build
-#            script): the gate's share of a sweep, into scratch tables.
+#            script): the gate's share of a sweep, into scratch tables;
+#          bash bench/h200/issue33-gpu.sh final  (carrying the two build scripts,
+#            test-rmsnorm_reference, test-device_kernels and test-sweep_faults from
+#            .gpu-bin/, and root): on an H200 only (FINAL_ANY_GPU=1: any GPU, which
+#            sweeps into scratch tables instead of retuning), the tests named in
+#            FINAL_TESTS, then the retune of every kernel (memset flush) in the
+#            background, waited for as in `first`.
 # See NOTES.md, items 37 and 38.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
 bin=.gpu-bin
-gpu_tests="device_kernels topk_batched gpu topk_fused hopper_gemm"
+gpu_tests="device_kernels rmsnorm_reference topk_batched gpu topk_fused hopper_gemm"
 benches="gemm topk rmsnorm"
 
 # The decode probe (bench/h200/probe/decode_probe.cu) into $1.
@@ -220,6 +226,49 @@ case "${1:-}" in
         ;;
     esac
     ;;
+  final)
+    # Session 23: the gate checked in full only where a variant can still win, the
+    # RMSNorm reference on the GPU; the tests of the GPU's references, then the
+    # retune of everything (the wrappers changed: every entry is stale) and wait.
+    mkdir -p "$out"
+    export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    export PATH=/usr/local/cuda/bin:$PATH
+    link_build_root
+    gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)
+    echo "$gpu" | tee "$out/gpu.txt"
+    case "$gpu" in
+      *H200*) ;;
+      *) [ -n "${FINAL_ANY_GPU:-}" ] || { echo "not an H200: nothing run"; exit 0; } ;;
+    esac
+    for test in ${FINAL_TESTS:-rmsnorm_reference device_kernels sweep_faults}; do
+      [ -x "$bin/test-$test" ] || continue
+      timeout 150 "$bin/test-$test" --test-threads=1 > "$out/test-$test.txt" 2>&1
+      echo "$test: exit $?"; grep -E "^test |SKIPPED|panicked|result|: ok$|all passed|must be" "$out/test-$test.txt" | cut -c1-300
+    done
+    case "$gpu" in
+      *H200*)
+        rm -rf /tmp/retune-out /tmp/build-script-runs && mkdir -p /tmp/retune-out
+        OUT=/tmp/retune-out AUTOTUNE_FLUSH=memset setsid nohup bash "$0" retune \
+          > /tmp/retune-out/retune.txt 2>&1 < /dev/null &
+        echo "retune started ($(date +%T))"
+        WAIT_S=$((${CALL_S:-560} - SECONDS)) bash "$0" wait
+        ;;
+      *)
+        # The tables are the H200's: elsewhere, the gate's share of a sweep of every
+        # kernel into scratch tables (this GPU's own table, new to them).
+        echo "not an H200 ($gpu): no retune; every kernel swept into scratch tables"
+        rm -rf /tmp/scratch-tables && cp -r kernels/tuning /tmp/scratch-tables
+        AUTOTUNE_TABLES_DIR=/tmp/scratch-tables AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local \
+          AUTOTUNE_BUDGET=36 timeout $((${CALL_S:-560} - SECONDS)) \
+          bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning gate-share
+        for report in /tmp/scratch-tables/*-report.txt; do
+          case $report in *nvidia-h200-report.txt) continue ;; esac
+          grep -hE "^[a-z_]+(@[^:]*)?: key|sweep by phase" "$report" | cut -c1-220
+        done
+        cp -r /tmp/scratch-tables "$out/scratch-tables"
+        ;;
+    esac
+    ;;
   wait)
     # Until the background retune ends or WAIT_S seconds pass; then its archives and
     # log into $OUT.
@@ -231,6 +280,8 @@ case "${1:-}" in
     if [ -f /tmp/retune-out/done ]; then
       cp /tmp/retune-out/*.tgz "$out/"
       echo "retune done ($(date +%T))"; tail -n 12 /tmp/retune-out/retune.txt
+      grep -hE "^[a-z_]+(@[^:]*)?: key|sweep by phase" \
+        /tmp/build-script-runs/retune/tables/*-report.txt | cut -c1-220
     else
       echo "retune still running ($(date +%T))"; tail -n 3 /tmp/build-script-runs/*/build.log | cut -c1-250
     fi
@@ -251,7 +302,7 @@ case "${1:-}" in
     grep -E "^[a-z_]+(@[^:]*)?: key|sweep by phase" /tmp/scratch-tables/*-report.txt | cut -c1-220
     ;;
   *)
-    echo "usage: issue33-gpu.sh prepare | prepare-retune | first | wait | measure | gate-share"
+    echo "usage: issue33-gpu.sh prepare | prepare-retune | first | final | wait | measure | gate-share"
     exit 2
     ;;
 esac
