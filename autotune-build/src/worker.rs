@@ -433,11 +433,6 @@ fn run_task<K: Kernel>(
     emit: &mut dyn FnMut(Event),
 ) -> Result<Event, Failure> {
     let launch_error = |e: String| (Stage::Launch, e);
-    let at = format!("{}={}", K::SPEC.key, task.key);
-    // A wrong result at this key, and where in the task it showed.
-    let wrong = |failure: String, when: &str| {
-        Failure::Out(Stage::WrongResult, format!("{failure} at {at}{when}"))
-    };
     let mut error = -1.0;
     let mut first = None;
     let own_seed = draw_seed(job.seed, task.key, 0);
@@ -462,7 +457,7 @@ fn run_task<K: Kernel>(
                 gate::<K>(case, stream, variant, own_seed, false)
             })?
         }
-        .map_err(|f| wrong(f, ""))?;
+        .map_err(|f| wrong_result::<K>(task.key, f, ""))?;
         error = verdict.error;
         emit(Event::Checked {
             task: index,
@@ -554,6 +549,14 @@ fn capture<K: Kernel>(
     Ok(graph)
 }
 
+/// A wrong result at `key`, and where in the task it showed (`when`).
+fn wrong_result<K: Kernel>(key: u64, failure: String, when: &str) -> Failure {
+    Failure::Out(
+        Stage::WrongResult,
+        format!("{failure} at {}={key}{when}", K::SPEC.key),
+    )
+}
+
 /// Whether a checked task whose timing gave `median_us` goes on to the checks after
 /// timing (the memory, the alternate cases, the further draws), `best_us` the
 /// fastest median this worker measured at the key so far.
@@ -603,8 +606,7 @@ fn gate<K: Kernel>(
     seed: u64,
     inspect: bool,
 ) -> Result<Result<Verdict, String>, Failure> {
-    case.randomize(stream, seed).map_err(preparing)?;
-    case.poison(stream).map_err(preparing)?;
+    prepare::<K>(case, stream, seed)?;
     first_launch::<K>(case, stream, variant)?;
     stream
         .synchronize()
@@ -627,12 +629,7 @@ fn check_in_full<K: Kernel>(
     variant: &Runnable<K::Params, K::Case>,
     samples: &timing::Samples,
 ) -> Result<(), Failure> {
-    let wrong = |failure: String, when: &str| {
-        Failure::Out(
-            Stage::WrongResult,
-            format!("{failure} at {}={key}{when}", K::SPEC.key),
-        )
-    };
+    let wrong = |failure: String, when: &str| wrong_result::<K>(key, failure, when);
     stream
         .synchronize()
         .map_err(|e| Failure::Out(Stage::Launch, format!("after timing: {e}")))?;
@@ -671,25 +668,32 @@ fn timed_gate<K: Kernel>(
     flush: &mut L2Flush,
     clock: &mut PhaseClock,
 ) -> Result<(Result<Verdict, String>, timing::Samples), Failure> {
-    clock.during(Part::Check, || {
-        case.randomize(stream, seed).map_err(preparing)?;
-        case.poison(stream).map_err(preparing)
-    })?;
+    clock.during(Part::Check, || prepare::<K>(case, stream, seed))?;
     let sample = clock.during(Part::Time, || {
-        let mut refused = None;
+        // The launch's own failure (refused arguments: unfit here) is kept; the
+        // message stands for the rest (the events, the flush, the synchronization).
+        let mut failed = None;
         timing::time_once(stream, Some(flush), &mut || {
-            launch::<K>(case, stream, variant).map_err(|e| {
-                refused = e.refused_arguments().map(str::to_string);
-                e.to_string()
+            first_launch::<K>(case, stream, variant).map_err(|failure| {
+                failed = Some(failure);
+                "the launch failed".to_string()
             })
         })
-        .map_err(|e| match refused.take() {
-            Some(reason) => Failure::Unfit(reason),
-            None => Failure::Out(Stage::Launch, e),
-        })
+        .map_err(|e| failed.take().unwrap_or(Failure::Out(Stage::Launch, e)))
     })?;
     let verdict = clock.during(Part::Check, || verify::<K>(case, stream, false))?;
     Ok((verdict, sample))
+}
+
+/// Fresh inputs from `seed` (put back where the case holds that draw) and poisoned
+/// outputs, before a checked launch.
+fn prepare<K: Kernel>(
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    seed: u64,
+) -> Result<(), Failure> {
+    case.randomize(stream, seed).map_err(preparing)?;
+    case.poison(stream).map_err(preparing)
 }
 
 /// The case could not be given its inputs or poisoned outputs.
