@@ -19,50 +19,12 @@ use autotune_runtime::random::fill_uniform;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/rmsnorm_reference.cu");
 
-/// PTX without its comments (nvcc's header names its build).
-fn code(ptx: &str) -> Vec<&str> {
-    ptx.lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect()
-}
-
 #[test]
 fn committed_ptx_is_what_nvcc_makes_of_the_source() {
-    let Some(nvcc) = toolkit::nvcc_or_skip() else {
-        return;
-    };
-    let made_by = REFERENCE_PTX
-        .lines()
-        .find_map(|line| line.strip_prefix("// Cuda compilation tools, "))
-        .expect("the PTX names the nvcc that made it");
-    let version = std::process::Command::new(&nvcc)
-        .arg("--version")
-        .output()
-        .unwrap();
-    if !String::from_utf8_lossy(&version.stdout).contains(made_by) {
-        autotune_build::skip(format!(
-            "{} is not the nvcc that made rmsnorm_reference.ptx ({made_by})",
-            nvcc.display()
-        ));
-        return;
-    }
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rmsnorm-reference");
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("rmsnorm_reference.ptx");
-    // The command in the source's header.
-    let status = std::process::Command::new(&nvcc)
-        .args(["-ptx", "-arch=compute_75", "-O3", "-o"])
-        .arg(&out)
-        .arg(SOURCE)
-        .status()
-        .unwrap();
-    assert!(status.success(), "nvcc failed on {SOURCE}");
-    let made = std::fs::read_to_string(&out).unwrap();
-    assert!(
-        code(&made) == code(REFERENCE_PTX),
-        "kernels/rmsnorm_reference.ptx is not what {} makes of rmsnorm_reference.cu: run the \
-         command in its header",
-        nvcc.display()
+    toolkit::assert_committed_ptx_is_current(
+        SOURCE,
+        REFERENCE_PTX,
+        "kernels/rmsnorm_reference.ptx",
     );
 }
 
