@@ -194,7 +194,7 @@ impl RmsNormCase {
         // hidden elements, weight hidden.
         unsafe { launch.launch(config) }?;
         let h = self.hidden;
-        for row in sampled_rows(self.n_rows, SAMPLED_ROWS) {
+        for row in sample_indices(self.n_rows, SAMPLED_ROWS) {
             let on_gpu = stream.clone_dtoh(&self.expected.slice(row * h..(row + 1) * h))?;
             let xs = &self.x.host()[row * h..(row + 1) * h];
             let on_cpu = row_reference(xs, self.weight.host(), self.eps);
@@ -215,18 +215,6 @@ const REFERENCE_THREADS: u32 = 256;
 /// and narrowing gives the same f32 or its neighbour (2^-23 apart, relative).
 fn agrees(gpu: f32, cpu: f64) -> bool {
     (f64::from(gpu) - cpu).abs() <= 2.5e-7 * cpu.abs()
-}
-
-/// `count` rows of `n_rows`: the first, the last and evenly spaced between, each
-/// once.
-fn sampled_rows(n_rows: usize, count: usize) -> Vec<usize> {
-    let mut rows: Vec<usize> = match (n_rows, count) {
-        (0, _) | (_, 0) => Vec::new(),
-        (_, 1) => vec![0],
-        _ => (0..count).map(|i| i * (n_rows - 1) / (count - 1)).collect(),
-    };
-    rows.dedup();
-    rows
 }
 
 /// [`reference`] on all cores, narrowed to f32 as each row is computed (the float64
@@ -333,14 +321,6 @@ fn row_reference<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_sampled_rows_take_the_first_and_the_last() {
-        assert_eq!(sampled_rows(1000, 4), [0, 333, 666, 999]);
-        assert_eq!(sampled_rows(3, 16), [0, 1, 2]);
-        assert_eq!(sampled_rows(1, 16), [0]);
-        assert_eq!(sampled_rows(0, 16), Vec::<usize>::new());
-    }
 
     #[test]
     fn the_gpu_reference_agrees_when_it_is_the_cpu_value_narrowed() {

@@ -20,6 +20,9 @@ use autotune_runtime::prelude::*;
 #[path = "topk_batched.rs"]
 pub mod batched;
 pub use batched::BatchedTopkCase;
+#[path = "topk_reference.rs"]
+pub mod reference;
+use reference::GpuScores;
 
 /// Query heads.
 pub const HEADS: usize = 64;
@@ -446,8 +449,8 @@ fn inspect_queries(
 
 /// Random query, weights and keys at one context length (drawn once per seed, kept
 /// on the device and put back by a copy before each check), and the check: the
-/// returned indices as a set against the CPU's scores (float64 over heads,
-/// computed once per draw).
+/// returned indices as a set against the scores (float64 over heads, computed once
+/// per draw: on the GPU, to the CPU's bits on sampled tokens, see [`reference`]).
 #[derive(Debug)]
 pub struct TopkCase {
     q: Input<bf16>,
@@ -456,8 +459,19 @@ pub struct TopkCase {
     out: Guarded<i32>,
     scratch: Guarded<u32>,
     n_ctx: usize,
+    /// `[0, n_ctx]` on the device, for the GPU's scores.
+    offsets: CudaSlice<u32>,
     host_out: Vec<i32>,
     scores: Reference<TopKScores>,
+    gpu: GpuScores,
+}
+
+impl TopkCase {
+    /// Whether the scores are computed on the GPU (until they differ from the
+    /// CPU's on a draw's sampled tokens).
+    pub fn reference_on_gpu(&self) -> bool {
+        self.gpu.in_use()
+    }
 }
 
 impl Case for TopkCase {
@@ -470,8 +484,13 @@ impl Case for TopkCase {
             out: Guarded::alloc(stream, TOP_K)?,
             scratch: Guarded::alloc(stream, scratch_len(n_ctx))?,
             n_ctx,
+            offsets: stream.clone_htod(&[
+                0,
+                u32::try_from(n_ctx).map_err(|_| format!("n_ctx = {key}"))?,
+            ])?,
             host_out: vec![0; TOP_K],
             scores: Reference::default(),
+            gpu: GpuScores::load(stream),
         })
     }
 
@@ -503,11 +522,13 @@ impl Case for TopkCase {
         stream.memcpy_dtoh(&*self.out, &mut self.host_out)?;
         let counts = stream.clone_dtoh(&self.scratch.slice(counts(self.n_ctx)))?;
         stream.synchronize()?;
-        let (q, weights, keys) = (self.q.host(), self.weights.host(), self.keys.host());
         let seed = self.q.seed().unwrap_or_default();
-        let scores = self
-            .scores
-            .for_draw(seed, || TopKScores::new(scores(q, weights, keys)));
+        let inputs = (&self.q, &self.weights, &self.keys);
+        let (gpu, offsets, n_ctx) = (&mut self.gpu, &self.offsets, self.n_ctx);
+        let scores = self.scores.try_for_draw(seed, || {
+            let mut queries = draw_scores(stream, gpu, inputs, offsets, &[n_ctx])?;
+            Ok::<_, CaseError>(queries.pop().unwrap_or_default())
+        })?;
         let verdict = scores.check(&self.host_out);
         if let Some(dirty) = counts.iter().position(|&c| c != 0) {
             return Ok(Verdict::failed(format!(
@@ -528,27 +549,76 @@ impl Case for TopkCase {
 
 /// `s_t = Σ_h w_h · relu(q_h · k_t)` on the CPU: dot products in f32 (exact
 /// products of bf16, summed in 16 partial sums, which the compiler keeps in
-/// vector registers), the sum over heads in f64.
+/// vector registers), the sum over heads in f64 ([`token_score`] for each key).
 pub fn scores(q: &[bf16], weights: &[f32], keys: &[bf16]) -> Vec<f64> {
     let q: Vec<f32> = q.iter().map(|v| v.to_f32()).collect();
     let n_ctx = keys.len() / DIM;
     parallel::map_ranges(n_ctx, 256, |tokens| {
-        let mut out = Vec::with_capacity(tokens.len());
-        let mut key = [0.0f32; DIM];
-        for t in tokens {
-            for (k, v) in key.iter_mut().zip(&keys[t * DIM..(t + 1) * DIM]) {
-                *k = v.to_f32();
-            }
-            let mut s = 0.0f64;
-            for (h, w) in weights.iter().enumerate() {
-                let dot = dot(&q[h * DIM..(h + 1) * DIM], &key);
-                s += f64::from(*w) * f64::from(dot.max(0.0));
-            }
-            out.push(s);
-        }
-        out
+        tokens
+            .map(|t| token_score(&q, weights, &keys[t * DIM..(t + 1) * DIM]))
+            .collect::<Vec<_>>()
     })
     .concat()
+}
+
+/// One key's score: for each head in order, `q_h · key` in [`LANES`] f32 partial
+/// sums ([`dot`], never fused), its relu times the head's weight added to an f64
+/// sum, each operation rounded on its own. `kernels/topk_reference.cu` does the
+/// same, to the bit.
+pub fn token_score(q: &[f32], weights: &[f32], key: &[bf16]) -> f64 {
+    let mut k = [0.0f32; DIM];
+    for (k, v) in k.iter_mut().zip(key) {
+        *k = v.to_f32();
+    }
+    let mut s = 0.0f64;
+    for (h, w) in weights.iter().enumerate() {
+        let dot = dot(&q[h * DIM..(h + 1) * DIM], &k);
+        s += f64::from(*w) * f64::from(dot.max(0.0));
+    }
+    s
+}
+
+/// Where each query's keys start: the running sums of `lengths`, from 0.
+fn starts(lengths: &[usize]) -> Vec<usize> {
+    lengths
+        .iter()
+        .scan(0, |at, &len| {
+            let start = *at;
+            *at += len;
+            Some(start)
+        })
+        .collect()
+}
+
+/// Each query's scores and its check's threshold, for the draw the inputs hold:
+/// `lengths[b]` keys for query `b` (`offsets` holds the running sums on the
+/// device). On the GPU where its scores are the CPU's on the sampled tokens
+/// ([`reference`]), on the CPU otherwise.
+fn draw_scores(
+    stream: &Arc<CudaStream>,
+    gpu: &mut GpuScores,
+    inputs: (&Input<bf16>, &Input<f32>, &Input<bf16>),
+    offsets: &CudaSlice<u32>,
+    lengths: &[usize],
+) -> Result<Vec<TopKScores>, CaseError> {
+    let starts = starts(lengths);
+    let keys_of = |b: usize| starts[b]..starts[b] + lengths[b];
+    if let Some(all) = gpu.scores(stream, inputs, offsets, lengths)? {
+        return Ok(parallel::map_indices(lengths.len(), |b| {
+            TopKScores::new(all[keys_of(b)].to_vec())
+        }));
+    }
+    let (q, weights, keys) = (inputs.0.host(), inputs.1.host(), inputs.2.host());
+    Ok((0..lengths.len())
+        .map(|b| {
+            let range = keys_of(b);
+            TopKScores::new(scores(
+                &q[b * HEADS * DIM..(b + 1) * HEADS * DIM],
+                &weights[b * HEADS..(b + 1) * HEADS],
+                &keys[range.start * DIM..range.end * DIM],
+            ))
+        })
+        .collect())
 }
 
 /// Partial sums of [`dot`].
@@ -719,5 +789,28 @@ mod tests {
         // 1000 twos, then any 1048 of the 3096 ones.
         let out: Vec<i32> = (0..1000).chain(3000..4048).collect();
         assert!(check_top_k(&scores, &out).passed());
+    }
+
+    #[test]
+    fn each_query_starts_where_the_one_before_ends() {
+        assert_eq!(starts(&[3, 0, 2, 5]), [0, 3, 3, 5]);
+        assert_eq!(starts(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_score_is_its_keys_scores_over_heads() {
+        // One head of weight 2 scoring 1 per key element, the others negative
+        // (their relu is 0): every key scores 2 * DIM.
+        let mut q = vec![-1.0f32; HEADS * DIM];
+        q[..DIM].iter_mut().for_each(|v| *v = 1.0);
+        let mut weights = vec![0.5f32; HEADS];
+        weights[0] = 2.0;
+        let key = vec![bf16::ONE; DIM];
+        assert_eq!(token_score(&q, &weights, &key), 2.0 * DIM as f64);
+        let qs: Vec<bf16> = q.iter().map(|&v| bf16::from_f32(v)).collect();
+        assert_eq!(
+            scores(&qs, &weights, &[key.clone(), key].concat()),
+            [256.0, 256.0]
+        );
     }
 }

@@ -7,8 +7,8 @@ use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
 use autotune_runtime::prelude::*;
 
 use super::{
-    DIM, FILTER_PER_BLOCK, FILTER_THREADS, HEADS, SELECT_SHARED, TOP_K, TopKScores, counts,
-    draw_queries, inspect_queries,
+    DIM, FILTER_PER_BLOCK, FILTER_THREADS, GpuScores, HEADS, SELECT_SHARED, TOP_K, TopKScores,
+    counts, draw_queries, draw_scores, inspect_queries,
 };
 
 /// The `u32`s of scratch a batch of `batch` queries of at most `max_len` keys
@@ -211,6 +211,7 @@ pub struct BatchedTopkCase {
     host_out: Vec<i32>,
     /// Each query's scores (and its check's threshold), once per draw.
     scores: Reference<Vec<TopKScores>>,
+    gpu: GpuScores,
 }
 
 impl BatchedTopkCase {
@@ -234,7 +235,14 @@ impl BatchedTopkCase {
             max_len,
             host_out: vec![0; batch * TOP_K],
             scores: Reference::default(),
+            gpu: GpuScores::load(stream),
         })
+    }
+
+    /// Whether the scores are computed on the GPU (until they differ from the
+    /// CPU's on a draw's sampled tokens).
+    pub fn reference_on_gpu(&self) -> bool {
+        self.gpu.in_use()
     }
 
     /// Where each query's histograms and counters lie in the scratch (they must be
@@ -312,21 +320,11 @@ impl Case for BatchedTopkCase {
             )));
         }
         let seed = self.q.seed().unwrap_or_default();
-        let (q, weights, keys) = (self.q.host(), self.weights.host(), self.keys.host());
-        let lengths = &self.lengths;
-        let queries = self.scores.for_draw(seed, || {
-            let mut first = 0;
-            let mut all = Vec::with_capacity(lengths.len());
-            for (b, &len) in lengths.iter().enumerate() {
-                all.push(TopKScores::new(super::scores(
-                    &q[b * HEADS * DIM..(b + 1) * HEADS * DIM],
-                    &weights[b * HEADS..(b + 1) * HEADS],
-                    &keys[first * DIM..(first + len) * DIM],
-                )));
-                first += len;
-            }
-            all
-        });
+        let inputs = (&self.q, &self.weights, &self.keys);
+        let (gpu, offsets, lengths) = (&mut self.gpu, &self.offsets, &self.lengths);
+        let queries = self
+            .scores
+            .try_for_draw(seed, || draw_scores(stream, gpu, inputs, offsets, lengths))?;
         let host_out = &self.host_out;
         let verdicts = parallel::map_indices(lengths.len(), |b| {
             let (len, out) = (lengths[b], &host_out[b * TOP_K..(b + 1) * TOP_K]);

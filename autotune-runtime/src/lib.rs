@@ -49,7 +49,7 @@ pub use vendor::{Vendor, VendorCase, VendorSpec};
 pub mod prelude {
     pub use crate::case::{
         Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, compare_blocks,
-        inputs_phase, reference_phase,
+        inputs_phase, reference_phase, sample_indices,
     };
     pub use crate::device_kernels::DeviceKernels;
     pub use crate::error::CaseError;
