@@ -192,8 +192,9 @@ fn take_all_mismatches(len: usize, out: &[i32]) -> u64 {
 
 /// A batch of queries (`batch` from the shape, 1 without) with their own
 /// contexts ([`lengths`]), drawn once per seed and kept on the device, and the
-/// check: each query's indices against the CPU's scores of its own context
-/// ([`TopKScores::check`]), computed once per draw, and each query's
+/// check: each query's indices against the scores of its own context
+/// ([`TopKScores::check`]), computed once per draw (on the GPU, to the CPU's bits
+/// on sampled tokens: [`reference`](super::reference)), and each query's
 /// histograms and counters left zero.
 #[derive(Debug)]
 pub struct BatchedTopkCase {
