@@ -450,7 +450,8 @@ fn inspect_queries(
 /// Random query, weights and keys at one context length (drawn once per seed, kept
 /// on the device and put back by a copy before each check), and the check: the
 /// returned indices as a set against the scores (float64 over heads, computed once
-/// per draw: on the GPU, to the CPU's bits on sampled tokens, see [`reference`]).
+/// per draw: on the GPU, to the CPU's bits on sampled tokens, see
+/// [`reference`](mod@reference)).
 #[derive(Debug)]
 pub struct TopkCase {
     q: Input<bf16>,
@@ -561,10 +562,11 @@ pub fn scores(q: &[bf16], weights: &[f32], keys: &[bf16]) -> Vec<f64> {
     .concat()
 }
 
-/// One key's score: for each head in order, `q_h · key` in [`LANES`] f32 partial
-/// sums ([`dot`], never fused), its relu times the head's weight added to an f64
-/// sum, each operation rounded on its own. `kernels/topk_reference.cu` does the
-/// same, to the bit.
+/// One key's score: for each head in order, `q_h · key` in 16 f32 partial sums
+/// (lane `l` adds the products of elements `l`, `l + 16`, ..., the lanes then added
+/// in order), its relu times the head's weight added to an f64 sum, each operation
+/// rounded on its own (never fused). `kernels/topk_reference.cu` does the same, to
+/// the bit.
 pub fn token_score(q: &[f32], weights: &[f32], key: &[bf16]) -> f64 {
     let mut k = [0.0f32; DIM];
     for (k, v) in k.iter_mut().zip(key) {
@@ -593,7 +595,7 @@ fn starts(lengths: &[usize]) -> Vec<usize> {
 /// Each query's scores and its check's threshold, for the draw the inputs hold:
 /// `lengths[b]` keys for query `b` (`offsets` holds the running sums on the
 /// device). On the GPU where its scores are the CPU's on the sampled tokens
-/// ([`reference`]), on the CPU otherwise.
+/// ([`reference`](mod@reference)), on the CPU otherwise.
 fn draw_scores(
     stream: &Arc<CudaStream>,
     gpu: &mut GpuScores,

@@ -194,7 +194,7 @@ fn take_all_mismatches(len: usize, out: &[i32]) -> u64 {
 /// contexts ([`lengths`]), drawn once per seed and kept on the device, and the
 /// check: each query's indices against the scores of its own context
 /// ([`TopKScores::check`]), computed once per draw (on the GPU, to the CPU's bits
-/// on sampled tokens: [`reference`](super::reference)), and each query's
+/// on sampled tokens: [`reference`](mod@super::reference)), and each query's
 /// histograms and counters left zero.
 #[derive(Debug)]
 pub struct BatchedTopkCase {
