@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[path = "fixtures/device.rs"]
+mod device;
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
@@ -12,7 +14,7 @@ use std::sync::Arc;
 
 use autotune_build::timing::{Flush, L2Flush};
 use autotune_runtime::case::{Element, compare, compare_blocks};
-use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
+use autotune_runtime::cudarc::driver::CudaStream;
 use autotune_runtime::device_kernels::{DeviceElement, DeviceKernels, PTX};
 use autotune_runtime::guard::describe_changes;
 use autotune_runtime::half::{bf16, f16};
@@ -36,13 +38,7 @@ fn committed_ptx_is_what_nvcc_makes_of_the_source() {
 
 /// The GPU's stream and the runtime's kernels on it, or the test's skip.
 fn kernels() -> Option<(Arc<CudaStream>, Arc<DeviceKernels>)> {
-    let ctx: Arc<CudaContext> = match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            return None;
-        }
-    };
+    let ctx = device::open_or_skip()?;
     let stream = ctx.default_stream();
     let kernels = DeviceKernels::get(&stream);
     assert!(

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[path = "fixtures/device.rs"]
+mod device;
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
@@ -30,12 +32,8 @@ fn committed_ptx_is_what_nvcc_makes_of_the_source() {
 
 #[test]
 fn the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it() {
-    let ctx = match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            return;
-        }
+    let Some(ctx) = device::open_or_skip() else {
+        return;
     };
     let stream = ctx.default_stream();
     let function = ctx

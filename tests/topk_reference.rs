@@ -5,14 +5,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[path = "fixtures/device.rs"]
+mod device;
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
 use autotune_kernels::topk::reference::{PTX, ScoresKernel};
 use autotune_kernels::topk::{self, BatchedTopkCase, DIM, HEADS, TopkCase};
+use autotune_runtime::cudarc::driver::CudaStream;
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
 use autotune_runtime::{Case, Shape};
+use std::sync::Arc;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/topk_reference.cu");
 
@@ -23,12 +27,8 @@ fn committed_ptx_is_what_nvcc_makes_of_the_source() {
 
 #[test]
 fn the_gpu_scores_are_the_cpu_scores_to_the_bit_and_the_cases_use_them() {
-    let ctx = match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            return;
-        }
+    let Some(ctx) = device::open_or_skip() else {
+        return;
     };
     let stream = ctx.default_stream();
     let kernel = ScoresKernel::load(&ctx).expect("the PTX loads (a CUDA 13 driver)");
@@ -82,26 +82,25 @@ fn the_gpu_scores_are_the_cpu_scores_to_the_bit_and_the_cases_use_them() {
 
     // The cases: the GPU computes their scores, which are the CPU's on the sampled
     // tokens of the draw, so it keeps doing so; poisoned outputs fail the check.
-    let mut case = TopkCase::new(&stream, 16_384).unwrap();
-    assert!(case.reference_on_gpu());
-    case.randomize(&stream, 5).unwrap();
-    case.poison(&stream).unwrap();
-    let verdict = case.check(&stream).unwrap();
-    assert!(!verdict.passed(), "{verdict:?}");
-    assert!(
-        case.reference_on_gpu(),
-        "the GPU's scores differed from the CPU's"
+    uses_the_gpu(
+        &stream,
+        TopkCase::new(&stream, 16_384).unwrap(),
+        TopkCase::reference_on_gpu,
     );
+    uses_the_gpu(
+        &stream,
+        BatchedTopkCase::with_shape(&stream, 16_384, &Shape::new(&["batch"], &[4])).unwrap(),
+        BatchedTopkCase::reference_on_gpu,
+    );
+}
 
-    let mut batched =
-        BatchedTopkCase::with_shape(&stream, 16_384, &Shape::new(&["batch"], &[4])).unwrap();
-    assert!(batched.reference_on_gpu());
-    batched.randomize(&stream, 6).unwrap();
-    batched.poison(&stream).unwrap();
-    let verdict = batched.check(&stream).unwrap();
+/// `case` computes its scores on the GPU before and after checking a draw (so
+/// they were the CPU's on its sampled tokens), and its poisoned output fails.
+fn uses_the_gpu<C: Case>(stream: &Arc<CudaStream>, mut case: C, on_gpu: fn(&C) -> bool) {
+    assert!(on_gpu(&case));
+    case.randomize(stream, 5).unwrap();
+    case.poison(stream).unwrap();
+    let verdict = case.check(stream).unwrap();
     assert!(!verdict.passed(), "{verdict:?}");
-    assert!(
-        batched.reference_on_gpu(),
-        "the GPU's scores differed from the CPU's"
-    );
+    assert!(on_gpu(&case), "the GPU's scores differed from the CPU's");
 }
