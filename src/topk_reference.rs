@@ -59,10 +59,10 @@ impl ScoresKernel {
             )
             .into());
         }
-        let mut out = stream.alloc_zeros::<f64>(total)?;
         if total == 0 {
             return Ok(Vec::new());
         }
+        let mut out = stream.alloc_zeros::<f64>(total)?;
         let blocks = u32::try_from(longest.div_ceil(THREADS as usize))
             .map_err(|_| format!("a context of {longest} keys"))?;
         let queries = u32::try_from(batch).map_err(|_| format!("{batch} queries"))?;
