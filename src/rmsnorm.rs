@@ -4,8 +4,7 @@
 //! block and 16-byte loads in flight per thread over row counts from 4 MiB to
 //! 512 MiB of input, at the hidden size of 7B–70B models (4096).
 
-use autotune_runtime::cudarc::driver::{CudaFunction, PinnedHostSlice};
-use autotune_runtime::cudarc::nvrtc::Ptx;
+use autotune_runtime::cudarc::driver::PinnedHostSlice;
 use autotune_runtime::prelude::*;
 
 /// The row width the sweep tunes at.
@@ -106,7 +105,7 @@ pub struct RmsNormCase {
     expected_seed: Option<u64>,
     host_out: PinnedHostSlice<bf16>,
     /// `rmsnorm_reference`, while it has not disagreed with the CPU.
-    gpu_reference: Option<CudaFunction>,
+    gpu_reference: GpuReference,
 }
 
 impl RmsNormCase {
@@ -114,11 +113,6 @@ impl RmsNormCase {
         let n_rows = usize::try_from(key).map_err(|_| format!("{key} rows"))?;
         let elements = n_rows * hidden;
         let ctx = stream.context();
-        // A driver that cannot load the PTX leaves the reference to the CPU.
-        let gpu_reference = ctx
-            .load_module(Ptx::from_src(REFERENCE_PTX))
-            .and_then(|module| module.load_function("rmsnorm_reference"))
-            .ok();
         Ok(Self {
             x: Input::alloc(stream, elements)?,
             weight: Input::alloc(stream, hidden)?,
@@ -130,14 +124,14 @@ impl RmsNormCase {
             expected_seed: None,
             // SAFETY: written (memcpy_dtoh) before it is read.
             host_out: unsafe { ctx.alloc_pinned(elements) }?,
-            gpu_reference,
+            gpu_reference: GpuReference::load(ctx, REFERENCE_PTX, "rmsnorm_reference"),
         })
     }
 
     /// Whether the reference is computed on the GPU (until it disagrees with the
     /// CPU on a draw's sampled rows).
     pub fn reference_on_gpu(&self) -> bool {
-        self.gpu_reference.is_some()
+        self.gpu_reference.in_use()
     }
 
     /// The reference of the current draw on the device, computed once per draw.
@@ -164,7 +158,7 @@ impl RmsNormCase {
     /// the sampled rows.
     fn expected_on_gpu(&mut self, stream: &Arc<CudaStream>) -> Result<bool, CaseError> {
         let (Some(function), Some(x), Some(weight)) = (
-            self.gpu_reference.clone(),
+            self.gpu_reference.function().cloned(),
             self.x.pristine(),
             self.weight.pristine(),
         ) else {
@@ -199,7 +193,7 @@ impl RmsNormCase {
             let xs = &self.x.host()[row * h..(row + 1) * h];
             let on_cpu = row_reference(xs, self.weight.host(), self.eps);
             if !on_gpu.iter().zip(on_cpu).all(|(&g, c)| agrees(g, c)) {
-                self.gpu_reference = None;
+                self.gpu_reference.distrust();
                 return Ok(false);
             }
         }

@@ -5,7 +5,6 @@
 //! it up (back to the CPU) at the first that differs.
 
 use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
-use autotune_runtime::cudarc::nvrtc::Ptx;
 use autotune_runtime::prelude::*;
 
 use super::{DIM, HEADS, token_score};
@@ -17,6 +16,9 @@ pub const PTX: &str = include_str!("../kernels/topk_reference.ptx");
 /// GPU's scores of a draw are used (the first, the last and evenly spaced between).
 pub const SAMPLED_TOKENS: usize = 256;
 
+/// The kernel's name in [`PTX`].
+const ENTRY: &str = "topk_scores_reference";
+
 /// Threads per block of `topk_scores_reference` (`THREADS` there).
 const THREADS: u32 = 128;
 
@@ -27,8 +29,7 @@ pub struct ScoresKernel(CudaFunction);
 impl ScoresKernel {
     /// Loads [`PTX`] on `ctx` (a driver that cannot load it gives the error).
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self, DriverError> {
-        let module = ctx.load_module(Ptx::from_src(PTX))?;
-        Ok(Self(module.load_function("topk_scores_reference")?))
+        Ok(Self(GpuReference::try_load(ctx, PTX, ENTRY)?))
     }
 
     /// Every query's scores, concatenated: query `b` has `lengths[b]` keys, from key
@@ -89,17 +90,17 @@ impl ScoresKernel {
 
 /// A case's scores on the GPU, while they have not differed from the CPU's.
 #[derive(Debug)]
-pub(super) struct GpuScores(Option<ScoresKernel>);
+pub(super) struct GpuScores(GpuReference);
 
 impl GpuScores {
     /// The kernel on `stream`'s context; none (the CPU computes) where it cannot
     /// load.
     pub(super) fn load(stream: &Arc<CudaStream>) -> Self {
-        Self(ScoresKernel::load(stream.context()).ok())
+        Self(GpuReference::load(stream.context(), PTX, ENTRY))
     }
 
     pub(super) fn in_use(&self) -> bool {
-        self.0.is_some()
+        self.0.in_use()
     }
 
     /// Every query's scores of the draw the inputs hold, concatenated (as
@@ -113,12 +114,15 @@ impl GpuScores {
         offsets: &CudaSlice<u32>,
         lengths: &[usize],
     ) -> Result<Option<Vec<f64>>, CaseError> {
-        let (Some(kernel), Some(dq), Some(dw), Some(dk)) =
-            (&self.0, q.pristine(), weights.pristine(), keys.pristine())
-        else {
+        let (Some(function), Some(dq), Some(dw), Some(dk)) = (
+            self.0.function(),
+            q.pristine(),
+            weights.pristine(),
+            keys.pristine(),
+        ) else {
             return Ok(None);
         };
-        let all = kernel.scores(stream, (dq, dw, dk), offsets, lengths)?;
+        let all = ScoresKernel(function.clone()).scores(stream, (dq, dw, dk), offsets, lengths)?;
         let (q, weights, keys) = (q.host(), weights.host(), keys.host());
         let starts = super::starts(lengths);
         let differs = parallel::map_indices(lengths.len(), |b| {
@@ -136,7 +140,7 @@ impl GpuScores {
                 })
         });
         if differs.contains(&true) {
-            self.0 = None;
+            self.0.distrust();
             return Ok(None);
         }
         Ok(Some(all))

@@ -19,6 +19,7 @@ pub mod device_kernels;
 pub mod dispatch;
 pub mod error;
 pub mod gpu;
+pub mod gpu_reference;
 pub mod guard;
 pub mod input;
 pub mod kernel;
@@ -53,6 +54,7 @@ pub mod prelude {
     };
     pub use crate::device_kernels::DeviceKernels;
     pub use crate::error::CaseError;
+    pub use crate::gpu_reference::GpuReference;
     pub use crate::guard::{Guarded, Inspection, poison};
     pub use crate::input::Input;
     pub use crate::parallel;
