@@ -20,6 +20,9 @@ use autotune_runtime::prelude::*;
 #[path = "topk_batched.rs"]
 pub mod batched;
 pub use batched::BatchedTopkCase;
+#[path = "topk_reference.rs"]
+pub mod reference;
+use reference::GpuScores;
 
 /// Query heads.
 pub const HEADS: usize = 64;
@@ -421,10 +424,34 @@ pub fn topk_indexer_batched(
     )
 }
 
+/// A case's queries, head weights and keys (the one query's or a batch's):
+/// uniform in [-1, 1], the weights mostly positive with some negative, as learned
+/// ones are; each seed drawn once per buffer ([`Input::draw`]).
+fn draw_queries(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    (q, weights, keys): (&mut Input<bf16>, &mut Input<f32>, &mut Input<bf16>),
+) -> Result<(), CaseError> {
+    q.draw(stream, seed, |q| fill_uniform(q, seed, -1.0, 1.0))?;
+    keys.draw(stream, seed, |k| fill_uniform(k, seed ^ 1, -1.0, 1.0))?;
+    weights.draw(stream, seed, |w| fill_uniform(w, seed ^ 2, -0.25, 1.0))
+}
+
+/// For [`Case::inspect`]: the queries, weights and keys still hold their draw.
+fn inspect_queries(
+    memory: &mut Inspection,
+    (q, weights, keys): (&Input<bf16>, &Input<f32>, &Input<bf16>),
+) -> Result<(), CaseError> {
+    q.inspect("q", memory)?;
+    weights.inspect("weights", memory)?;
+    keys.inspect("keys", memory)
+}
+
 /// Random query, weights and keys at one context length (drawn once per seed, kept
 /// on the device and put back by a copy before each check), and the check: the
-/// returned indices as a set against the CPU's scores (float64 over heads,
-/// computed once per draw).
+/// returned indices as a set against the scores (float64 over heads, computed once
+/// per draw: on the GPU, to the CPU's bits on sampled tokens, see
+/// [`reference`](mod@reference)).
 #[derive(Debug)]
 pub struct TopkCase {
     q: Input<bf16>,
@@ -433,8 +460,19 @@ pub struct TopkCase {
     out: Guarded<i32>,
     scratch: Guarded<u32>,
     n_ctx: usize,
+    /// `[0, n_ctx]` on the device, for the GPU's scores.
+    offsets: CudaSlice<u32>,
     host_out: Vec<i32>,
-    scores: Reference,
+    scores: Reference<TopKScores>,
+    gpu: GpuScores,
+}
+
+impl TopkCase {
+    /// Whether the scores are computed on the GPU (until they differ from the
+    /// CPU's on a draw's sampled tokens).
+    pub fn reference_on_gpu(&self) -> bool {
+        self.gpu.in_use()
+    }
 }
 
 impl Case for TopkCase {
@@ -447,19 +485,22 @@ impl Case for TopkCase {
             out: Guarded::alloc(stream, TOP_K)?,
             scratch: Guarded::alloc(stream, scratch_len(n_ctx))?,
             n_ctx,
+            offsets: stream.clone_htod(&[
+                0,
+                u32::try_from(n_ctx).map_err(|_| format!("n_ctx = {key}"))?,
+            ])?,
             host_out: vec![0; TOP_K],
             scores: Reference::default(),
+            gpu: GpuScores::load(stream),
         })
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
-        self.q
-            .draw(stream, seed, |q| fill_uniform(q, seed, -1.0, 1.0))?;
-        self.keys
-            .draw(stream, seed, |k| fill_uniform(k, seed ^ 1, -1.0, 1.0))?;
-        // Mostly positive head weights, some negative, as learned ones are.
-        self.weights
-            .draw(stream, seed, |w| fill_uniform(w, seed ^ 2, -0.25, 1.0))
+        draw_queries(
+            stream,
+            seed,
+            (&mut self.q, &mut self.weights, &mut self.keys),
+        )
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
@@ -475,19 +516,21 @@ impl Case for TopkCase {
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("out", &self.out)?;
         memory.output("scratch", &self.scratch)?;
-        self.q.inspect("q", memory)?;
-        self.weights.inspect("weights", memory)?;
-        self.keys.inspect("keys", memory)
+        inspect_queries(memory, (&self.q, &self.weights, &self.keys))
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
         stream.memcpy_dtoh(&*self.out, &mut self.host_out)?;
         let counts = stream.clone_dtoh(&self.scratch.slice(counts(self.n_ctx)))?;
         stream.synchronize()?;
-        let (q, weights, keys) = (self.q.host(), self.weights.host(), self.keys.host());
         let seed = self.q.seed().unwrap_or_default();
-        let scores = self.scores.for_draw(seed, || scores(q, weights, keys));
-        let verdict = check_top_k(scores, &self.host_out);
+        let inputs = (&self.q, &self.weights, &self.keys);
+        let (gpu, offsets, n_ctx) = (&mut self.gpu, &self.offsets, self.n_ctx);
+        let scores = self.scores.try_for_draw(seed, || {
+            let mut queries = draw_scores(stream, gpu, inputs, offsets, &[n_ctx])?;
+            Ok::<_, CaseError>(queries.pop().unwrap_or_default())
+        })?;
+        let verdict = scores.check(&self.host_out);
         if let Some(dirty) = counts.iter().position(|&c| c != 0) {
             return Ok(Verdict::failed(format!(
                 "the call left scratch count {dirty} non-zero"
@@ -506,91 +549,211 @@ impl Case for TopkCase {
 }
 
 /// `s_t = Σ_h w_h · relu(q_h · k_t)` on the CPU: dot products in f32 (exact
-/// products of bf16), the sum over heads in f64.
+/// products of bf16, summed in 16 partial sums, which the compiler keeps in
+/// vector registers), the sum over heads in f64 ([`token_score`] for each key).
 pub fn scores(q: &[bf16], weights: &[f32], keys: &[bf16]) -> Vec<f64> {
     let q: Vec<f32> = q.iter().map(|v| v.to_f32()).collect();
     let n_ctx = keys.len() / DIM;
     parallel::map_ranges(n_ctx, 256, |tokens| {
-        let mut out = Vec::with_capacity(tokens.len());
-        let mut key = [0.0f32; DIM];
-        for t in tokens {
-            for (k, v) in key.iter_mut().zip(&keys[t * DIM..(t + 1) * DIM]) {
-                *k = v.to_f32();
-            }
-            let mut s = 0.0f64;
-            for (h, w) in weights.iter().enumerate() {
-                let dot: f32 = q[h * DIM..(h + 1) * DIM]
-                    .iter()
-                    .zip(&key)
-                    .map(|(a, b)| a * b)
-                    .sum();
-                s += f64::from(*w) * f64::from(dot.max(0.0));
-            }
-            out.push(s);
-        }
-        out
+        tokens
+            .map(|t| token_score(&q, weights, &keys[t * DIM..(t + 1) * DIM]))
+            .collect::<Vec<_>>()
     })
     .concat()
 }
 
-/// Checks `out` as the set of the [`TOP_K`] largest `scores`. Scores within a
-/// small tolerance of the k-th largest are interchangeable (f32 rounding and ties):
-/// every index must be distinct, in range and not clearly below the k-th score,
-/// and every index clearly above it must be present. The error is the fraction of
-/// the k places that violate this (tolerance 0).
-pub fn check_top_k(scores: &[f64], out: &[i32]) -> Verdict {
-    let n = scores.len();
-    let k = TOP_K.min(n);
-    let mut sorted = scores.to_vec();
-    sorted.select_nth_unstable_by(n - k, f64::total_cmp);
-    let kth = sorted[n - k];
-    let max = scores.iter().fold(0.0f64, |m, s| m.max(s.abs()));
-    let eps = 1e-4 * max + 1e-6;
-    let mut seen = vec![false; n];
-    let mut violations = 0usize;
-    let mut first: Option<String> = None;
-    let note = |what: String, first: &mut Option<String>| {
-        if first.is_none() {
-            *first = Some(what);
+/// One key's score: for each head in order, `q_h · key` in 16 f32 partial sums
+/// (lane `l` adds the products of elements `l`, `l + 16`, ..., the lanes then added
+/// in order), its relu times the head's weight added to an f64 sum, each operation
+/// rounded on its own (never fused). `kernels/topk_reference.cu` does the same, to
+/// the bit.
+pub fn token_score(q: &[f32], weights: &[f32], key: &[bf16]) -> f64 {
+    let mut k = [0.0f32; DIM];
+    for (k, v) in k.iter_mut().zip(key) {
+        *k = v.to_f32();
+    }
+    let mut s = 0.0f64;
+    for (h, w) in weights.iter().enumerate() {
+        let dot = dot(&q[h * DIM..(h + 1) * DIM], &k);
+        s += f64::from(*w) * f64::from(dot.max(0.0));
+    }
+    s
+}
+
+/// Where each query's keys start: the running sums of `lengths`, from 0.
+fn starts(lengths: &[usize]) -> Vec<usize> {
+    lengths
+        .iter()
+        .scan(0, |at, &len| {
+            let start = *at;
+            *at += len;
+            Some(start)
+        })
+        .collect()
+}
+
+/// Each query's scores and its check's threshold, for the draw the inputs hold:
+/// `lengths[b]` keys for query `b` (`offsets` holds the running sums on the
+/// device). On the GPU where its scores are the CPU's on the sampled tokens
+/// ([`reference`](mod@reference)), on the CPU otherwise.
+fn draw_scores(
+    stream: &Arc<CudaStream>,
+    gpu: &mut GpuScores,
+    inputs: (&Input<bf16>, &Input<f32>, &Input<bf16>),
+    offsets: &CudaSlice<u32>,
+    lengths: &[usize],
+) -> Result<Vec<TopKScores>, CaseError> {
+    let starts = starts(lengths);
+    let keys_of = |b: usize| starts[b]..starts[b] + lengths[b];
+    if let Some(all) = gpu.scores(stream, inputs, offsets, lengths)? {
+        return Ok(parallel::map_indices(lengths.len(), |b| {
+            TopKScores::new(all[keys_of(b)].to_vec())
+        }));
+    }
+    let (q, weights, keys) = (inputs.0.host(), inputs.1.host(), inputs.2.host());
+    Ok((0..lengths.len())
+        .map(|b| {
+            let range = keys_of(b);
+            TopKScores::new(scores(
+                &q[b * HEADS * DIM..(b + 1) * HEADS * DIM],
+                &weights[b * HEADS..(b + 1) * HEADS],
+                &keys[range.start * DIM..range.end * DIM],
+            ))
+        })
+        .collect())
+}
+
+/// Partial sums of [`dot`].
+const LANES: usize = 16;
+
+/// `a · b` for a [`DIM`]-long pair, in [`LANES`] partial sums added at the end.
+fn dot(a: &[f32], b: &[f32; DIM]) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    for (x, y) in a.chunks_exact(LANES).zip(b.chunks_exact(LANES)) {
+        for lane in 0..LANES {
+            lanes[lane] += x[lane] * y[lane];
         }
-    };
-    for (slot, &index) in out.iter().take(k).enumerate() {
-        let Some(i) = usize::try_from(index).ok().filter(|&i| i < n) else {
-            violations += 1;
-            note(format!("out[{slot}] = {index} is not an index"), &mut first);
-            continue;
+    }
+    lanes.iter().sum()
+}
+
+/// One query's scores with what its check needs from them alone, computed once per
+/// draw: the k-th largest, the tolerance around it, and the indices clearly above
+/// it (each must be in a right answer). Checking a launch's indices against them
+/// then takes the [`TOP_K`] indices' time, not a selection over the context's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopKScores {
+    scores: Vec<f64>,
+    kth: f64,
+    eps: f64,
+    above: Vec<usize>,
+}
+
+impl TopKScores {
+    /// Scores within a small tolerance of the k-th largest are interchangeable (f32
+    /// rounding and ties): `1e-4` of the largest magnitude, plus `1e-6`.
+    pub fn new(scores: Vec<f64>) -> Self {
+        let n = scores.len();
+        if n == 0 {
+            return Self::default();
+        }
+        let k = TOP_K.min(n);
+        let mut sorted = scores.clone();
+        sorted.select_nth_unstable_by(n - k, f64::total_cmp);
+        let kth = sorted[n - k];
+        let max = scores.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+        let eps = 1e-4 * max + 1e-6;
+        let above = (0..n).filter(|&i| scores[i] > kth + eps).collect();
+        Self {
+            scores,
+            kth,
+            eps,
+            above,
+        }
+    }
+
+    /// The scores.
+    pub fn scores(&self) -> &[f64] {
+        &self.scores
+    }
+
+    /// Checks `out` as the set of the [`TOP_K`] largest scores: every index must be
+    /// distinct, in range and not clearly below the k-th score, and every index
+    /// clearly above it must be present. The error is the fraction of the k places
+    /// that violate this (tolerance 0).
+    pub fn check(&self, out: &[i32]) -> Verdict {
+        let n = self.scores.len();
+        let k = TOP_K.min(n);
+        let (kth, eps) = (self.kth, self.eps);
+        let mut seen = Bitmap::new(n);
+        let mut violations = 0usize;
+        let mut first: Option<String> = None;
+        let note = |what: String, first: &mut Option<String>| {
+            if first.is_none() {
+                *first = Some(what);
+            }
         };
-        if std::mem::replace(&mut seen[i], true) {
-            violations += 1;
-            note(format!("index {i} appears twice"), &mut first);
-        } else if scores[i] < kth - eps {
-            violations += 1;
+        for (slot, &index) in out.iter().take(k).enumerate() {
+            let Some(i) = usize::try_from(index).ok().filter(|&i| i < n) else {
+                violations += 1;
+                note(format!("out[{slot}] = {index} is not an index"), &mut first);
+                continue;
+            };
+            if !seen.insert(i) {
+                violations += 1;
+                note(format!("index {i} appears twice"), &mut first);
+            } else if self.scores[i] < kth - eps {
+                violations += 1;
+                note(
+                    format!(
+                        "index {i} scores {:.6} < the k-th score {kth:.6}",
+                        self.scores[i]
+                    ),
+                    &mut first,
+                );
+            }
+        }
+        let missing = self.above.iter().filter(|&&i| !seen.contains(i)).count();
+        if missing > 0 {
+            violations += missing;
             note(
-                format!(
-                    "index {i} scores {:.6} < the k-th score {kth:.6}",
-                    scores[i]
-                ),
+                format!("{missing} indices scoring above the k-th score {kth:.6} are missing"),
                 &mut first,
             );
         }
+        let verdict = Verdict::mismatches(violations as u64, k as u64, 0.0);
+        match first {
+            Some(detail) => verdict.with_detail(detail),
+            None => verdict,
+        }
     }
-    let missing = scores
-        .iter()
-        .enumerate()
-        .filter(|&(i, &s)| s > kth + eps && !seen[i])
-        .count();
-    if missing > 0 {
-        violations += missing;
-        note(
-            format!("{missing} indices scoring above the k-th score {kth:.6} are missing"),
-            &mut first,
-        );
+}
+
+/// A set of indices below `n`, one bit each.
+struct Bitmap(Vec<u64>);
+
+impl Bitmap {
+    fn new(n: usize) -> Self {
+        Self(vec![0; n.div_ceil(64)])
     }
-    let verdict = Verdict::mismatches(violations as u64, k as u64, 0.0);
-    match first {
-        Some(detail) => verdict.with_detail(detail),
-        None => verdict,
+
+    /// Adds `i`; `false` when it was there already.
+    fn insert(&mut self, i: usize) -> bool {
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        let fresh = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        fresh
     }
+
+    fn contains(&self, i: usize) -> bool {
+        self.0[i / 64] & (1u64 << (i % 64)) != 0
+    }
+}
+
+/// Checks `out` as the set of the [`TOP_K`] largest `scores` ([`TopKScores::check`];
+/// a check repeated on the same scores keeps a [`TopKScores`] instead).
+pub fn check_top_k(scores: &[f64], out: &[i32]) -> Verdict {
+    TopKScores::new(scores.to_vec()).check(out)
 }
 
 #[cfg(test)]
@@ -628,5 +791,28 @@ mod tests {
         // 1000 twos, then any 1048 of the 3096 ones.
         let out: Vec<i32> = (0..1000).chain(3000..4048).collect();
         assert!(check_top_k(&scores, &out).passed());
+    }
+
+    #[test]
+    fn each_query_starts_where_the_one_before_ends() {
+        assert_eq!(starts(&[3, 0, 2, 5]), [0, 3, 3, 5]);
+        assert_eq!(starts(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_score_is_its_keys_scores_over_heads() {
+        // One head of weight 2 scoring 1 per key element, the others negative
+        // (their relu is 0): every key scores 2 * DIM.
+        let mut q = vec![-1.0f32; HEADS * DIM];
+        q[..DIM].iter_mut().for_each(|v| *v = 1.0);
+        let mut weights = vec![0.5f32; HEADS];
+        weights[0] = 2.0;
+        let key = vec![bf16::ONE; DIM];
+        assert_eq!(token_score(&q, &weights, &key), 2.0 * DIM as f64);
+        let qs: Vec<bf16> = q.iter().map(|&v| bf16::from_f32(v)).collect();
+        assert_eq!(
+            scores(&qs, &weights, &[key.clone(), key].concat()),
+            [256.0, 256.0]
+        );
     }
 }

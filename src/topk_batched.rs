@@ -7,7 +7,8 @@ use autotune_runtime::cudarc::driver::{CudaFunction, CudaSlice};
 use autotune_runtime::prelude::*;
 
 use super::{
-    DIM, FILTER_PER_BLOCK, FILTER_THREADS, HEADS, SELECT_SHARED, TOP_K, check_top_k, counts,
+    DIM, FILTER_PER_BLOCK, FILTER_THREADS, GpuScores, HEADS, SELECT_SHARED, TOP_K, TopKScores,
+    counts, draw_queries, draw_scores, inspect_queries,
 };
 
 /// The `u32`s of scratch a batch of `batch` queries of at most `max_len` keys
@@ -191,8 +192,9 @@ fn take_all_mismatches(len: usize, out: &[i32]) -> u64 {
 
 /// A batch of queries (`batch` from the shape, 1 without) with their own
 /// contexts ([`lengths`]), drawn once per seed and kept on the device, and the
-/// check: each query's indices against the CPU's scores of its own context
-/// ([`check_top_k`]), computed once per draw, and each query's
+/// check: each query's indices against the scores of its own context
+/// ([`TopKScores::check`]), computed once per draw (on the GPU, to the CPU's bits
+/// on sampled tokens: [`reference`](mod@super::reference)), and each query's
 /// histograms and counters left zero.
 #[derive(Debug)]
 pub struct BatchedTopkCase {
@@ -208,7 +210,9 @@ pub struct BatchedTopkCase {
     pub(super) max_len: usize,
     lengths: Vec<usize>,
     host_out: Vec<i32>,
-    scores: Reference,
+    /// Each query's scores (and its check's threshold), once per draw.
+    scores: Reference<Vec<TopKScores>>,
+    gpu: GpuScores,
 }
 
 impl BatchedTopkCase {
@@ -232,7 +236,14 @@ impl BatchedTopkCase {
             max_len,
             host_out: vec![0; batch * TOP_K],
             scores: Reference::default(),
+            gpu: GpuScores::load(stream),
         })
+    }
+
+    /// Whether the scores are computed on the GPU (until they differ from the
+    /// CPU's on a draw's sampled tokens).
+    pub fn reference_on_gpu(&self) -> bool {
+        self.gpu.in_use()
     }
 
     /// Where each query's histograms and counters lie in the scratch (they must be
@@ -268,13 +279,11 @@ impl Case for BatchedTopkCase {
     }
 
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
-        self.q
-            .draw(stream, seed, |q| fill_uniform(q, seed, -1.0, 1.0))?;
-        self.keys
-            .draw(stream, seed, |k| fill_uniform(k, seed ^ 1, -1.0, 1.0))?;
-        // Mostly positive head weights, some negative, as learned ones are.
-        self.weights
-            .draw(stream, seed, |w| fill_uniform(w, seed ^ 2, -0.25, 1.0))
+        draw_queries(
+            stream,
+            seed,
+            (&mut self.q, &mut self.weights, &mut self.keys),
+        )
     }
 
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
@@ -294,9 +303,7 @@ impl Case for BatchedTopkCase {
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("out", &self.out)?;
         memory.output("scratch", &self.scratch)?;
-        self.q.inspect("q", memory)?;
-        self.weights.inspect("weights", memory)?;
-        self.keys.inspect("keys", memory)
+        inspect_queries(memory, (&self.q, &self.weights, &self.keys))
     }
 
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
@@ -314,34 +321,26 @@ impl Case for BatchedTopkCase {
             )));
         }
         let seed = self.q.seed().unwrap_or_default();
-        let (q, weights, keys) = (self.q.host(), self.weights.host(), self.keys.host());
-        let lengths = &self.lengths;
-        let scores = self.scores.for_draw(seed, || {
-            let mut first = 0;
-            let mut all = Vec::new();
-            for (b, &len) in lengths.iter().enumerate() {
-                all.extend(super::scores(
-                    &q[b * HEADS * DIM..(b + 1) * HEADS * DIM],
-                    &weights[b * HEADS..(b + 1) * HEADS],
-                    &keys[first * DIM..(first + len) * DIM],
-                ));
-                first += len;
-            }
-            all
-        });
-        let mut first = 0;
-        for (b, &len) in lengths.iter().enumerate() {
-            let out = &self.host_out[b * TOP_K..(b + 1) * TOP_K];
-            let verdict = if len < TOP_K {
+        let inputs = (&self.q, &self.weights, &self.keys);
+        let (gpu, offsets, lengths) = (&mut self.gpu, &self.offsets, &self.lengths);
+        let queries = self
+            .scores
+            .try_for_draw(seed, || draw_scores(stream, gpu, inputs, offsets, lengths))?;
+        let host_out = &self.host_out;
+        let verdicts = parallel::map_indices(lengths.len(), |b| {
+            let (len, out) = (lengths[b], &host_out[b * TOP_K..(b + 1) * TOP_K]);
+            if len < TOP_K {
                 Verdict::mismatches(take_all_mismatches(len, out), TOP_K as u64, 0.0)
             } else {
-                check_top_k(&scores[first..first + len], out)
-            };
+                queries[b].check(out)
+            }
+        });
+        for (b, verdict) in verdicts.into_iter().enumerate() {
             if !verdict.passed() {
                 let detail = verdict.failure().unwrap_or_default();
+                let len = lengths[b];
                 return Ok(verdict.with_detail(format!("query {b} of {len} keys: {detail}")));
             }
-            first += len;
         }
         Ok(Verdict::mismatches(0, (self.batch * TOP_K) as u64, 0.0))
     }

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[path = "fixtures/device.rs"]
+mod device;
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
@@ -12,7 +14,7 @@ use std::sync::Arc;
 
 use autotune_build::timing::{Flush, L2Flush};
 use autotune_runtime::case::{Element, compare, compare_blocks};
-use autotune_runtime::cudarc::driver::{CudaContext, CudaStream};
+use autotune_runtime::cudarc::driver::CudaStream;
 use autotune_runtime::device_kernels::{DeviceElement, DeviceKernels, PTX};
 use autotune_runtime::guard::describe_changes;
 use autotune_runtime::half::{bf16, f16};
@@ -25,64 +27,18 @@ const SOURCE: &str = concat!(
     "/autotune-runtime/kernels/device_kernels.cu"
 );
 
-/// PTX without its comments (nvcc's header names its build).
-fn code(ptx: &str) -> Vec<&str> {
-    ptx.lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect()
-}
-
 #[test]
 fn committed_ptx_is_what_nvcc_makes_of_the_source() {
-    let Some(nvcc) = toolkit::nvcc_or_skip() else {
-        return;
-    };
-    // Another build of nvcc may emit other PTX for the same source: compared only
-    // with the build that made the committed file (its header names it; CI has it).
-    let made_by = PTX
-        .lines()
-        .find_map(|line| line.strip_prefix("// Cuda compilation tools, "))
-        .expect("the PTX names the nvcc that made it");
-    let version = std::process::Command::new(&nvcc)
-        .arg("--version")
-        .output()
-        .unwrap();
-    if !String::from_utf8_lossy(&version.stdout).contains(made_by) {
-        autotune_build::skip(format!(
-            "{} is not the nvcc that made device_kernels.ptx ({made_by})",
-            nvcc.display()
-        ));
-        return;
-    }
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("device-kernels");
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("device_kernels.ptx");
-    // The command in the source's header.
-    let status = std::process::Command::new(&nvcc)
-        .args(["-ptx", "-arch=compute_75", "-O3", "-o"])
-        .arg(&out)
-        .arg(SOURCE)
-        .status()
-        .unwrap();
-    assert!(status.success(), "nvcc failed on {SOURCE}");
-    let made = std::fs::read_to_string(&out).unwrap();
-    assert!(
-        code(&made) == code(PTX),
-        "autotune-runtime/kernels/device_kernels.ptx is not what {} makes of device_kernels.cu: \
-         run the command in its header",
-        nvcc.display()
+    toolkit::assert_committed_ptx_is_current(
+        SOURCE,
+        PTX,
+        "autotune-runtime/kernels/device_kernels.ptx",
     );
 }
 
 /// The GPU's stream and the runtime's kernels on it, or the test's skip.
 fn kernels() -> Option<(Arc<CudaStream>, Arc<DeviceKernels>)> {
-    let ctx: Arc<CudaContext> = match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            return None;
-        }
-    };
+    let ctx = device::open_or_skip()?;
     let stream = ctx.default_stream();
     let kernels = DeviceKernels::get(&stream);
     assert!(

@@ -2,6 +2,9 @@
 //! H200 (see the issue notes for the runs). They take turns on the GPU: a graph
 //! capture in global mode forbids synchronous calls from every other thread.
 
+#[path = "fixtures/device.rs"]
+mod device;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
@@ -15,13 +18,7 @@ use autotune_runtime::random::fill_uniform;
 pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
     static TURN: Mutex<()> = Mutex::new(());
     let turn = TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => Some((turn, ctx)),
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            None
-        }
-    }
+    device::open_or_skip().map(|ctx| (turn, ctx))
 }
 
 /// Captures what `launches` queues on `stream` into a CUDA graph (global capture

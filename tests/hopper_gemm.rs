@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[path = "fixtures/device.rs"]
+mod device;
 #[path = "fixtures/hopper.rs"]
 mod hopper;
 #[path = "fixtures/toolkit.rs"]
@@ -103,12 +105,8 @@ fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
 
 #[test]
 fn every_point_matches_cublas_on_a_hopper_gpu() {
-    let ctx = match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            return;
-        }
+    let Some(ctx) = device::open_or_skip() else {
+        return;
     };
     let major = ctx
         .attribute(

@@ -8,6 +8,9 @@
 //! without a GPU or nvcc.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[path = "fixtures/device.rs"]
+mod device;
+
 #[path = "fixtures/points.rs"]
 mod points;
 
@@ -27,12 +30,8 @@ fn variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkIndexerBatche
 
 #[test]
 fn every_point_selects_each_query_of_a_ragged_batch() {
-    let ctx = match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            return;
-        }
+    let Some(ctx) = device::open_or_skip() else {
+        return;
     };
     if let Err(why) = Nvcc::find(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
         autotune_build::skip(format!("no nvcc ({why})"));

@@ -8,6 +8,9 @@
 //! replayed in a CUDA graph. Skips (and says so) without a GPU or nvcc.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[path = "fixtures/device.rs"]
+mod device;
+
 #[path = "fixtures/points.rs"]
 mod points;
 
@@ -40,13 +43,7 @@ fn fused_variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkParams>
 
 /// A GPU and its variants, or `None` (said).
 fn setup() -> Option<(Arc<CudaContext>, Vec<Variant<TopkParams>>)> {
-    let ctx = match autotune_runtime::gpu::open(0) {
-        Ok(ctx) => ctx,
-        Err(why) => {
-            autotune_build::skip(format!("no GPU ({why})"));
-            return None;
-        }
-    };
+    let ctx = device::open_or_skip()?;
     if let Err(why) = Nvcc::find(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
         autotune_build::skip(format!("no nvcc ({why})"));
         return None;

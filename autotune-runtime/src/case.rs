@@ -145,6 +145,26 @@ impl<T> Reference<T> {
     }
 }
 
+/// `count` indices of `0..len`: the first, the last and evenly spaced between,
+/// each once. Where a case computes its reference some other way than the CPU (a
+/// kernel of its own on the GPU), these are the rows or elements of each draw on
+/// which it must give the CPU's values before it is trusted with the rest.
+///
+/// ```
+/// # use autotune_runtime::case::sample_indices;
+/// assert_eq!(sample_indices(100, 4), [0, 33, 66, 99]);
+/// assert_eq!(sample_indices(3, 8), [0, 1, 2]);
+/// ```
+pub fn sample_indices(len: usize, count: usize) -> Vec<usize> {
+    let mut indices: Vec<usize> = match (len, count) {
+        (0, _) | (_, 0) => Vec::new(),
+        (_, 1) => vec![0],
+        _ => (0..count).map(|i| i * (len - 1) / (count - 1)).collect(),
+    };
+    indices.dedup();
+    indices
+}
+
 /// Nanoseconds this process has spent in one phase of a sweep that a case's own
 /// code runs ([`reference_phase`], [`inputs_phase`]), wherever the worker was when
 /// it ran.
@@ -637,6 +657,18 @@ pub fn compare_blocks<T: Element>(out: &[T], reference: &[f64], block: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sampled_indices_take_the_first_and_the_last_each_once() {
+        assert_eq!(sample_indices(1000, 4), [0, 333, 666, 999]);
+        assert_eq!(sample_indices(3, 16), [0, 1, 2]);
+        assert_eq!(sample_indices(1, 16), [0]);
+        assert_eq!(sample_indices(0, 16), Vec::<usize>::new());
+        assert_eq!(sample_indices(5, 0), Vec::<usize>::new());
+        let many = sample_indices(131_072, 256);
+        assert_eq!(many.len(), 256);
+        assert_eq!((many[0], many[255]), (0, 131_071));
+    }
 
     #[test]
     fn reference_time_is_counted_once_per_draw() {

@@ -19,6 +19,7 @@ pub mod device_kernels;
 pub mod dispatch;
 pub mod error;
 pub mod gpu;
+pub mod gpu_reference;
 pub mod guard;
 pub mod input;
 pub mod kernel;
@@ -49,10 +50,11 @@ pub use vendor::{Vendor, VendorCase, VendorSpec};
 pub mod prelude {
     pub use crate::case::{
         Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, compare_blocks,
-        inputs_phase, reference_phase,
+        inputs_phase, reference_phase, sample_indices,
     };
     pub use crate::device_kernels::DeviceKernels;
     pub use crate::error::CaseError;
+    pub use crate::gpu_reference::GpuReference;
     pub use crate::guard::{Guarded, Inspection, poison};
     pub use crate::input::Input;
     pub use crate::parallel;

@@ -21,10 +21,9 @@
 #          bash bench/h200/issue33-gpu.sh gate-share  (carrying the kernels' build
 #            script): the gate's share of a sweep, into scratch tables;
 #          bash bench/h200/issue33-gpu.sh final  (carrying the two build scripts,
-#            test-rmsnorm_reference, test-device_kernels and test-sweep_faults from
-#            .gpu-bin/, and root): on an H200 only (FINAL_ANY_GPU=1: any GPU, which
-#            sweeps into scratch tables instead of retuning), the tests named in
-#            FINAL_TESTS, then the retune of every kernel (memset flush) in the
+#            the test-* binaries named in FINAL_TESTS from .gpu-bin/, and root): the
+#            tests, then on an H200 only (FINAL_ANY_GPU=1: on any GPU, sweeping into
+#            scratch tables instead) the retune of every kernel (memset flush) in the
 #            background, waited for as in `first`.
 # See NOTES.md, items 37 and 38.
 set -uo pipefail
@@ -227,20 +226,17 @@ case "${1:-}" in
     esac
     ;;
   final)
-    # Session 23: the gate checked in full only where a variant can still win, the
-    # RMSNorm reference on the GPU; the tests of the GPU's references, then the
-    # retune of everything (the wrappers changed: every entry is stale) and wait.
+    # Sessions 23-24: the gate checked in full only where a variant can still win,
+    # the RMSNorm reference and the top-k scores on the GPU; the tests of the GPU's
+    # references (on any GPU), then on an H200 the retune of everything (the
+    # wrappers changed: every entry is stale) and wait.
     mkdir -p "$out"
     export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
     export PATH=/usr/local/cuda/bin:$PATH
     link_build_root
     gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)
     echo "$gpu" | tee "$out/gpu.txt"
-    case "$gpu" in
-      *H200*) ;;
-      *) [ -n "${FINAL_ANY_GPU:-}" ] || { echo "not an H200: nothing run"; exit 0; } ;;
-    esac
-    for test in ${FINAL_TESTS:-rmsnorm_reference device_kernels sweep_faults}; do
+    for test in ${FINAL_TESTS:-rmsnorm_reference topk_reference device_kernels sweep_faults}; do
       [ -x "$bin/test-$test" ] || continue
       timeout 150 "$bin/test-$test" --test-threads=1 > "$out/test-$test.txt" 2>&1
       echo "$test: exit $?"; grep -E "^test |SKIPPED|panicked|result|: ok$|all passed|must be" "$out/test-$test.txt" | cut -c1-300
@@ -254,6 +250,7 @@ case "${1:-}" in
         WAIT_S=$((${CALL_S:-560} - SECONDS)) bash "$0" wait
         ;;
       *)
+        [ -n "${FINAL_ANY_GPU:-}" ] || { echo "not an H200: no retune"; exit 0; }
         # The tables are the H200's: elsewhere, the gate's share of a sweep of every
         # kernel into scratch tables (this GPU's own table, new to them).
         echo "not an H200 ($gpu): no retune; every kernel swept into scratch tables"

@@ -1,0 +1,96 @@
+//! The RMSNorm case's reference on the GPU (`kernels/rmsnorm_reference.cu`): the
+//! committed PTX is what nvcc makes of the source (nvcc, CI has it), and on a GPU
+//! the kernel gives the CPU's float64 reference narrowed to f32 on every row, and
+//! the case uses it. The GPU test skips (and says so) without a GPU.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
+
+#[path = "fixtures/device.rs"]
+mod device;
+#[path = "fixtures/toolkit.rs"]
+mod toolkit;
+
+use autotune_kernels::rmsnorm::{
+    self, ALTERNATE_HIDDEN, REFERENCE_PTX, RmsNormCase, TUNED_EPS, TUNED_HIDDEN,
+};
+use autotune_runtime::Case;
+use autotune_runtime::cudarc::driver::{LaunchConfig, PushKernelArg};
+use autotune_runtime::cudarc::nvrtc::Ptx;
+use autotune_runtime::half::bf16;
+use autotune_runtime::random::fill_uniform;
+
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/rmsnorm_reference.cu");
+
+#[test]
+fn committed_ptx_is_what_nvcc_makes_of_the_source() {
+    toolkit::assert_committed_ptx_is_current(
+        SOURCE,
+        REFERENCE_PTX,
+        "kernels/rmsnorm_reference.ptx",
+    );
+}
+
+#[test]
+fn the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it() {
+    let Some(ctx) = device::open_or_skip() else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let function = ctx
+        .load_module(Ptx::from_src(REFERENCE_PTX))
+        .and_then(|module| module.load_function("rmsnorm_reference"))
+        .expect("the PTX loads (a CUDA 13 driver)");
+    // Both widths the sweep uses, rows of very different scales.
+    for (rows, hidden) in [(777, TUNED_HIDDEN), (300, ALTERNATE_HIDDEN)] {
+        let mut x = vec![bf16::ZERO; rows * hidden];
+        fill_uniform(&mut x, rows as u64, -3.0, 3.0);
+        for (row, xs) in x.chunks_mut(hidden).enumerate() {
+            let scale = [1e-3, 1.0, 40.0][row % 3];
+            xs.iter_mut()
+                .for_each(|v| *v = bf16::from_f64(v.to_f64() * scale));
+        }
+        let mut weight = vec![bf16::ZERO; hidden];
+        fill_uniform(&mut weight, 9, 0.5, 1.5);
+        let (dx, dw) = (
+            stream.clone_htod(&x).unwrap(),
+            stream.clone_htod(&weight).unwrap(),
+        );
+        let mut out = stream.alloc_zeros::<f32>(rows * hidden).unwrap();
+        let width = hidden as u32;
+        let mut launch = stream.launch_builder(&function);
+        launch
+            .arg(&dx)
+            .arg(&dw)
+            .arg(&mut out)
+            .arg(&width)
+            .arg(&TUNED_EPS);
+        let config = LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments match rmsnorm_reference's, sized above.
+        unsafe { launch.launch(config) }.unwrap();
+        let on_gpu = stream.clone_dtoh(&out).unwrap();
+        let on_cpu = rmsnorm::reference(&x, &weight, hidden, TUNED_EPS);
+        for (i, (&g, &c)) in on_gpu.iter().zip(&on_cpu).enumerate() {
+            assert!(
+                (f64::from(g) - c).abs() <= 2.5e-7 * c.abs(),
+                "{rows} x {hidden}: element {i} (row {}): GPU {g}, CPU {c}",
+                i / hidden
+            );
+        }
+    }
+    // The case: the GPU computes its reference, agreeing with the CPU on the
+    // sampled rows of the draw, so it keeps doing so; NaN outputs fail its check.
+    let mut case = RmsNormCase::new(&stream, 4096).unwrap();
+    assert!(case.reference_on_gpu());
+    case.randomize(&stream, 11).unwrap();
+    case.poison(&stream).unwrap();
+    let verdict = case.check(&stream).unwrap();
+    assert!(!verdict.passed(), "{verdict:?}");
+    assert!(
+        case.reference_on_gpu(),
+        "the GPU's reference disagreed with the CPU"
+    );
+}
