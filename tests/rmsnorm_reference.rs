@@ -15,7 +15,7 @@ use autotune_kernels::rmsnorm::{
 };
 use autotune_runtime::Case;
 use autotune_runtime::cudarc::driver::{LaunchConfig, PushKernelArg};
-use autotune_runtime::cudarc::nvrtc::Ptx;
+use autotune_runtime::gpu_reference::GpuReference;
 use autotune_runtime::half::bf16;
 use autotune_runtime::random::fill_uniform;
 
@@ -36,9 +36,7 @@ fn the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it() {
         return;
     };
     let stream = ctx.default_stream();
-    let function = ctx
-        .load_module(Ptx::from_src(REFERENCE_PTX))
-        .and_then(|module| module.load_function("rmsnorm_reference"))
+    let function = GpuReference::try_load(&ctx, REFERENCE_PTX, "rmsnorm_reference")
         .expect("the PTX loads (a CUDA 13 driver)");
     // Both widths the sweep uses, rows of very different scales.
     for (rows, hidden) in [(777, TUNED_HIDDEN), (300, ALTERNATE_HIDDEN)] {
