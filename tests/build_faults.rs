@@ -158,6 +158,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             choice: "block=64".into(),
         }],
         above: None,
+        off_grid: None,
         seconds: Seconds {
             compile: 0.0,
             sweep: 0.0,
@@ -899,4 +900,80 @@ fn a_build_script_compiled_from_another_checkout_is_refused() {
             && stderr.contains("cargo clean -p fixture-scale-same"),
         "{stderr}"
     );
+}
+
+/// Issue 52: the define-collision scan read `min(n, BLOCK * ITEMS)` as a
+/// declaration of `ITEMS` (type `BLOCK*`) and refused a correct kernel. Everyday
+/// uses (a call's arguments, an array size, a template argument, a comment) build.
+#[test]
+fn a_kernel_that_uses_its_defines_in_expressions_builds() {
+    if !nvcc_on_path() {
+        return;
+    }
+    let dir = fixture("expressions");
+    std::fs::write(
+        dir.join("kernels/scale.cu"),
+        "// y = 2 * x over n floats: BLOCK threads a block, ITEMS elements a thread.\n\
+         #ifndef BLOCK\n#define BLOCK 128\n#endif\n\
+         template <unsigned N> __device__ __forceinline__ unsigned tile() { return N; }\n\
+         extern \"C\" __global__ void __launch_bounds__(BLOCK) scale(const float* x, float* y, unsigned n) {\n\
+             __shared__ float staged[BLOCK * ITEMS];\n\
+             const unsigned first = blockIdx.x * tile<BLOCK * ITEMS>();\n\
+             const unsigned end = min(n - first, BLOCK * ITEMS);\n\
+             for (unsigned i = threadIdx.x; i < end; i += BLOCK) staged[i] = x[first + i];\n\
+             for (unsigned i = threadIdx.x; i < end; i += BLOCK) y[first + i] = 2.0f * staged[i];\n\
+         }\n",
+    )
+    .unwrap();
+    let wrapper = std::fs::read_to_string(dir.join("src/scale.rs"))
+        .unwrap()
+        .replace(
+            "block = [64, 128, 256],\n    default = (block = 128),",
+            "block = [64, 128, 256],\n    items = [1, 2],\n    default = (block = 128, items = 1),",
+        )
+        .replace(
+            "count.div_ceil(block)",
+            "count.div_ceil(block * variant.params().items)",
+        );
+    assert!(
+        wrapper.contains("items = [1, 2]"),
+        "the fixture changed shape"
+    );
+    std::fs::write(dir.join("src/scale.rs"), wrapper).unwrap();
+    let output = build(&dir, &["--message-format=json"], false);
+    let images = baked_images(&output);
+    assert!(!images.is_empty(), "images were baked");
+}
+
+/// Issue 52: `NVCC` naming a symlink to nvcc in another folder (what
+/// `update-alternatives` or a distribution makes) failed the build with
+/// "cuda_runtime.h: No such file or directory": nvcc finds its toolkit from the
+/// folder it is called from. The link is resolved: the build compiles, and the
+/// images are the very ones a direct call bakes (the same identity, so committed
+/// tables stay fresh; the fingerprint's side is in autotune-build's tests).
+#[test]
+fn nvcc_through_a_symlink_in_another_folder_compiles_the_same_images() {
+    if !nvcc_on_path() {
+        return;
+    }
+    let real = Command::new("sh")
+        .args(["-c", "command -v nvcc"])
+        .output()
+        .unwrap();
+    let real = PathBuf::from(String::from_utf8_lossy(&real.stdout).trim())
+        .canonicalize()
+        .unwrap();
+    let dir = fixture("nvcc-symlink");
+    let json = ["--message-format=json"];
+    let mut direct = build_command(&dir, &json);
+    direct.env("NVCC", &real);
+    let direct = baked_images(&direct.output().unwrap());
+    assert!(!direct.is_empty(), "images were baked");
+    let link = dir.join("alternatives/nvcc");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let mut linked = build_command(&dir, &json);
+    linked.env("NVCC", &link);
+    let linked = baked_images(&linked.output().unwrap());
+    assert_eq!(direct, linked, "the same images through the link");
 }

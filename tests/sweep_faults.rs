@@ -116,6 +116,8 @@ const SPEC: KernelSpec = KernelSpec::new(
         &[9],
         &[10],
         &[11],
+        &[12],
+        &[13],
     ],
     &[0],
 );
@@ -187,7 +189,8 @@ fn main() {
         );
         std::process::exit(0);
     }
-    planted_variants_are_rejected_with_their_reasons(&variants, &work);
+    planted_variants_are_rejected_with_their_reasons(&variants[..12], &work);
+    a_variant_that_skips_the_tail_is_out_off_the_grid(&variants, &work);
     a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(&variants, &work);
     a_killed_sweep_resumes_from_its_journal(&variants, &work);
     println!("sweep_faults: all passed");
@@ -355,6 +358,41 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
         "a wrong variant is never timed"
     );
     println!("planted variants: ok");
+}
+
+/// Issue 52: mode 12 skips the last `n % 1024` elements, and every key the sweep
+/// times (the sizes 2^20 and 2^24, their refinements, twice the top) is a multiple
+/// of 1024: it is right and the fastest there, against the slow mode 13. Checked
+/// off the grid where it would be served, it is out, and mode 13 keeps every range.
+fn a_variant_that_skips_the_tail_is_out_off_the_grid(variants: &[JobVariant], work: &Path) {
+    let chosen: Vec<JobVariant> = [13, 12].iter().map(|&m| variants[m].clone()).collect();
+    let mut log = Vec::new();
+    let result = run_sweep(
+        &plan(&SPEC, &chosen, work, "tail"),
+        &Progress::silent("test"),
+        &mut log,
+    )
+    .expect("the sweep finishes");
+    let log = String::from_utf8_lossy(&log);
+    println!("{log}");
+    let faster = SPEC.sizes.iter().all(|&key| {
+        let at = |v: usize| result.measurements[v].iter().find(|m| m.key == key);
+        matches!((at(0), at(1)), (Some(slow), Some(tail)) if tail.median_us < slow.median_us)
+    });
+    assert!(
+        faster,
+        "mode 12 was timed, right, at every size and faster: {log}"
+    );
+    let out = result.rejected[1].as_ref();
+    assert!(
+        out.is_some_and(
+            |r| r.stage == Stage::WrongResult && r.reason.contains("checked off the timed grid")
+        ),
+        "mode 12 is out off the grid: {out:?}"
+    );
+    assert!(result.decisions.iter().all(|d| d.winner == 0), "{log}");
+    println!("{}", result.off_grid.describe("n"));
+    println!("a variant that skips the tail is out off the grid: ok");
 }
 
 /// Issue 15: a candidate that works only with CUDA graphs off. Timed eagerly (above)

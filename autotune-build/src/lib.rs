@@ -26,11 +26,13 @@ mod probe;
 mod ptxas;
 mod record;
 mod retune;
+mod served;
 mod settings;
 mod shard_run;
 mod skip;
 mod step;
 mod sweep;
+mod tail_keys;
 pub mod timing;
 mod tunables;
 mod tune;
@@ -63,7 +65,8 @@ pub mod testing {
 
     pub use crate::fingerprint::KernelInputs;
     pub use crate::nvcc::{CompileJob, Compiled, Nvcc, Target};
-    pub use crate::sweep::{Beyond, SweepPlan, SweepResult, run as run_sweep};
+    pub use crate::served::Beyond;
+    pub use crate::sweep::{SweepPlan, SweepResult, run as run_sweep};
     pub use crate::tune::{PointJob, compile_jobs};
     pub use crate::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line, serve};
 }

@@ -125,8 +125,12 @@ impl Nvcc {
     /// The nvcc at `path`, asked (once: the answers are remembered in
     /// `cache_dir`, keyed by the file's path, size and time) for its version, its
     /// machine codes and its toolkit folders, each call under `timeout`; `None`
-    /// when it does not answer `--version`.
+    /// when it does not answer `--version`. A symlink is resolved first: nvcc finds
+    /// its toolkit from the folder it is called from, so a link in another folder
+    /// (`update-alternatives`, a distribution's `/usr/bin/nvcc`) is called as the
+    /// file it names, with the same identity as a direct call.
     pub fn probe(path: PathBuf, cache_dir: &Path, timeout: Duration) -> Option<Self> {
+        let path = path.canonicalize().unwrap_or(path);
         let identity = cached_identity_of(&path, cache_dir, timeout)?;
         Some(Self {
             timeout,

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use autotune_spec::KeyRange;
+use autotune_table::off_grid::OffGridOutcome;
 use autotune_table::phases::Phases;
 use autotune_table::ranges::{self, Decision, SizeTimings, Timed};
 use autotune_table::table::{Measurement, Rejection, Stage};
@@ -27,6 +28,9 @@ pub struct TaskId {
     /// The CUDA device it ran on.
     #[serde(default)]
     pub device: usize,
+    /// A check off the timed grid ([`Task::verify`]), not a timing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
 }
 
 impl TaskId {
@@ -36,6 +40,7 @@ impl TaskId {
             variant: task.variant,
             repeat: task.repeat,
             device,
+            verify: task.verify,
         }
     }
 }
@@ -44,6 +49,8 @@ impl TaskId {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Outcome {
     Measured(Measurement),
+    /// A check off the timed grid found the variant right.
+    Verified,
     Rejected {
         stage: Stage,
         reason: String,
@@ -105,6 +112,10 @@ pub struct Record<'a> {
     phases: Phases,
     /// Jobs run now are the probe above the largest size.
     probing: bool,
+    /// What each check off the timed grid found, by key and variant.
+    off_grid: BTreeMap<(u64, usize), OffGridOutcome>,
+    /// Keys off the grid where the case could not be built, with the reason.
+    off_grid_failed_keys: BTreeMap<u64, String>,
 }
 
 impl std::fmt::Debug for Record<'_> {
@@ -135,6 +146,8 @@ impl<'a> Record<'a> {
             checks: Vec::new(),
             phases: Phases::default(),
             probing: false,
+            off_grid: BTreeMap::new(),
+            off_grid_failed_keys: BTreeMap::new(),
         }
     }
 
@@ -194,6 +207,11 @@ impl<'a> Record<'a> {
     /// Whether `task` needs no running on `device`: its variant is out, its key has
     /// no case, or it was measured (the incumbent: on this device, as its anchor).
     pub fn is_done(&self, task: &Task, device: usize) -> bool {
+        if task.verify {
+            return self.rejected[task.variant].is_some()
+                || self.off_grid.contains_key(&(task.key, task.variant))
+                || self.off_grid_failed_keys.contains_key(&task.key);
+        }
         if self.rejected[task.variant].is_some()
             || self.failed_keys.contains_key(&task.key)
             || self.unfit.contains(&(task.key, task.variant))
@@ -273,6 +291,8 @@ impl<'a> Record<'a> {
             String::new()
         };
         match outcome {
+            outcome if id.verify => self.apply_off_grid(id, outcome, &gpu, &key, name.clone()),
+            Outcome::Verified => {}
             Outcome::Measured(m) => {
                 let tb_s = if m.bytes > 0 {
                     format!("  {:.2} TB/s", m.bytes as f64 / m.median_us / 1e6)
@@ -326,6 +346,41 @@ impl<'a> Record<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Records what a check off the timed grid found (see [`Task::verify`]).
+    fn apply_off_grid(&mut self, id: TaskId, outcome: Outcome, gpu: &str, key: &str, name: String) {
+        let found = match outcome {
+            Outcome::Verified => OffGridOutcome::Right,
+            Outcome::Rejected { stage, reason } => {
+                if self.rejected[id.variant].is_none() {
+                    self.rejected[id.variant] = Some(Rejection {
+                        stage,
+                        reason: reason.clone(),
+                    });
+                }
+                OffGridOutcome::Wrong { reason }
+            }
+            Outcome::Unfit(reason) => OffGridOutcome::NotChecked { reason },
+            Outcome::CaseFailed(reason) => {
+                self.off_grid_failed_keys.insert(id.key, reason.clone());
+                OffGridOutcome::NotChecked { reason }
+            }
+            // A check-only task is never timed.
+            Outcome::Measured(_) => return,
+        };
+        let said = match &found {
+            OffGridOutcome::Right => "right".to_string(),
+            OffGridOutcome::Wrong { reason } => format!("REJECTED (WrongResult): {reason}"),
+            OffGridOutcome::NotChecked { reason } => format!("not checked: {reason}"),
+        };
+        let _ = writeln!(self.log, "  {gpu}{key:<12} {name:<32} off the grid: {said}");
+        self.off_grid.insert((id.key, id.variant), found);
+    }
+
+    /// What the checks off the timed grid found so far, by key and variant.
+    pub fn off_grid(&self) -> &BTreeMap<(u64, usize), OffGridOutcome> {
+        &self.off_grid
     }
 
     /// Appends one line (the record's lock orders lines).
@@ -462,11 +517,13 @@ fn key_range(key: u64) -> std::ops::RangeInclusive<TaskId> {
         variant: 0,
         repeat: false,
         device: 0,
+        verify: false,
     };
     first..=TaskId {
         variant: usize::MAX,
         repeat: true,
         device: usize::MAX,
+        verify: true,
         ..first
     }
 }
@@ -525,6 +582,7 @@ mod tests {
             variant,
             repeat,
             device,
+            verify: false,
         }
     }
 
@@ -568,6 +626,7 @@ mod tests {
             check: true,
             repeat: false,
             incumbent: false,
+            verify: false,
         };
         assert!(!record.is_done(&task(1), 0));
         record

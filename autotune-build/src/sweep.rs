@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
 use autotune_spec::KeyRange;
+use autotune_table::off_grid::{OffGridCheck, OffGridOutcome, OffGridRecord};
 use autotune_table::phases::Phases;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::ranges::{self, Decision};
@@ -30,6 +31,8 @@ use autotune_table::table::{Measurement, Rejection, Stage};
 use crate::board::{Board, Unit};
 use crate::error::BuildError;
 use crate::record::{self, Facts, Outcome, Record, TaskId};
+use crate::served::{self, Beyond};
+use crate::tail_keys;
 use crate::timing::TimingConfig;
 use crate::worker::{Event, Job, JobVariant, Task};
 use crate::worker_process::Worker;
@@ -135,21 +138,8 @@ pub struct SweepResult {
     pub devices: Vec<DeviceShare>,
     /// What was timed above the largest declared size.
     pub beyond: Beyond,
-}
-
-/// What the sweep did above the largest declared size (see [`Above`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Beyond {
-    /// Nothing: the attribute says `above = extend` or `above = incumbent`.
-    NotAsked,
-    /// The incumbent owns the largest size, and so every key above it.
-    IncumbentOwnsTop,
-    /// The top's pick and the incumbent were timed at `key`, twice the top.
-    Probed { key: u64 },
-    /// They could not be timed at `key`: why (out of memory, refused arguments).
-    Failed { key: u64, reason: String },
-    /// Twice the top does not fit the key's type.
-    OutOfRange,
+    /// Each baked variant checked at keys of its ranges off the timed grid.
+    pub off_grid: OffGridRecord,
 }
 
 /// One GPU's part of a sweep.
@@ -224,28 +214,11 @@ pub fn run(
         }
         sweep.run_units(&mut lanes, Vec::new(), keys)?;
     }
-    let mut decisions = sweep.record().decisions();
+    let decisions = sweep.record().decisions();
     let beyond = sweep.probe_above(&mut lanes, &decisions)?;
-    decisions = sweep.record().decisions();
-    for _ in 0..plan.refine_rounds {
-        let points = ranges::refinement_points(&decisions);
-        if points.is_empty() {
-            break;
-        }
-        for &(key, a, b) in &points {
-            sweep.say(format_args!(
-                "  refining between {} and {}: timing at {}={key}",
-                plan.variants[a].name, plan.variants[b].name, plan.spec.key
-            ));
-        }
-        let units = sweep.units(
-            points.into_iter().map(|(key, a, b)| (key, vec![a, b])),
-            lane_count,
-            MIN_SHARE,
-        );
-        sweep.run_units(&mut lanes, units, Vec::new())?;
-        decisions = sweep.record().decisions();
-    }
+    sweep.refine(&mut lanes)?;
+    let off_grid = sweep.check_off_grid(&mut lanes, &beyond)?;
+    let decisions = sweep.record().decisions();
     let mut devices = Vec::new();
     for lane in lanes {
         if let Some(worker) = lane.worker {
@@ -276,6 +249,7 @@ pub fn run(
         seconds: started.elapsed().as_secs_f64(),
         devices,
         beyond,
+        off_grid,
     })
 }
 
@@ -287,6 +261,128 @@ impl<'a> Sweep<'a> {
 
     fn say(&self, line: std::fmt::Arguments<'_>) {
         self.record().say(line);
+    }
+
+    /// Up to `refine_rounds` rounds: both winners timed between adjacent keys whose
+    /// winners differ, so that the boundary lies where they cross.
+    fn refine(&self, lanes: &mut [Lane]) -> Result<(), BuildError> {
+        let plan = self.plan;
+        for _ in 0..plan.refine_rounds {
+            let points = ranges::refinement_points(&self.record().decisions());
+            if points.is_empty() {
+                break;
+            }
+            for &(key, a, b) in &points {
+                self.say(format_args!(
+                    "  refining between {} and {}: timing at {}={key}",
+                    plan.variants[a].name, plan.variants[b].name, plan.spec.key
+                ));
+            }
+            let units = self.units(
+                points.into_iter().map(|(key, a, b)| (key, vec![a, b])),
+                lanes.len(),
+                MIN_SHARE,
+            );
+            self.run_units(lanes, units, Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// Checks every variant the decisions would bake at keys of the ranges it
+    /// serves that no tile divides ([`tail_keys`]), in full and untimed. A variant
+    /// wrong at any of them is out for the whole kernel: the keys are decided again
+    /// without it, the boundaries refined again, and the new owners checked, until
+    /// every variant baked was found right where it is served (each round puts one
+    /// out or ends).
+    fn check_off_grid(
+        &self,
+        lanes: &mut [Lane],
+        beyond: &Beyond,
+    ) -> Result<OffGridRecord, BuildError> {
+        let plan = self.plan;
+        let started = Instant::now();
+        let incumbent = plan.incumbents.last().map_or(plan.default, |r| r.choice);
+        let mut asked: Vec<(u64, usize)> = Vec::new();
+        for _ in 0..=plan.variants.len() {
+            let (decisions, rejected) = {
+                let record = self.record();
+                (record.decisions(), record.rejected().to_vec())
+            };
+            let out_before = rejected.iter().flatten().count();
+            let largest = decisions.last().map_or(0, |d| d.key);
+            let baked = served::served(
+                plan.spec,
+                &decisions,
+                &rejected,
+                beyond,
+                incumbent,
+                plan.default,
+            );
+            let mut by_key: BTreeMap<u64, Vec<Task>> = BTreeMap::new();
+            for range in &baked.ranges {
+                for key in tail_keys::keys_in(range, largest, plan.spec.key_max, plan.seed) {
+                    if asked.contains(&(key, range.choice)) {
+                        continue;
+                    }
+                    asked.push((key, range.choice));
+                    by_key.entry(key).or_default().push(Task {
+                        key,
+                        variant: range.choice,
+                        check: true,
+                        repeat: false,
+                        incumbent: false,
+                        verify: true,
+                    });
+                }
+            }
+            let units: Vec<Unit> = by_key
+                .into_iter()
+                .map(|(key, tasks)| Unit {
+                    key,
+                    tasks,
+                    lane: None,
+                })
+                .collect();
+            if units.is_empty() {
+                break;
+            }
+            let keys: Vec<String> = units.iter().map(|u| u.key.to_string()).collect();
+            self.say(format_args!(
+                "  checking what is baked off the timed grid at {}={}",
+                plan.spec.key,
+                keys.join(", ")
+            ));
+            for unit in &units {
+                self.announce(&unit.tasks);
+            }
+            self.run_units(lanes, units, Vec::new())?;
+            if self.record().rejected().iter().flatten().count() == out_before {
+                break;
+            }
+            self.refine(lanes)?;
+        }
+        let record = self.record();
+        let found = record.off_grid();
+        let checks = asked
+            .iter()
+            .map(|&(key, variant)| OffGridCheck {
+                key,
+                variant: plan.variants[variant].name.clone(),
+                outcome: found.get(&(key, variant)).cloned().unwrap_or_else(|| {
+                    OffGridOutcome::NotChecked {
+                        reason: record.rejected()[variant].as_ref().map_or_else(
+                            || "no case at this key".to_string(),
+                            |r| format!("out before this key was checked ({r})"),
+                        ),
+                    }
+                }),
+            })
+            .collect();
+        Ok(OffGridRecord {
+            seed: plan.seed,
+            checks,
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
 
     /// With `above = measure`, times the largest size's pick against the incumbent
@@ -463,6 +559,7 @@ impl<'a> Sweep<'a> {
                 check: true,
                 repeat: false,
                 incumbent: variant == incumbent,
+                verify: false,
             })
             .collect();
         tasks.push(Task {
@@ -471,6 +568,7 @@ impl<'a> Sweep<'a> {
             check: false,
             repeat: true,
             incumbent: true,
+            verify: false,
         });
         tasks
     }
@@ -724,6 +822,7 @@ impl<'a> Sweep<'a> {
             Event::Started { task } => Reported::Started(task),
             Event::Checked { task, check } => Reported::Checked(task, check),
             Event::Spent { phases } => Reported::Spent(phases),
+            Event::Verified { task } => Reported::Finished(task, Outcome::Verified),
             Event::Measured { task, measurement } => {
                 Reported::Finished(task, Outcome::Measured(measurement))
             }

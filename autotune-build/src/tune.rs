@@ -7,12 +7,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use autotune_runtime::KernelSpec;
-use autotune_runtime::spec::Above;
 use autotune_spec::range::push_merged;
-use autotune_table::above::AboveRecord;
 use autotune_table::hex;
 use autotune_table::progress::Progress;
-use autotune_table::ranges::{self, Decision};
 use autotune_table::table::{
     FALLBACK, Fingerprint, GpuRecord, KernelTable, KeyRange, Rejection, Role, Seconds, SizeRecord,
     Stage, VENDOR, VariantRecord,
@@ -22,8 +19,9 @@ use crate::error::BuildError;
 use crate::fingerprint::KernelInputs;
 use crate::nvcc::{CompileJob, Nvcc, Target};
 use crate::ptxas::Resources;
+use crate::served::{Served, served};
 use crate::settings::Settings;
-use crate::sweep::{self, Beyond, SweepPlan, SweepResult};
+use crate::sweep::{self, SweepPlan, SweepResult};
 use crate::worker::JobVariant;
 
 /// Shared memory a block may opt in to where the probe did not record it (tables
@@ -370,17 +368,17 @@ impl Tuner<'_> {
                 refinement: d.refinement,
             })
             .collect();
-        // Keys above the largest timed one: the fallback, else the default, else (both
-        // failed their checks) the winner at the largest key.
-        let beyond = [incumbent, default]
-            .into_iter()
-            .find(|&v| result.rejected[v].is_none())
-            .or_else(|| result.decisions.last().map(|d| d.winner))
-            .unwrap_or(default);
-        let above = above_record(spec, &result.beyond, &result.decisions, incumbent);
-        let mut ranges: Vec<KeyRange<String>> = Vec::new();
-        for range in ranges::ranges(&result.decisions, beyond, above.extends) {
-            push_merged(&mut ranges, range.first, range.last, owner(range.choice));
+        let Served { above, ranges } = served(
+            spec,
+            &result.decisions,
+            &result.rejected,
+            &result.beyond,
+            incumbent,
+            default,
+        );
+        let mut merged: Vec<KeyRange<String>> = Vec::new();
+        for range in ranges {
+            push_merged(&mut merged, range.first, range.last, owner(range.choice));
         }
         KernelTable {
             above: Some(above),
@@ -399,7 +397,8 @@ impl Tuner<'_> {
             min_margin: self.settings.min_margin,
             variants: variant_records(candidates, result),
             sizes,
-            ranges,
+            ranges: merged,
+            off_grid: Some(result.off_grid.clone()),
             seconds: Seconds {
                 compile: candidates.seconds,
                 sweep: result.seconds,
@@ -514,47 +513,6 @@ fn log_device_shares(result: &SweepResult, log: &mut dyn Write) {
             shares.join(", ")
         );
     }
-}
-
-/// How the keys above the largest size were decided, from what the sweep timed
-/// there (`incumbent` owns them unless the top's pick is extended).
-fn above_record(
-    spec: &KernelSpec,
-    beyond: &Beyond,
-    decisions: &[Decision],
-    incumbent: usize,
-) -> AboveRecord {
-    let top = spec.sizes.last().copied().unwrap_or(0);
-    let key = spec.key;
-    let mut record = AboveRecord {
-        rule: spec.above.name().to_string(),
-        top,
-        probe: None,
-        extends: false,
-        note: None,
-    };
-    let winner = |at: u64| decisions.iter().find(|d| d.key == at).map(|d| d.winner);
-    match (spec.above, beyond) {
-        (Above::Extend, _) => record.extends = true,
-        (Above::Incumbent, _) => {}
-        (Above::Measure, Beyond::Probed { key: probe }) => {
-            record.probe = Some(*probe);
-            record.extends = winner(*probe).is_some()
-                && winner(*probe) == winner(top)
-                && winner(top) != Some(incumbent);
-        }
-        (Above::Measure, Beyond::IncumbentOwnsTop) => {
-            record.note = Some(format!("it won at {key}={top}"));
-        }
-        (Above::Measure, Beyond::Failed { key: at, reason }) => {
-            record.note = Some(format!("{key}={at} could not be timed ({reason})"));
-        }
-        (Above::Measure, Beyond::OutOfRange) => {
-            record.note = Some(format!("twice {top} does not fit the type of `{key}`"));
-        }
-        (Above::Measure, Beyond::NotAsked) => record.note = Some("not measured".to_string()),
-    }
-    record
 }
 
 /// The variants (of `variants`, the fallback's left out) that a table's `plan`
@@ -715,55 +673,5 @@ mod tests {
         let today = super::today();
         assert_eq!(today.len(), 10);
         assert!(today.starts_with("20"));
-    }
-
-    /// The decision at `key` where `winner` ran in 1 us against the incumbent
-    /// (variant 0) in 2 us, or only the incumbent ran.
-    fn decision(key: u64, winner: usize) -> Decision {
-        let timed = |variant: usize, median: f64| ranges::Timed {
-            variant,
-            median,
-            p25: median,
-            p75: median,
-        };
-        let mut times = vec![timed(0, 2.0)];
-        if winner != 0 {
-            times.push(timed(winner, 1.0));
-        }
-        let timings = ranges::SizeTimings {
-            key,
-            timed: times,
-            repeat_noise: None,
-            refinement: false,
-        };
-        ranges::decide(&timings, 0, 0.01).expect("a decision")
-    }
-
-    const SPEC: KernelSpec = KernelSpec::new("k", "src/k.rs", "k.cu", &["k"], "m", &[64, 8192])
-        .with_space(&["b"], &[&[1], &[2]], &[1]);
-
-    #[test]
-    fn the_top_pick_extends_only_where_it_won_twice_the_top() {
-        let won = [decision(64, 0), decision(8192, 1), decision(16384, 1)];
-        let probed = Beyond::Probed { key: 16384 };
-        let record = above_record(&SPEC, &probed, &won, 0);
-        assert!(record.extends && record.probe == Some(16384), "{record:?}");
-        let lost = [decision(64, 0), decision(8192, 1), decision(16384, 0)];
-        assert!(!above_record(&SPEC, &probed, &lost, 0).extends);
-        let failed = Beyond::Failed {
-            key: 16384,
-            reason: "out of memory".into(),
-        };
-        let record = above_record(&SPEC, &failed, &won[..2], 0);
-        assert!(!record.extends);
-        assert_eq!(
-            record.note.as_deref(),
-            Some("m=16384 could not be timed (out of memory)")
-        );
-        let stated = KernelSpec {
-            above: Above::Extend,
-            ..SPEC
-        };
-        assert!(above_record(&stated, &Beyond::NotAsked, &won[..2], 0).extends);
     }
 }

@@ -92,6 +92,10 @@ pub struct Task {
     /// checked in full, since it keeps the key unless beaten by more than the noise.
     #[serde(default)]
     pub incumbent: bool,
+    /// Check only, in full, without timing: a baked variant at a key off the timed
+    /// grid, inside a range it serves ([`Event::Verified`] when right).
+    #[serde(default)]
+    pub verify: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,6 +113,10 @@ pub enum Event {
     Measured {
         task: usize,
         measurement: Measurement,
+    },
+    /// A check-only task ([`Task::verify`]) found the variant right at its key.
+    Verified {
+        task: usize,
     },
     Rejected {
         task: usize,
@@ -367,21 +375,29 @@ impl<K: Kernel> Session<K> {
             } else {
                 self.best_us.get(&at).copied()
             };
-            let warm = self.launched.contains(&variant.binary);
-            let outcome = run_task::<K>(
-                job,
-                index,
-                task,
-                case,
-                alternates,
-                &self.stream,
-                &mut self.flush,
-                loaded,
-                best,
-                warm,
-                clock,
-                emit,
-            );
+            let outcome = if task.verify {
+                clock
+                    .during(Part::Check, || {
+                        verify_task::<K>(job, task.key, case, alternates, &self.stream, loaded)
+                    })
+                    .map(|()| Event::Verified { task: index })
+            } else {
+                let warm = self.launched.contains(&variant.binary);
+                run_task::<K>(
+                    job,
+                    index,
+                    task,
+                    case,
+                    alternates,
+                    &self.stream,
+                    &mut self.flush,
+                    loaded,
+                    best,
+                    warm,
+                    clock,
+                    emit,
+                )
+            };
             if !matches!(outcome, Err(Failure::Unfit(_))) {
                 self.launched.insert(variant.binary.clone());
             }
@@ -638,6 +654,20 @@ fn check_in_full<K: Kernel>(
         samples.times_us.len()
     );
     verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
+    alternates_and_draws::<K>(job, key, case, alternates, stream, variant)
+}
+
+/// The case's alternates at `key`, then the further draws of
+/// `AUTOTUNE_CHECK_SEEDS` in the case's own buffers.
+fn alternates_and_draws<K: Kernel>(
+    job: &Job,
+    key: u64,
+    case: &mut K::Case,
+    alternates: &mut [K::Case],
+    stream: &Arc<CudaStream>,
+    variant: &Runnable<K::Params, K::Case>,
+) -> Result<(), Failure> {
+    let wrong = |failure: String, when: &str| wrong_result::<K>(key, failure, when);
     // A wrapper that refuses an alternate's arguments is not checked there
     // (dispatch would refuse too).
     let own_seed = draw_seed(job.seed, key, 0);
@@ -656,6 +686,31 @@ fn check_in_full<K: Kernel>(
         gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
     }
     Ok(())
+}
+
+/// A check-only task off the timed grid: the gate in full, as a winner gets it,
+/// without timing: the key's own draw with the memory inspected, the output again
+/// after a second launch on the same inputs (what dispatch sees after the first
+/// call), the case's alternates and the further draws.
+fn verify_task<K: Kernel>(
+    job: &Job,
+    key: u64,
+    case: &mut K::Case,
+    alternates: &mut [K::Case],
+    stream: &Arc<CudaStream>,
+    variant: &Runnable<K::Params, K::Case>,
+) -> Result<(), Failure> {
+    let wrong = |failure: String, when: &str| wrong_result::<K>(key, failure, when);
+    let off_grid = " (checked off the timed grid)";
+    let own_seed = draw_seed(job.seed, key, 0);
+    gate::<K>(case, stream, variant, own_seed, true)?.map_err(|f| wrong(f, off_grid))?;
+    launch::<K>(case, stream, variant).map_err(|e| Failure::Out(Stage::Launch, e.to_string()))?;
+    stream
+        .synchronize()
+        .map_err(|e| Failure::Out(Stage::Launch, format!("after launch: {e}")))?;
+    verify::<K>(case, stream, true)?
+        .map_err(|f| wrong(f, " (second launch, checked off the timed grid)"))?;
+    alternates_and_draws::<K>(job, key, case, alternates, stream, variant)
 }
 
 /// [`gate`] (without the memory) with its launch timed as timing's first

@@ -428,6 +428,13 @@ fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
     let toolkit = real.parent().and_then(Path::parent).unwrap();
     std::os::unix::fs::symlink(toolkit, &link).unwrap();
     let link = link.join("bin").join("nvcc");
+    // A symlink to the binary alone, in a folder of its own (`update-alternatives`,
+    // a distribution's `/usr/bin/nvcc`): called as is, nvcc looked for its toolkit
+    // beside the link and failed with "cuda_runtime.h: No such file or directory".
+    let bin_link = tools.join("alternatives").join("nvcc");
+    std::fs::create_dir_all(bin_link.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&bin_link);
+    std::os::unix::fs::symlink(&real, &bin_link).unwrap();
 
     let cache = dir.join("cache");
     let timeout = std::time::Duration::from_secs(120);
@@ -437,7 +444,11 @@ fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
         ["kernels/sub/k.cu", "kernels/common.cuh"],
         "the toolkit's headers are not the kernel's"
     );
-    for (name, path) in [("wrapper script", script), ("symlinked toolkit", link)] {
+    for (name, path) in [
+        ("wrapper script", script),
+        ("symlinked toolkit", link),
+        ("symlink to the binary", bin_link),
+    ] {
         let reached = Nvcc::probe(path.clone(), &cache.join(name), timeout)
             .unwrap_or_else(|| panic!("the {name} answers --version"));
         assert!(
@@ -452,10 +463,33 @@ fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
         );
         let through = fingerprint(spec(FLAGS), &dir, &reached);
         assert_eq!(
-            through.sources,
-            direct.sources,
-            "nvcc reached through a {name} ({})",
+            through,
+            direct,
+            "nvcc reached through a {name} ({}): the same fingerprint, so committed \
+             tables stay fresh",
             path.display()
+        );
+        // And it compiles: the toolkit's own headers (`cuda_bf16.h`) are found.
+        let job = CompileJob {
+            kernel: "k".into(),
+            label: "block64".into(),
+            source: dir.join("kernels/sub/k.cu"),
+            entries: vec!["k".into()],
+            defines: vec!["-DBLOCK=64".into()],
+            flags: FLAGS.iter().map(|f| f.to_string()).collect(),
+            target: Target::Cubin("sm_90".into()),
+            dependencies: Vec::new(),
+            dir: dir.clone(),
+        };
+        let (compiled, _) = reached.compile_all(
+            std::slice::from_ref(&job),
+            &cache.join(format!("{name} images")),
+            &Progress::silent("k"),
+        );
+        let compiled = compiled.into_iter().next().unwrap();
+        assert!(
+            compiled.is_ok(),
+            "compiled through the {name}: {compiled:?}"
         );
     }
 }

@@ -15,6 +15,7 @@ use autotune_build::testing::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_build::timing::TimingConfig;
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
+use autotune_table::off_grid::{OffGridCheck, OffGridOutcome};
 use autotune_table::phases::Phases;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::shard::{Shard, Unit, entries_of};
@@ -41,6 +42,7 @@ const SPEC: KernelSpec = KernelSpec::new(
 fn script(name: &str, key: u64, device: usize, shape: &[u64]) -> Option<f64> {
     let median = match name {
         "v=0" => 10.0,
+        TAIL => 3.0,
         "vendor:cuBLAS" => 8.0,
         "v=1" if shape == [2] => 14.0,
         "v=1" if (1600..10_000).contains(&key) => 6.0,
@@ -61,6 +63,16 @@ fn script(name: &str, key: u64, device: usize, shape: &[u64]) -> Option<f64> {
         _ => median,
     })
 }
+
+/// A variant that skips the tail: the fastest, and right only where 64 divides the
+/// key (the scripted worker reads the name).
+const TAIL: &str = "tail=64";
+
+/// Sizes that every power-of-two tile up to 1024 divides, as declared sizes are.
+const TILED: KernelSpec = KernelSpec {
+    sizes: &[1024, 4096, 16384, 65536],
+    ..SPEC
+};
 
 /// The winner at each size of `SPEC` the scripted variants should produce.
 const SCRIPTED_WINNERS: [(u64, Option<usize>); 4] = [
@@ -135,6 +147,39 @@ fn worker() -> ! {
         for (task_index, task) in job.tasks.iter().enumerate() {
             let name = job.variants[task.variant].name.as_str();
             emit_line(&Event::Started { task: task_index });
+            // Whatever the task: wrong wherever the key leaves a partial tile.
+            if name == TAIL && !task.key.is_multiple_of(64) {
+                let off_grid = if task.verify {
+                    " (checked off the timed grid)"
+                } else {
+                    ""
+                };
+                emit_line(&Event::Rejected {
+                    task: task_index,
+                    stage: Stage::WrongResult,
+                    reason: format!(
+                        "relative error 1.0 at n={}{off_grid}: the last {} elements are NaN",
+                        task.key,
+                        task.key % 64
+                    ),
+                });
+                continue;
+            }
+            // A check off the timed grid: right, unless the variant is wrong there.
+            if task.verify {
+                assert!(task.check && !task.repeat, "{task:?}");
+                let wrong_at_large_keys = name == "v=7" && task.key >= 6400;
+                emit_line(&if wrong_at_large_keys {
+                    Event::Rejected {
+                        task: task_index,
+                        stage: Stage::WrongResult,
+                        reason: format!("relative error 1.0e-2 > tolerance 1e-2 at n={}", task.key),
+                    }
+                } else {
+                    Event::Verified { task: task_index }
+                });
+                continue;
+            }
             phases.check += if task.check { 0.001 } else { 0.0 };
             phases.time += 0.004;
             if slow {
@@ -291,6 +336,7 @@ fn main() {
     a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(&work.join("vendor"));
     graph_timing_reaches_the_worker_and_puts_out_what_cannot_be_captured(&work.join("graph"));
     right_only_at_small_keys_is_out_everywhere(&work.join("small"));
+    a_variant_that_skips_the_tail_is_out_though_right_at_every_size(&work.join("tail"));
     shards_on_two_machines_decide_what_one_machine_decides(&work.join("shards"));
     println!("sweep_protocol: all passed");
 }
@@ -529,6 +575,91 @@ fn right_only_at_small_keys_is_out_everywhere(work: &Path) {
         result.decisions
     );
     println!("right only at small keys is out everywhere: ok");
+}
+
+/// Issue 52: a variant that skips the tail of the key dimension (right only where
+/// its tile of 64 divides the key) in a kernel whose declared sizes, refinements
+/// and probe above the top are all multiples of 64. Timed there it is the fastest
+/// and right; checked where it would be served, off the grid, it is out for the
+/// whole kernel, and the ranges are decided (and refined) again without it, their
+/// new owners checked in turn.
+fn a_variant_that_skips_the_tail_is_out_though_right_at_every_size(work: &Path) {
+    let mut variants = variants(3);
+    variants.push(JobVariant {
+        name: TAIL.into(),
+        values: vec![64],
+        ..variants[0].clone()
+    });
+    let tail = 3;
+    let mut plan = plan(work, &variants);
+    plan.spec = &TILED;
+    let (result, log) = run_logged(&plan);
+    // Timed and right at every declared size, and the fastest there.
+    for &key in TILED.sizes {
+        let timed = result.measurements[tail].iter().find(|m| m.key == key);
+        assert!(timed.is_some_and(|m| m.median_us == 3.0), "{key}: {log}");
+    }
+    let out = result.rejected[tail].as_ref();
+    assert!(
+        out.is_some_and(
+            |r| r.stage == Stage::WrongResult && r.reason.contains("checked off the timed grid")
+        ),
+        "{out:?}: {log}"
+    );
+    assert!(result.decisions.iter().all(|d| d.winner != tail), "{log}");
+    // v=1 wins 1600..10000 of the script: its range was refined after the tail left.
+    assert_eq!(winner_at(&result, 4096), Some(1), "{log}");
+    assert!(
+        result
+            .decisions
+            .iter()
+            .any(|d| d.refinement && d.winner == 1 && d.key < 4096),
+        "{:?}",
+        result.decisions
+    );
+    // The record: the seed, the tail wrong at a key 64 does not divide, and every
+    // variant baked now right at every key it was checked at.
+    let off_grid = &result.off_grid;
+    assert_eq!(off_grid.seed, plan.seed);
+    let wrong: Vec<&OffGridCheck> = off_grid
+        .checks
+        .iter()
+        .filter(|c| matches!(c.outcome, OffGridOutcome::Wrong { .. }))
+        .collect();
+    assert!(
+        wrong.len() == 1 && wrong[0].variant == TAIL && !wrong[0].key.is_multiple_of(64),
+        "{off_grid:?}"
+    );
+    for name in ["v=0", "v=1"] {
+        let checked: Vec<&OffGridCheck> = off_grid
+            .checks
+            .iter()
+            .filter(|c| c.variant == name)
+            .collect();
+        assert!(checked.len() >= 3, "{name}: {off_grid:?}");
+        assert!(
+            checked.iter().all(|c| c.outcome == OffGridOutcome::Right),
+            "{name}: {off_grid:?}"
+        );
+    }
+    // v=1's ranges are checked at their edges: its first and last key are checked.
+    let v1 = autotune_table::ranges::ranges(&result.decisions, 0, false);
+    for range in v1.iter().filter(|r| r.choice == 1) {
+        for edge in [range.first, range.last] {
+            assert!(
+                off_grid
+                    .checks
+                    .iter()
+                    .any(|c| c.key == edge && c.variant == "v=1"),
+                "{edge}: {off_grid:?}"
+            );
+        }
+    }
+    assert!(
+        log.contains("checking what is baked off the timed grid"),
+        "{log}"
+    );
+    println!("a variant that skips the tail is out though right at every size: ok");
 }
 
 fn two_devices_split_keys_and_compare_through_anchors(work: &Path) {

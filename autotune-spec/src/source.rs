@@ -59,9 +59,11 @@ impl SourceSet {
         Ok(Self { files })
     }
 
-    /// Where a file declares `ident` itself (a variable, a constant, a parameter, a
-    /// function, or a `#define` not guarded by `#ifndef`): the file, the line (from
-    /// 1) and the line's text. A `-D` of that name would rewrite the declaration.
+    /// Where a file declares `ident` itself (a variable, a constant, a parameter of
+    /// a function's declarator, a function, or a `#define` not guarded by
+    /// `#ifndef`): the file, the line (from 1) and the line's text. A `-D` of that
+    /// name would rewrite the declaration. Uses never count: inside expressions,
+    /// calls' arguments, template arguments, array sizes, strings and comments.
     pub fn declaration_of(&self, ident: &str) -> Option<(&Path, usize, &str)> {
         self.files.iter().find_map(|file| {
             let guarded = file.text.lines().any(|line| {
@@ -73,12 +75,12 @@ impl SourceSet {
                             && words.contains(&"defined")
                             && words.contains(&ident)))
             });
-            code_lines(&file.text)
-                .find(|(_, code)| declares(code, ident, guarded))
-                .map(|(number, _)| {
-                    let text = file.text.lines().nth(number - 1).unwrap_or("").trim();
-                    (file.path.as_path(), number, text)
-                })
+            let code = code_text(&file.text);
+            declaration_at(&code, ident, guarded).map(|at| {
+                let number = code[..at].matches('\n').count() + 1;
+                let text = file.text.lines().nth(number - 1).unwrap_or("").trim();
+                (file.path.as_path(), number, text)
+            })
         })
     }
 
@@ -101,6 +103,13 @@ fn includes(text: &str) -> impl Iterator<Item = (&str, bool)> {
         let rest = rest.strip_prefix('<')?;
         rest.split_once('>').map(|(path, _)| (path, false))
     })
+}
+
+/// The whole file's code, line for line (the same line numbers), with comments
+/// and the insides of literals blanked.
+fn code_text(text: &str) -> String {
+    let lines: Vec<String> = code_lines(text).map(|(_, code)| code).collect();
+    lines.join("\n")
 }
 
 /// Each line's number (from 1) and its code, comments blanked.
@@ -173,23 +182,65 @@ fn blank_strings(code: &str) -> String {
     out
 }
 
-/// Words before a name that make its line a use, not a declaration.
+/// Words before a name that make its statement a use, not a declaration.
 const NOT_A_TYPE: [&str; 12] = [
     "return", "case", "sizeof", "if", "while", "for", "else", "goto", "throw", "new", "delete",
     "alignas",
 ];
 
-/// Whether the code of one line declares `ident`: `#define ident` (unless the file
-/// guards it with `#ifndef`), or `ident` right after a declaration's type, that is
-/// after nothing but words, `*`, `&`, `::` and `<` since the statement or parameter
-/// began (`const int N`, `T* N`, `template <int N>`), ending in a word, `*` or `&`,
-/// and before `=`, `;`, `,`, `(`, `)`, `[`, `{` or `>`.
+/// Names before a `(` that open no parameter list: keywords, attributes and the
+/// operators that look like calls.
+const NOT_A_FUNCTION: [&str; 14] = [
+    "if",
+    "while",
+    "for",
+    "switch",
+    "return",
+    "sizeof",
+    "alignof",
+    "alignas",
+    "decltype",
+    "static_assert",
+    "defined",
+    "__launch_bounds__",
+    "__cluster_dims__",
+    "__align__",
+];
+
+/// Whether `code` (comments and literals blanked) declares `ident` anywhere.
+#[cfg(test)]
 fn declares(code: &str, ident: &str, guarded: bool) -> bool {
-    let trimmed = code.trim_start();
-    if let Some(directive) = trimmed.strip_prefix('#') {
-        let mut words = identifiers(directive);
-        return words.next() == Some("define") && words.next() == Some(ident) && !guarded;
+    declaration_at(code, ident, guarded).is_some()
+}
+
+/// Where `code` (comments and literals blanked, whole lines) first declares
+/// `ident`: a byte offset. A declaration is
+/// - `#define ident` (unless the file guards it with `#ifndef`), or
+/// - `ident` right after a declaration's type, that is after nothing but words,
+///   `*`, `&`, `::` and `<` (a template's parameter list only) since its statement,
+///   template parameter or function parameter began (`const int N`, `T* N`,
+///   `template <int N>`), ending in a word, `*` or `&`, and before `=`, `;`, `,`,
+///   `(`, `)`, `[`, `{` or `>`. Where that start is a `(` or a `,` inside
+///   parentheses, the parentheses must open a function's declarator (`void f(`,
+///   after a type and a name) or a `for`'s first clause: inside a call's
+///   arguments (`min(C, BLOCK * ITEMS)`) the same words are an expression.
+fn declaration_at(code: &str, ident: &str, guarded: bool) -> Option<usize> {
+    let mut offset = 0;
+    let mut statements = String::with_capacity(code.len());
+    for line in code.split_inclusive('\n') {
+        if let Some(directive) = line.trim_start().strip_prefix('#') {
+            let mut words = identifiers(directive);
+            if words.next() == Some("define") && words.next() == Some(ident) && !guarded {
+                return Some(offset);
+            }
+            // Directives are not statements: blanked, newline kept.
+            statements.extend(line.chars().map(|c| if c == '\n' { c } else { ' ' }));
+        } else {
+            statements.push_str(line);
+        }
+        offset += line.len();
     }
+    let code = statements.as_str();
     let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut search = 0;
     while let Some(found) = code[search..].find(ident) {
@@ -204,30 +255,86 @@ fn declares(code: &str, ident: &str, guarded: bool) -> bool {
         {
             continue;
         }
-        let start = code[..at]
-            .rfind([';', '{', '}', '(', ','])
-            .map_or(0, |i| i + 1);
-        let prefix = code[start..at].trim();
-        // `<` only in a template's parameter list; a type's words never start with
-        // a digit (`16 * N` is arithmetic).
-        let template = prefix.starts_with("template");
-        let declarator = !prefix.is_empty()
-            && prefix.chars().all(|c| {
-                is_word(c)
-                    || c.is_whitespace()
-                    || matches!(c, '*' | '&' | ':')
-                    || (c == '<' && template)
-            })
-            && prefix.ends_with(|c: char| is_word(c) || c == '*' || c == '&')
-            && identifiers(prefix).next().is_some()
-            && identifiers(prefix).all(|word| {
-                !NOT_A_TYPE.contains(&word) && !word.starts_with(|c: char| c.is_ascii_digit())
-            });
-        if declarator {
-            return true;
+        let start = code[..at].rfind([';', '{', '}', '(', ',']);
+        let prefix = code[start.map_or(0, |i| i + 1)..at].trim();
+        if declarator(prefix) && start.is_none_or(|i| opens_declarations(code, i)) {
+            return Some(at);
         }
     }
-    false
+    None
+}
+
+/// Whether `prefix` reads as a declaration's type: words, `*`, `&`, `::` (and `<`
+/// in a template's parameter list), ending in a word, `*` or `&`; no keyword of a
+/// statement, no word that starts with a digit (`16 * N` is arithmetic).
+fn declarator(prefix: &str) -> bool {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let template = prefix.starts_with("template");
+    !prefix.is_empty()
+        && prefix.chars().all(|c| {
+            is_word(c)
+                || c.is_whitespace()
+                || matches!(c, '*' | '&' | ':')
+                || (c == '<' && template)
+        })
+        && prefix.ends_with(|c: char| is_word(c) || c == '*' || c == '&')
+        && identifiers(prefix).next().is_some()
+        && identifiers(prefix).all(|word| {
+            !NOT_A_TYPE.contains(&word) && !word.starts_with(|c: char| c.is_ascii_digit())
+        })
+}
+
+/// Whether the delimiter at `at` (`;`, `{`, `}`, `(` or `,`) begins a place where
+/// declarations stand: a statement (`;`, `{`, `}`, or a `,` outside parentheses),
+/// a function declarator's parameter, or a `for`'s first clause.
+fn opens_declarations(code: &str, at: usize) -> bool {
+    let open = match code.as_bytes()[at] {
+        b'(' => Some(at),
+        b',' => enclosing_paren(&code[..at]),
+        _ => None,
+    };
+    let Some(open) = open else { return true };
+    let before = code[..open].trim_end();
+    let name_start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    let name = &before[name_start..];
+    if name == "for" {
+        return code.as_bytes()[at] == b'(';
+    }
+    if name.is_empty()
+        || name.starts_with(|c: char| c.is_ascii_digit())
+        || NOT_A_FUNCTION.contains(&name)
+    {
+        return false;
+    }
+    // A declarator's name follows its type (a word, `*`, `&`, `>` of a template,
+    // `)` of an attribute like `__launch_bounds__(256)`, or `::` of a qualified
+    // name); a call's name follows an operator, `=`, `(`, `,` or a statement's start.
+    let before_name = before[..name_start].trim_end();
+    let ends_type = before_name.ends_with(|c: char| {
+        c.is_ascii_alphanumeric() || c == '_' || matches!(c, '*' | '&' | '>' | ')' | ':')
+    }) && !before_name.ends_with("->");
+    let last_word = identifiers(before_name).last();
+    ends_type
+        && !(before_name.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && last_word.is_some_and(|word| NOT_A_TYPE.contains(&word)))
+}
+
+/// The offset of the `(` that encloses the end of `code`, if the nearest open
+/// bracket is a parenthesis (not a brace, a bracket or nothing).
+fn enclosing_paren(code: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, byte) in code.bytes().enumerate().rev() {
+        match byte {
+            b')' | b']' => depth += 1,
+            b'(' | b'[' if depth > 0 => depth -= 1,
+            b'(' => return Some(i),
+            b'[' | b'{' | b'}' | b';' => return None,
+            _ => {}
+        }
+    }
+    None
 }
 
 fn identifiers(text: &str) -> impl Iterator<Item = &str> {
@@ -295,8 +402,26 @@ mod tests {
             "for (int i = tid; i < BM * BLOCK_SIZE; i += kThreads) {",
             "int MY_BLOCK_SIZE = 1;",
             "#ifndef BLOCK_SIZE",
+            // Everyday expressions that read like `T* NAME` without their context.
+            "const int end = min(C, BLOCK * BLOCK_SIZE);",
+            "const int end = min(C,\n    BLOCK * BLOCK_SIZE);",
+            "y = f(x, ITEMS * BLOCK_SIZE, z);",
+            "__shared__ float tile[ITEMS * BLOCK_SIZE];",
+            "load<BLOCK_SIZE>(x);",
+            "if (BLOCK * BLOCK_SIZE) {",
+            "__global__ void __launch_bounds__(ITEMS * BLOCK_SIZE) k(float* x) {",
+            "// BLOCK_SIZE, a comment",
         ] {
-            assert!(!declares(code, "BLOCK_SIZE", false), "{code}");
+            assert!(!declares(&code_text(code), "BLOCK_SIZE", false), "{code}");
+        }
+        for code in [
+            // Parameters of a function's declarator, on one line or several.
+            "__global__ void k(const float* x,\n    int BLOCK_SIZE) {",
+            "__device__ __forceinline__ void f(T* BLOCK_SIZE, int n);",
+            "__global__ void __launch_bounds__(256) k(unsigned BLOCK_SIZE) {",
+            "for (int BLOCK_SIZE = 0; BLOCK_SIZE < n; ++BLOCK_SIZE) {",
+        ] {
+            assert!(declares(&code_text(code), "BLOCK_SIZE", false), "{code}");
         }
         // The usual override: a default the -D replaces.
         assert!(!declares("#define BLOCK_SIZE 1024", "BLOCK_SIZE", true));

@@ -1610,6 +1610,32 @@ mod tests {
         assert!(error[0].contains("`NOPE` does not appear"), "{error:?}");
     }
 
+    /// Issue 52: `min(C, BLOCK * ITEMS)` read as a declaration of `ITEMS` (type
+    /// `BLOCK*`) refused a correct kernel. The everyday uses of a define compile; a
+    /// declaration of it is still refused, at the parameter.
+    #[test]
+    fn uses_of_a_define_compile_and_declarations_do_not() {
+        let uses = "extern \"C\" __global__ void rms_norm(const float* x, float* y, int C) {\n\
+            __shared__ float staged[BLOCK * ITEMS]; // BLOCK threads, ITEMS each\n\
+            const int end = min(C, BLOCK * ITEMS);\n\
+            const int first = tile<BLOCK>(C) * ITEMS;\n\
+            y[end - first] = x[0];\n}\n";
+        assert!(in_dir(uses, "block = [64], items = [1, 2]").is_ok());
+        for declared in [
+            "const int ITEMS = 4;\n",
+            "__device__ void f(float* ITEMS);\n",
+            "#define ITEMS 4\n",
+        ] {
+            let error =
+                in_dir(&format!("{declared}{uses}"), "block = [64], items = [1, 2]").unwrap_err();
+            assert!(
+                error.len() == 1
+                    && error[0].contains("`-DITEMS` (parameter `items`) would rewrite"),
+                "{declared}: {error:?}"
+            );
+        }
+    }
+
     #[test]
     fn the_define_options_say_what_is_wrong_at_once() {
         let all = errors(&format!(

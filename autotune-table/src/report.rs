@@ -154,6 +154,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         }
     }
     let _ = writeln!(out, "  keys: {}", k.keys_line());
+    if let Some(off_grid) = &k.off_grid {
+        let _ = writeln!(out, "  {}", off_grid.describe(&k.key));
+    }
     let rejected = k.rejected();
     if !rejected.is_empty() {
         let _ = writeln!(out, "  rejected:");

@@ -238,6 +238,10 @@ pub struct KernelTable {
     /// tuned before the sweep looked there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub above: Option<AboveRecord>,
+    /// Each baked variant checked at keys of its ranges that no tile divides
+    /// (absent in tables tuned before the sweep checked off its grid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_grid: Option<crate::off_grid::OffGridRecord>,
     pub seconds: Seconds,
 }
 
@@ -1127,6 +1131,7 @@ pub(crate) mod tests {
                 },
             ],
             above: None,
+            off_grid: None,
             seconds: Seconds {
                 compile: 1.0,
                 sweep: 2.0,
