@@ -65,7 +65,8 @@ pub mod testing {
 
     pub use crate::fingerprint::KernelInputs;
     pub use crate::nvcc::{CompileJob, Compiled, Nvcc, Target};
-    pub use crate::served::Beyond;
+    pub use crate::served::{Beyond, Served, served};
+    pub use crate::shard_run::{Entry as ShardEntry, ShardRun};
     pub use crate::sweep::{SweepPlan, SweepResult, run as run_sweep};
     pub use crate::tune::{PointJob, compile_jobs};
     pub use crate::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line, serve};

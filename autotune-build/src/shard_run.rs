@@ -12,7 +12,8 @@ use autotune_table::shard_join;
 use autotune_table::table::{Fingerprint, GpuRecord, TuningTable};
 
 /// A stale entry as the shard plan sees it.
-pub(crate) struct Entry<'a> {
+#[derive(Debug)]
+pub struct Entry<'a> {
     pub spec: &'static KernelSpec,
     pub entry: &'a str,
     pub shape: &'a [u64],
@@ -24,7 +25,7 @@ pub(crate) struct Entry<'a> {
 
 /// This machine's shard of the run, and what its partial table records.
 #[derive(Debug)]
-pub(crate) struct ShardRun {
+pub struct ShardRun {
     pub record: ShardRecord,
 }
 

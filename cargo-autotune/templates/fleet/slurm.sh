@@ -6,9 +6,13 @@
 # Run `bash tune-fleet.sh` from the crate's checkout on a file system every node
 # sees: it submits the array (one task per shard, one GPU each) and the merge,
 # which runs once every task has succeeded. Each task builds in its own target
-# folder on the node and writes tuning/shards/<gpu>.shard-<i>-of-@SHARDS@.json.
+# folder in the checkout (target/fleet/shard-<i>, FLEET_TARGET to move it), where
+# its sweep keeps the journal: a task requeued after its node failed resumes there
+# on any node. It writes tuning/shards/<gpu>.shard-<i>-of-@SHARDS@.json; the merge
+# refuses to join while a shard is missing, and leaves the table as it was.
 #SBATCH --job-name=autotune
 #SBATCH --time=04:00:00
+#SBATCH --requeue
 set -euo pipefail
 
 SHARDS=@SHARDS@
@@ -24,7 +28,7 @@ fi
 
 case "${1:-}" in
   shard)
-    export CARGO_TARGET_DIR="${TMPDIR:-/tmp}/autotune-target-${SLURM_ARRAY_TASK_ID}"
+    export CARGO_TARGET_DIR="${FLEET_TARGET:-$PWD/target/fleet}/shard-${SLURM_ARRAY_TASK_ID}"
     cargo autotune tune --manifest-path "$MANIFEST" --shard "${SLURM_ARRAY_TASK_ID}/${SHARDS}"
     ;;
   merge)

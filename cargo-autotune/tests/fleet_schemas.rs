@@ -1,0 +1,130 @@
+//! The Kubernetes and GitHub recipes of `cargo autotune fleet` checked against
+//! the real schemas, not only parsed as YAML (issue 51): `kubernetes-validate
+//! --strict` (the Kubernetes API's own OpenAPI schemas, offline; PyPI) on the two
+//! Jobs, and `check-jsonschema --builtin-schema vendor.github-workflows` (the
+//! SchemaStore's workflow schema, vendored; PyPI) on the workflow. Each check is
+//! shown to bite: a misspelt field fails it. `.ci/run` installs both; without them
+//! the tests skip and say so, unless `AUTOTUNE_REQUIRE_SCHEMAS=1` (CI).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
+#![allow(clippy::disallowed_methods)] // tests read and set up their own environment
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The validator `program` on `PATH`, or a skip (a failure where CI requires it).
+fn validator(program: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let why = format!("`{program}` is not on PATH (pip install {program})");
+        assert!(
+            std::env::var_os("AUTOTUNE_REQUIRE_SCHEMAS").is_none(),
+            "AUTOTUNE_REQUIRE_SCHEMAS is set but {why}"
+        );
+        autotune_build::skip(why);
+    }
+    found
+}
+
+/// `cargo autotune fleet SCHEDULER --shards N ...`, written to a file of its own.
+fn rendered(scheduler: &str, shards: u32, gpu: &str, name: &str) -> PathBuf {
+    let output = Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
+        .args([
+            "autotune",
+            "fleet",
+            scheduler,
+            "--shards",
+            &shards.to_string(),
+        ])
+        .args(["--gpu", gpu, "--table", "tuning/nvidia-h200.json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fleet-schemas");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, output.stdout).unwrap();
+    path
+}
+
+fn run(program: &Path, args: &[&str], file: &Path) -> Output {
+    Command::new(program).args(args).arg(file).output().unwrap()
+}
+
+fn said(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// `file` with `from` replaced by `to` (a field misspelt), beside it.
+fn misspelt(file: &Path, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.contains(from), "{from} in {}", file.display());
+    let path = file.with_extension(format!(
+        "misspelt.{}",
+        file.extension().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    path
+}
+
+#[test]
+fn the_kubernetes_jobs_are_valid_against_the_api_schemas() {
+    let Some(validate) = validator("kubernetes-validate") else {
+        return;
+    };
+    let args = ["--strict", "--quiet"];
+    for shards in [1, 3, 16] {
+        let file = rendered(
+            "kubernetes",
+            shards,
+            "NVIDIA-H200",
+            &format!("k8s-{shards}.yaml"),
+        );
+        let output = run(&validate, &args, &file);
+        assert!(
+            output.status.success(),
+            "{shards} shards: {}",
+            said(&output)
+        );
+    }
+    let file = rendered("kubernetes", 2, "NVIDIA-H200", "k8s.yaml");
+    let wrong = misspelt(&file, "backoffLimitPerIndex:", "backoffLimitPerIndexes:");
+    let output = run(&validate, &args, &wrong);
+    assert!(
+        !output.status.success(),
+        "the schema check bites: {}",
+        said(&output)
+    );
+}
+
+#[test]
+fn the_github_workflow_is_valid_against_the_workflow_schema() {
+    let Some(check) = validator("check-jsonschema") else {
+        return;
+    };
+    let args = ["--builtin-schema", "vendor.github-workflows"];
+    for shards in [1, 3, 16] {
+        let file = rendered("github", shards, "h200", &format!("github-{shards}.yml"));
+        let output = run(&check, &args, &file);
+        assert!(
+            output.status.success(),
+            "{shards} shards: {}",
+            said(&output)
+        );
+    }
+    let file = rendered("github", 2, "h200", "github.yml");
+    let wrong = misspelt(&file, "runs-on: ubuntu-latest", "run-on: ubuntu-latest");
+    let output = run(&check, &args, &wrong);
+    assert!(
+        !output.status.success(),
+        "the schema check bites: {}",
+        said(&output)
+    );
+}
