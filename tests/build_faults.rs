@@ -151,7 +151,17 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         timing: "hand-made for a test".into(),
         min_margin: 0.01,
         variants: vec![variant],
-        sizes: vec![],
+        sizes: vec![autotune_table::table::SizeRecord {
+            key: 1024,
+            winner: "block=64".into(),
+            winner_us: 5.0,
+            incumbent: "block=128".into(),
+            incumbent_us: 6.0,
+            margin: 0.2,
+            noise: 0.01,
+            runner_up: None,
+            refinement: false,
+        }],
         ranges: vec![KeyRange {
             first: 0,
             last: u64::MAX,
@@ -682,7 +692,8 @@ fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
     autotune_table::testing::assert_contains(
         &notes,
         &[
-            "pipe.cuh is unreadable (not a regular file)",
+            "pipe.cuh is unreadable (",
+            "link.json: not a regular file",
             "kernels/pipe.cuh: not a regular file",
             "/dev/zero",
             "outside the crate: \"../../../../../../etc/hostname\"",
@@ -976,4 +987,149 @@ fn nvcc_through_a_symlink_in_another_folder_compiles_the_same_images() {
     linked.env("NVCC", &link);
     let linked = baked_images(&linked.output().unwrap());
     assert_eq!(direct, linked, "the same images through the link");
+}
+
+/// Issue 50, items 1 and 3: the macro read kernel sources with plain reads: a FIFO
+/// as the wrapper's source hung `cargo build` (rustc blocked in open), a link to
+/// `/dev/zero` ate memory, and an image far past the fingerprint's cap was copied
+/// and embedded. Each is now refused at the attribute, at once.
+#[test]
+fn the_macro_reads_sources_as_regular_files_of_bounded_size() {
+    let dir = fixture("macro-reads");
+    let source = dir.join("kernels/scale.cu");
+    let kernel = std::fs::read_to_string(&source).unwrap();
+    for (what, make) in [("fifo", "mkfifo"), ("zero", "ln -s /dev/zero")] {
+        std::fs::remove_file(&source).unwrap();
+        let made = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{make} {}", source.display()))
+            .status()
+            .unwrap();
+        assert!(made.success(), "{what}");
+        let mut command = build_command(&dir, &[]);
+        command.env("NVCC", "/nonexistent/nvcc");
+        let output = within(command, 120);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{what}: the build fails");
+        assert!(stderr.contains("not a regular file"), "{what}:\n{stderr}");
+    }
+    // An image past the cap: refused, never copied into the build.
+    std::fs::remove_file(&source).unwrap();
+    std::fs::write(&source, &kernel).unwrap();
+    let big = dir.join("kernels/scale.ptx");
+    let file = std::fs::File::create(&big).unwrap();
+    file.set_len(autotune_spec::guarded::read::MAX_SOURCE_BYTES + 1)
+        .unwrap();
+    let wrapper = std::fs::read_to_string(dir.join("src/scale.rs"))
+        .unwrap()
+        .replace(
+            "source = \"kernels/scale.cu\",",
+            "source = \"kernels/scale.ptx\",",
+        );
+    std::fs::write(dir.join("src/scale.rs"), wrapper).unwrap();
+    let output = within(build_command(&dir, &[]), 120);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("more than the 67108864 allowed"),
+        "{stderr}"
+    );
+}
+
+/// Issue 50, item 2: a symlink inside the crate to a file outside it, named in a
+/// table's recorded sources, was read (`read(3, "root:x:0:0:...")`).
+#[test]
+fn a_link_inside_the_crate_to_a_file_outside_is_not_read() {
+    let dir = fixture("plink");
+    std::os::unix::fs::symlink("/etc/hostname", dir.join("kernels/plink")).unwrap();
+    let mut entry = table(foreign("fixture-scale-plink"));
+    entry.kernels.get_mut("scale").unwrap().fingerprint.sources =
+        vec!["kernels/scale.cu".into(), "kernels/plink".into()];
+    let path = dir.join("tuning/nvidia-h200.json");
+    autotune_table::table::write_atomic(&path, &entry).unwrap();
+    let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
+    command.env("NVCC", "/nonexistent/nvcc");
+    let output = within(command, 120);
+    let _ = warning(&output);
+    let notes = summary_notes(&output);
+    assert!(
+        notes.contains("outside the crate: \"kernels/plink\""),
+        "{notes}"
+    );
+}
+
+/// Issue 50, item 4: a stand-in nvcc that answers `--version` and exits, leaving a
+/// child that holds its stdout, hung the build without limit (the pipes were read
+/// with no deadline); a question that timed out was remembered as an empty answer.
+#[test]
+fn an_nvcc_whose_child_holds_its_pipes_does_not_hang_the_build() {
+    let dir = fixture("nvcc-child");
+    let script = dir.join("lingering-nvcc");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n(sleep 600) &\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
+    command
+        .env("NVCC", &script)
+        .env("AUTOTUNE_NVCC_TIMEOUT_S", "2");
+    let output = within(command, 120);
+    let line = warning(&output);
+    assert!(
+        line.contains("names no nvcc that answers --version"),
+        "{line}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let remembered = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|m| m["out_dir"].as_str().map(PathBuf::from))
+        .any(|out| out.join("autotune/bin/nvcc-identity").exists());
+    assert!(!remembered, "an unanswered question is not remembered");
+}
+
+/// Issue 50, item 5: `AUTOTUNE_ARCH` of `sm_9999`, `""` or `","` was accepted
+/// silently, and a bad `AUTOTUNE_NVCC_TIMEOUT_S` (0, -1, abc) turned compilation
+/// off as if there were no nvcc. A tuning build refuses each; another build says
+/// the value is ignored and compiles with the default.
+#[test]
+fn arch_and_nvcc_timeout_values_are_refused_not_taken_as_nothing() {
+    let dir = fixture("arch-values");
+    for arch in ["sm_9999", "", ","] {
+        let mut command = build_command(&dir, &["--features", "autotune"]);
+        command
+            .env("NVCC", "/nonexistent/nvcc")
+            .env("AUTOTUNE_ARCH", arch);
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{arch:?}: {stderr}");
+        assert!(stderr.contains("AUTOTUNE_ARCH"), "{arch:?}: {stderr}");
+    }
+    if !nvcc_on_path() {
+        return;
+    }
+    for timeout in ["0", "-1", "abc"] {
+        let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
+        command.env("AUTOTUNE_NVCC_TIMEOUT_S", timeout);
+        let output = command.output().unwrap();
+        let line = warning(&output);
+        assert!(
+            line.contains("AUTOTUNE_NVCC_TIMEOUT_S") && line.contains("ignored"),
+            "{timeout}: {line}"
+        );
+        assert!(
+            !line.contains("no binaries"),
+            "{timeout}: compiled all the same: {line}"
+        );
+        let mut tuning = build_command(&dir, &["--features", "autotune"]);
+        tuning.env("AUTOTUNE_NVCC_TIMEOUT_S", timeout);
+        let refused = tuning.output().unwrap();
+        assert!(
+            !refused.status.success(),
+            "{timeout}: a tuning build refuses it"
+        );
+    }
 }

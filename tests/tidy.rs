@@ -376,3 +376,90 @@ fn the_loop_finder_finds_each_loop_and_passes_a_tree() {
             .map(|group| group.iter().map(|s| s.to_string()).collect::<Vec<_>>())
     );
 }
+
+/// Calls that touch the outside without the guards of `autotune_spec::guarded`:
+/// `fs::read`, `fs::read_to_string`, `fs::write`, `File::create`, and a
+/// `Command`'s `output()` or `status()`.
+#[derive(Default)]
+struct Unguarded {
+    found: Vec<(String, usize)>,
+}
+
+impl<'ast> Visit<'ast> for Unguarded {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if !is_cfg_test(&item.attrs) {
+            syn::visit::visit_item_fn(self, item);
+        }
+    }
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(path) = &*call.func {
+            let segments: Vec<String> = path
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            let tail: Vec<&str> = segments
+                .iter()
+                .rev()
+                .take(2)
+                .rev()
+                .map(String::as_str)
+                .collect();
+            if matches!(
+                tail.as_slice(),
+                ["fs", "read" | "read_to_string" | "write"] | ["File", "create"]
+            ) {
+                let (line, _) = lines(
+                    path.path
+                        .segments
+                        .first()
+                        .map_or_else(proc_macro2::Span::call_site, |s| s.ident.span()),
+                );
+                self.found.push((segments.join("::"), line));
+            }
+        }
+        syn::visit::visit_expr_call(self, call);
+    }
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        let name = call.method.to_string();
+        if call.args.is_empty() && (name == "output" || name == "status") {
+            let (line, _) = lines(call.method.span());
+            self.found.push((format!(".{name}()"), line));
+        }
+        syn::visit::visit_expr_method_call(self, call);
+    }
+}
+
+/// Issue 50: one guarded way to read a file, run a program and write a file
+/// (`autotune-spec/src/guarded/`), used everywhere: library code reads, writes and
+/// runs through it, never around it.
+#[test]
+fn library_code_reads_writes_and_runs_only_through_the_guards() {
+    let mut unguarded = Vec::new();
+    for krate in CRATES {
+        for (path, file) in sources(krate) {
+            let mut calls = Unguarded::default();
+            calls.visit_file(&file);
+            let shown = path
+                .strip_prefix(root())
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            for (call, line) in calls.found {
+                unguarded.push(format!("{shown}:{line} {call}"));
+            }
+        }
+    }
+    assert!(
+        unguarded.is_empty(),
+        "reads, writes and runs outside autotune_spec::guarded (use guarded::read, \
+         guarded::write, guarded::run):\n{}",
+        unguarded.join("\n")
+    );
+}

@@ -92,7 +92,12 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
         .join("autotune")
         .join(format!("{}.rs", spec.name));
     // Rewrite only on change, so that an unchanged plan does not recompile the crate.
-    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+    let current = autotune_spec::guarded::read::read_to_string(
+        &path,
+        autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+    )
+    .ok();
+    if current.as_deref() != Some(text.as_str()) {
         table::write_text_atomic(&path, &text)?;
     }
     Ok(BakeReport {

@@ -34,6 +34,10 @@ pub enum BuildError {
     Settings(#[from] crate::settings::SettingsError),
     #[error("cannot write the build summary: {0}")]
     Summary(String),
+    /// A variable that sets how nvcc runs has a value no build can use: refused,
+    /// never taken as "no nvcc".
+    #[error("{0}")]
+    NvccSetting(crate::nvcc::NvccError),
 }
 
 impl BuildError {

@@ -82,8 +82,11 @@ fn hash_wrapper(
         })
     };
     let file = root.join(spec.wrapper_file);
-    let text = std::fs::read_to_string(&file)
-        .map_err(BuildError::io("cannot read wrapper file", &file))?;
+    let text = autotune_spec::guarded::read::read_to_string(
+        &file,
+        autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+    )
+    .map_err(|e| BuildError::io("cannot read wrapper file", &file)(e.into()))?;
     wrapper.update(spec.name.as_bytes());
     wrapper.update([0]);
     wrapper.update(tokens_digest(&file, &text)?);
@@ -134,10 +137,13 @@ fn hash_wrapper(
                     "the wrapper includes more than {MAX_INCLUDED} files"
                 )));
             }
-            let bytes = std::fs::read(&path).map_err(BuildError::io(
-                "cannot read a file the wrapper includes",
+            let bytes = autotune_spec::guarded::read::read(
                 &path,
-            ))?;
+                autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+            )
+            .map_err(|e| {
+                BuildError::io("cannot read a file the wrapper includes", &path)(e.into())
+            })?;
             wrapper.update(name.as_bytes());
             wrapper.update([0]);
             if let Some(mod_rs) = module {
@@ -294,11 +300,18 @@ impl KernelInputs {
                 .iter()
                 .filter(|shown| !self.images.iter().any(|(written, _)| written == *shown))
                 .map(|shown| {
-                    inside_crate(shown)
+                    let outside =
+                        || format!("the table names a source outside the crate: {shown:?}");
+                    let path = inside_crate(shown)
                         .then(|| self.root.join(shown))
-                        .ok_or_else(|| {
-                            format!("the table names a source outside the crate: {shown:?}")
-                        })
+                        .ok_or_else(outside)?;
+                    // A symlink inside the crate to a file outside it is outside too.
+                    match autotune_spec::guarded::read::check_inside(&path, &[&self.root]) {
+                        Err(autotune_spec::guarded::read::ReadError::Outside { .. }) => {
+                            Err(outside())
+                        }
+                        _ => Ok(path),
+                    }
                 })
                 .collect::<Result<_, _>>()?,
             (None, None) => self.scanned.clone(),

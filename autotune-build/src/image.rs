@@ -58,10 +58,16 @@ pub fn take(
     cache_dir: &Path,
     nvcc: Option<&Nvcc>,
 ) -> Result<Compiled, NvccError> {
-    let mut bytes = std::fs::read(&job.source).map_err(|source| NvccError::Io {
+    // Capped before a byte is read: an image the fingerprint refuses is never
+    // copied or embedded either.
+    let mut bytes = autotune_spec::guarded::read::read(
+        &job.source,
+        autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+    )
+    .map_err(|source| NvccError::Io {
         what: "cannot read the kernel image",
         path: job.source.clone(),
-        source,
+        source: source.into(),
     })?;
     if kind == ImageKind::Ptx && bytes.last() != Some(&0) {
         bytes.push(0);
@@ -76,10 +82,12 @@ pub fn take(
         _ => None,
     };
     let fresh = produce(&binary, |partial| {
-        std::fs::write(partial, &bytes).map_err(|source| NvccError::Io {
-            what: "cannot write",
-            path: partial.to_path_buf(),
-            source,
+        autotune_spec::guarded::write::write_atomic(partial, &bytes).map_err(|source| {
+            NvccError::Io {
+                what: "cannot write",
+                path: partial.to_path_buf(),
+                source: source.into(),
+            }
         })?;
         match ptxas {
             Some((nvcc, arch)) => assemble(nvcc, &job.source, arch, partial),
@@ -89,7 +97,11 @@ pub fn take(
     let cached = fresh.is_none();
     let log = match fresh {
         Some(log) => log,
-        None => std::fs::read_to_string(crate::nvcc::log_path(&binary)).unwrap_or_default(),
+        None => autotune_spec::guarded::read::read_to_string(
+            &crate::nvcc::log_path(&binary),
+            autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+        )
+        .unwrap_or_default(),
     };
     Ok(Compiled {
         resources: ptxas::parse_all(&log, &job.entries),

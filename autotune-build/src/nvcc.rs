@@ -2,7 +2,6 @@
 //! and compiling points of a space with it: in parallel, cached, under a timeout.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -162,6 +161,12 @@ impl Nvcc {
             },
         };
         Self::look_for(cache_dir, timeout).map(|nvcc| Self { jobs, ..nvcc })
+    }
+
+    /// [`Nvcc::find`] with the default timeout and job count, whatever the
+    /// environment says (a build that ignores a bad value, and says so).
+    pub fn find_with_defaults(cache_dir: &Path) -> Result<Self, NvccError> {
+        Self::look_for(cache_dir, Duration::from_secs(DEFAULT_TIMEOUT_S))
     }
 
     /// `find`'s search, under `timeout`.
@@ -359,10 +364,12 @@ fn compile_seconds(binary: &Path, fresh: Option<f64>) -> f64 {
     match fresh {
         Some(seconds) => {
             // Best effort: a missing record only costs the figure on a later hit.
-            let _ = std::fs::write(seconds_path(binary), format!("{seconds:.3}"));
+            let text = format!("{seconds:.3}");
+            let _ =
+                autotune_spec::guarded::write::write_atomic(&seconds_path(binary), text.as_bytes());
             seconds
         }
-        None => std::fs::read_to_string(seconds_path(binary))
+        None => autotune_spec::guarded::read::read_to_string(&seconds_path(binary), 64)
             .ok()
             .and_then(|text| text.trim().parse().ok())
             .unwrap_or(0.0),
@@ -416,59 +423,31 @@ pub(crate) fn produce(
             binary: binary.to_path_buf(),
         });
     }
-    std::fs::write(&log, &text).map_err(io("cannot write", &log))?;
+    autotune_spec::guarded::write::write_atomic(&log, text.as_bytes())
+        .map_err(|e| io("cannot write", &log)(e.into()))?;
     std::fs::rename(&partial, binary).map_err(io("cannot write", binary))?;
     Ok(Some(text))
 }
 
-/// Runs `command`, its output piped, killing it past `timeout`.
+/// Runs `command`, its output piped, in a process group killed whole past
+/// `timeout` ([`autotune_spec::guarded::run`]).
 pub(crate) fn run_with_timeout(
-    mut command: Command,
+    command: Command,
     timeout: Duration,
     what: &str,
 ) -> Result<(std::process::ExitStatus, String, String), NvccError> {
-    let program = PathBuf::from(command.get_program());
-    let spawn = |source| NvccError::Spawn {
-        path: program.clone(),
-        source,
-    };
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn)?;
-    let stdout = child.stdout.take().map(drain);
-    let stderr = child.stderr.take().map(drain);
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(NvccError::TimedOut {
-                    seconds: timeout.as_secs(),
-                    what: what.to_string(),
-                });
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(source) => return Err(spawn(source)),
-        }
-    };
-    let text = |reader: Option<std::thread::JoinHandle<String>>| {
-        reader.and_then(|r| r.join().ok()).unwrap_or_default()
-    };
-    Ok((status, text(stdout), text(stderr)))
-}
-
-/// Reads a child's pipe to the end on a thread, so that a chatty nvcc never
-/// blocks on a full pipe while the timeout is watched.
-fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
+    use autotune_spec::guarded::run::{self, RunError};
+    match run::run(command, timeout, what) {
+        Ok(ran) => Ok((ran.status, ran.stdout, ran.stderr)),
+        Err(RunError::Spawn { program, source }) => Err(NvccError::Spawn {
+            path: program,
+            source,
+        }),
+        Err(RunError::TimedOut { what, timeout }) => Err(NvccError::TimedOut {
+            seconds: timeout.as_secs(),
+            what,
+        }),
+    }
 }
 
 /// The prerequisites of the make rules nvcc `-M`/`-MM` prints
@@ -540,7 +519,7 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
         meta.len()
     );
     let cache = cache_dir.join("nvcc-identity");
-    if let Ok(text) = std::fs::read_to_string(&cache) {
+    if let Ok(text) = autotune_spec::guarded::read::read_to_string(&cache, 1 << 20) {
         let mut lines = text.lines();
         if lines.next() == Some(key.as_str())
             && let (Some(version), Some(codes)) = (lines.next(), lines.next())
@@ -553,14 +532,20 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
         }
     }
     // Each question under the timeout: an nvcc that hangs must not hang the build.
+    // A question that got no answer (timed out, could not run) is not an answer of
+    // nothing: the identity is then used for this build but not remembered.
+    let unanswered = std::cell::Cell::new(false);
     let ask = |args: &[&str]| {
         let mut command = Command::new(nvcc);
         command.args(args).stdin(Stdio::null());
         let what = format!("`{} {}`", nvcc.display(), args.join(" "));
-        run_with_timeout(command, timeout.min(PROBE_TIMEOUT), &what)
-            .ok()
-            .filter(|(status, _, _)| status.success())
-            .map(|(_, stdout, stderr)| (stdout, stderr))
+        match run_with_timeout(command, timeout.min(PROBE_TIMEOUT), &what) {
+            Ok((status, stdout, stderr)) => status.success().then_some((stdout, stderr)),
+            Err(_) => {
+                unanswered.set(true);
+                None
+            }
+        }
     };
     let version = version_in(&ask(&["--version"])?.0)?;
     let gpu_codes = ask(&["--list-gpu-code"])
@@ -589,8 +574,9 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
     for dir in &identity.toolkit_dirs {
         text.push_str(&format!("{}\n", dir.display()));
     }
-    let _ = std::fs::create_dir_all(cache_dir);
-    let _ = std::fs::write(&cache, text);
+    if !unanswered.get() {
+        let _ = autotune_spec::guarded::write::write_atomic(&cache, text.as_bytes());
+    }
     Some(identity)
 }
 
@@ -924,10 +910,14 @@ impl Nvcc {
             hash.update([0]);
         }
         for file in &inputs {
-            let text = std::fs::read(file).map_err(|source| NvccError::Io {
+            let text = autotune_spec::guarded::read::read(
+                file,
+                autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+            )
+            .map_err(|source| NvccError::Io {
                 what: "cannot read",
                 path: file.clone(),
-                source,
+                source: source.into(),
             })?;
             hash.update(&text);
             hash.update([0]);
@@ -961,7 +951,11 @@ impl Nvcc {
         );
         let log = match fresh {
             Some(log) => log,
-            None => std::fs::read_to_string(log_path(&binary)).unwrap_or_default(),
+            None => autotune_spec::guarded::read::read_to_string(
+                &log_path(&binary),
+                autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+            )
+            .unwrap_or_default(),
         };
         Ok(Compiled {
             resources: ptxas::parse_all(&log, &job.entries),

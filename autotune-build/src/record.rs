@@ -88,6 +88,9 @@ pub struct Facts {
     pub journal_header: String,
 }
 
+/// The most a sweep's journal may hold (a line a task, a few hundred bytes each).
+const MAX_JOURNAL_BYTES: u64 = 256 << 20;
+
 /// The incumbent at `key` among `incumbents` (variant 0 where none is declared).
 pub fn incumbent_at(incumbents: &[KeyRange<usize>], key: u64) -> usize {
     incumbents
@@ -240,7 +243,9 @@ impl<'a> Record<'a> {
 
     /// Replays the journal, if it belongs to this sweep (else removes it).
     pub fn replay_journal(&mut self) -> Result<(), BuildError> {
-        let Ok(text) = std::fs::read_to_string(&self.facts.journal) else {
+        let Ok(text) =
+            autotune_spec::guarded::read::read_to_string(&self.facts.journal, MAX_JOURNAL_BYTES)
+        else {
             return Ok(());
         };
         let mut lines = text.lines();

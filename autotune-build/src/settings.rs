@@ -127,9 +127,24 @@ impl Settings {
         if let Some(text) = var(vars::DEVICES)? {
             self.devices = Devices::parse(&text)?;
         }
+        if vars::ARCH.os().is_some() && var(vars::ARCH)?.is_none() {
+            // Blank is not "unset" here: a list of architectures was meant.
+            return Err(SettingsError::new(
+                vars::ARCH.name,
+                "",
+                "names no architecture (unset it for the defaults)",
+            ));
+        }
         if let Some(text) = var(vars::ARCH)? {
-            // Checked with the rest in `validate`, below.
+            // Checked with the rest in `validate`, below; set, it must name one.
             self.archs = list(&text);
+            if self.archs.is_empty() {
+                return Err(SettingsError::new(
+                    vars::ARCH.name,
+                    &text,
+                    "names no architecture (unset it for the defaults)",
+                ));
+            }
         }
         if let Some(text) = var(vars::FORCE)? {
             self.force = list(&text);
@@ -270,9 +285,10 @@ pub fn is_arch(arch: &str) -> bool {
         return false;
     };
     let digits = rest.trim_end_matches(['a', 'f']);
-    !digits.is_empty()
-        && digits.len() <= 4
+    // Two or three digits, from Maxwell's sm_50 up: no GPU is `sm_9999`.
+    (2..=3).contains(&digits.len())
         && digits.chars().all(|c| c.is_ascii_digit())
+        && digits.parse::<u32>().is_ok_and(|n| (50..=199).contains(&n))
         && rest.len() - digits.len() <= 1
 }
 
@@ -307,6 +323,8 @@ mod tests {
             "sm_90aa",
             "-ccbin=/bin/sh",
             "sm_9x",
+            "sm_9999",
+            "sm_5",
         ] {
             assert!(!is_arch(bad), "{bad}");
         }

@@ -140,11 +140,14 @@ fn root_of(entry: &Entry<'_>, stale: &[Entry<'_>]) -> String {
 
 /// This machine's name, for the report.
 fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|name| name.trim().to_string())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "unknown host".to_string())
+    autotune_spec::guarded::read::read_to_string(
+        std::path::Path::new("/proc/sys/kernel/hostname"),
+        4096,
+    )
+    .ok()
+    .map(|name| name.trim().to_string())
+    .filter(|name| !name.is_empty())
+    .unwrap_or_else(|| "unknown host".to_string())
 }
 
 #[cfg(test)]

@@ -68,6 +68,19 @@ pub(crate) fn run(
     } else {
         Nvcc::find(&build.cache_dir)
     };
+    // A value of how nvcc runs that no build can use fails a tuning build; any
+    // other build says it is ignored and compiles with the defaults (it turned
+    // compilation off, as if there were no nvcc).
+    let nvcc = match nvcc {
+        Err(error @ (NvccError::Timeout(_) | NvccError::Jobs(_))) if mode.feature => {
+            return Err(BuildError::NvccSetting(error));
+        }
+        Err(error @ (NvccError::Timeout(_) | NvccError::Jobs(_))) => {
+            report.push(format!("{error} (ignored: not tuning)"));
+            Nvcc::find_with_defaults(&build.cache_dir)
+        }
+        found => found,
+    };
     // Every kernel's inputs, gathered once (nvcc asked once per kernel).
     let mut inputs = Vec::new();
     for spec in tunables.specs() {
@@ -358,7 +371,12 @@ fn write_summary(out_dir: &Path, summary: &BuildSummary) -> Result<(), BuildErro
     let text =
         serde_json::to_string_pretty(summary).map_err(|e| BuildError::Summary(e.to_string()))?;
     let path = out_dir.join(SUMMARY_PATH);
-    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+    let current = autotune_spec::guarded::read::read_to_string(
+        &path,
+        autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+    )
+    .ok();
+    if current.as_deref() != Some(text.as_str()) {
         table::write_text_atomic(&path, &text)?;
     }
     Ok(())

@@ -84,7 +84,11 @@ impl Tunables {
     /// sharing a target folder share it, and an older file here does not rebuild it).
     pub(crate) fn other_checkout(&self, package: &str) -> Option<String> {
         let differs = self.compiled_from.iter().find(|(file, digest)| {
-            std::fs::read(self.root.join(file)).map_or(true, |bytes| {
+            let read = autotune_spec::guarded::read::read(
+                &self.root.join(file),
+                autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+            );
+            read.map_or(true, |bytes| {
                 autotune_spec::names::file_digest(&bytes) != *digest
             })
         })?;

@@ -826,8 +826,11 @@ enum Runnable<P, C> {
 
 impl<P: Params, C> Runnable<P, C> {
     fn load(ctx: &Arc<CudaContext>, variant: &JobVariant) -> Result<Self, String> {
-        let image = std::fs::read(&variant.binary)
-            .map_err(|e| format!("cannot read {}: {e}", variant.binary.display()))?;
+        let image = autotune_spec::guarded::read::read(
+            &variant.binary,
+            autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+        )
+        .map_err(|e| format!("cannot read {}: {e}", variant.binary.display()))?;
         let load = || -> Result<Vec<CudaFunction>, DriverError> {
             let module = ctx.load_module(Ptx::from_binary(image))?;
             variant

@@ -50,7 +50,10 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     for file in &files {
         let path = file.to_string_lossy().into_owned();
         tracked.push(quote!(#path));
-        let Ok(text) = std::fs::read_to_string(file) else {
+        let Ok(text) = autotune_spec::guarded::read::read_to_string(
+            file,
+            autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+        ) else {
             continue;
         };
         // What the build step checks it runs for: the same files, with the same

@@ -31,6 +31,13 @@ impl GpuReference {
         ptx: &str,
         entry: &str,
     ) -> Result<CudaFunction, DriverError> {
+        // cudarc hands both to the driver as C strings (and panics on a NUL inside):
+        // a text with a NUL is no PTX and no symbol.
+        if ptx.contains('\0') || entry.contains('\0') {
+            return Err(DriverError(
+                cudarc::driver::sys::cudaError_enum::CUDA_ERROR_INVALID_PTX,
+            ));
+        }
         ctx.load_module(Ptx::from_src(ptx))?.load_function(entry)
     }
 

@@ -67,6 +67,9 @@ pub fn parse_defines(
     if let Some(entry) = launch {
         for ident in idents(&entry.value, "launch", "`launch = [threads, rows]`", diag) {
             if let Some(index) = declared(ident, "launch", diag) {
+                if launch_only[index] {
+                    diag.at(ident, format!("`launch` names `{ident}` twice"));
+                }
                 launch_only[index] = true;
             }
         }
@@ -188,6 +191,16 @@ fn c_identifier(
     let valid = !text.is_empty()
         && !text.starts_with(|c: char| c.is_ascii_digit())
         && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if valid
+        && !prefix
+        && let Some(why) = reserved(&text)
+    {
+        diag.at(
+            lit,
+            format!("{text:?} is {why}: a `-D{text}=...` would redefine it; choose another name"),
+        );
+        return None;
+    }
     if valid {
         Some(lit.clone())
     } else {
@@ -200,6 +213,105 @@ fn c_identifier(
             lit,
             format!("{text:?} is not {what} (letters, digits and `_`, not starting with a digit)"),
         );
+        None
+    }
+}
+
+/// Words a define must never be named: C and C++ keywords and types, CUDA's
+/// built-in variables and qualifiers, and names the implementation reserves
+/// (`__CUDA_ARCH__`, anything starting with `__` or `_` and a capital).
+fn reserved(name: &str) -> Option<&'static str> {
+    const KEYWORDS: &[&str] = &[
+        "alignas",
+        "alignof",
+        "auto",
+        "bool",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "class",
+        "const",
+        "constexpr",
+        "const_cast",
+        "continue",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "dynamic_cast",
+        "else",
+        "enum",
+        "explicit",
+        "export",
+        "extern",
+        "false",
+        "float",
+        "for",
+        "friend",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "nullptr",
+        "operator",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "reinterpret_cast",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "static_assert",
+        "static_cast",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typedef",
+        "typeid",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "while",
+        "half",
+        "size_t",
+        "defined",
+    ];
+    const CUDA: &[&str] = &[
+        "threadIdx",
+        "blockIdx",
+        "blockDim",
+        "gridDim",
+        "warpSize",
+        "clusterIdx",
+        "clusterDim",
+    ];
+    if KEYWORDS.contains(&name) {
+        Some("a C++ keyword or type")
+    } else if CUDA.contains(&name) {
+        Some("one of CUDA's built-in variables")
+    } else if name.starts_with("__")
+        || (name.starts_with('_') && name[1..].starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        Some("a name the compiler reserves (a leading `__`, or `_` and a capital)")
+    } else {
         None
     }
 }

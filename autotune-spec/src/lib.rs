@@ -37,6 +37,7 @@ mod constraint;
 mod defines;
 #[cfg(feature = "grammar")]
 mod diagnostics;
+pub mod guarded;
 pub mod image;
 pub mod names;
 pub mod range;

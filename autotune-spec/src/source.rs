@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::guarded::read::MAX_SOURCE_BYTES;
+
 /// The root source file first, then every local header it reaches, each once.
 #[derive(Debug, Clone)]
 pub struct SourceSet {
@@ -40,7 +42,8 @@ impl SourceSet {
             if !seen.insert(canonical) {
                 continue;
             }
-            let text = match std::fs::read_to_string(&path) {
+            let read = crate::guarded::read::read_to_string(&path, MAX_SOURCE_BYTES);
+            let text = match read.map_err(std::io::Error::from) {
                 Ok(text) => text,
                 Err(error) if files.is_empty() => return Err(error),
                 Err(_) => continue,
@@ -80,6 +83,25 @@ impl SourceSet {
                 let number = code[..at].matches('\n').count() + 1;
                 let text = file.text.lines().nth(number - 1).unwrap_or("").trim();
                 (file.path.as_path(), number, text)
+            })
+        })
+    }
+
+    /// Where a file gives `ident` a default that a `-D` replaces (`#ifndef ident`, or
+    /// `#if !defined(ident)`): the file and the line (from 1). A parameter that
+    /// reaches only the launch never replaces it.
+    pub fn default_of(&self, ident: &str) -> Option<(&Path, usize)> {
+        self.files.iter().find_map(|file| {
+            code_lines(&file.text).find_map(|(number, code)| {
+                let line = code.trim_start();
+                let words: Vec<&str> = identifiers(line).collect();
+                let guard = line.starts_with('#')
+                    && (words.starts_with(&["ifndef", ident])
+                        || (words.first() == Some(&"if")
+                            && line.contains('!')
+                            && words.contains(&"defined")
+                            && words.contains(&ident)));
+                guard.then_some((file.path.as_path(), number))
             })
         })
     }

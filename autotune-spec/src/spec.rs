@@ -756,12 +756,55 @@ fn parse_sizes(value: &Expr, max_sizes: u64, diag: &mut Diagnostics) -> Option<V
     Some(sizes)
 }
 
+/// The string form of `where` under the unquoted form's limits, checked before it
+/// is parsed: a thousand nested parentheses or a 20 000-term sum in the string
+/// overflowed the compiler's stack (the unquoted form is checked token by token).
+fn where_text_fits(text: &str) -> Result<(), String> {
+    use crate::args::{MAX_DEPTH, MAX_WHERE_TOKENS};
+    // A token is at least one character, and most are one or two.
+    if text.len() > 4 * MAX_WHERE_TOKENS {
+        return Err(format!(
+            "`where` is longer than {} characters",
+            4 * MAX_WHERE_TOKENS
+        ));
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in text.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_DEPTH {
+        return Err(format!("`where` nests brackets deeper than {MAX_DEPTH}"));
+    }
+    let tokens = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .count()
+        + text
+            .chars()
+            .filter(|c| c.is_ascii_punctuation() && *c != '_')
+            .count();
+    if tokens > MAX_WHERE_TOKENS {
+        return Err(format!("`where` is longer than {MAX_WHERE_TOKENS} tokens"));
+    }
+    Ok(())
+}
+
 fn parse_constraint(value: &Expr, names: &[String], diag: &mut Diagnostics) -> Option<Constraint> {
     let result = match value {
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
             ..
-        }) => match text.parse::<Expr>() {
+        }) => match where_text_fits(&text.value())
+            .map_err(|why| syn::Error::new(text.span(), why))
+            .and_then(|()| text.parse::<Expr>())
+        {
             Ok(expr) => Constraint::compile(&expr, names)
                 .map_err(|e| syn::Error::new(text.span(), format!("in `where`: {e}"))),
             Err(e) => Err(syn::Error::new(
@@ -926,9 +969,23 @@ fn check_sources(
     let shown: Vec<String> = sources.iter().map(LitStr::value).collect();
     let params = checked.space.params.iter().zip(&checked.defines.names);
     for (param, define) in params.filter(|(p, _)| p.name != SOURCE_PARAM) {
-        // A launch-only parameter reaches no define: nothing to find.
-        let Some(define) = define else { continue };
         let Some(e) = checked.attr.entries.iter().find(|e| e.name == param.name) else {
+            continue;
+        };
+        // A launch-only parameter reaches no define: a source that expects one (a
+        // default the `-D` would replace) compiles every variant with its default.
+        let Some(define) = define else {
+            let define = names::define(&param.name);
+            if let Some((file, line)) = sets.iter().find_map(|set| set.default_of(&define)) {
+                let shown_file = file.strip_prefix(dir).unwrap_or(file).display();
+                diag.at(
+                    &e.name,
+                    format!(
+                        "`{}` is launch-only (`launch`), but {shown_file}:{line} reads `{define}`                          (a default for its `-D`): every variant would compile with that                          default. Drop it from `launch`, or emit another name",
+                        param.name
+                    ),
+                );
+            }
             continue;
         };
         if !sets.iter().any(|set| set.mentions(define)) {
@@ -993,7 +1050,7 @@ fn check_image(
     count: usize,
     diag: &mut Diagnostics,
 ) {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::guarded::read::read(path, crate::guarded::read::MAX_SOURCE_BYTES) {
         Ok(bytes) => bytes,
         Err(error) => {
             diag.at(
@@ -1174,7 +1231,7 @@ fn check_flags(value: &Expr, names: &[String], diag: &mut Diagnostics) {
             continue;
         };
         let flag = text.value();
-        if let Some(why) = refused_flag(&flag) {
+        if let Some(why) = refused_flag(&flag, previous.as_deref()) {
             diag.at(elem, why);
         }
         let (defined, shown) = match previous.as_deref() {
@@ -1204,12 +1261,33 @@ fn check_flags(value: &Expr, names: &[String], diag: &mut Diagnostics) {
     }
 }
 
-/// Why nvcc must not be given `flag`, if it must not: flags that
-/// redirect its output (`-o`, `-odir`), run programs (`--run`, `-ccbin`, a host
-/// compiler or linker of the flag's choosing), read option files (`-optf`), or
-/// hold several arguments in one string (`"--define-macro BLOCK=3"`, which nvcc
-/// takes as one word the shell would have split).
-fn refused_flag(flag: &str) -> Option<String> {
+/// Options whose value is the next flag (`"-Xptxas", "-v"`).
+const TAKES_A_VALUE: [&str; 14] = [
+    "-D",
+    "--define-macro",
+    "-U",
+    "--undefine-macro",
+    "-I",
+    "--include-path",
+    "-Xptxas",
+    "--ptxas-options",
+    "-maxrregcount",
+    "--maxrregcount",
+    "-std",
+    "--std",
+    "-t",
+    "--threads",
+];
+
+/// Why nvcc must not be given `flag` (after `previous`, when that takes a value),
+/// if it must not. An allow-list of what a kernel may need: optimisation and code
+/// generation switches, `-Xptxas` options for registers, caching and reports,
+/// `-lineinfo`, the fast-math switches, `-maxrregcount`, `-std`, `--expt-*`,
+/// defines, and include folders inside the crate. Everything else is refused:
+/// output paths (`-o`, `--time=FILE`, `-save-temps`), programs nvcc would run
+/// (`-run`, `-Xcompiler=-wrapper,...`, `-ccbin`), option files, and any flag of
+/// several words in one string.
+fn refused_flag(flag: &str, previous: Option<&str>) -> Option<String> {
     if flag.chars().any(char::is_whitespace) {
         return Some(format!(
             "`{flag}` holds several words in one string: give each argument its own string"
@@ -1218,41 +1296,198 @@ fn refused_flag(flag: &str) -> Option<String> {
     if flag.is_empty() {
         return Some("an empty flag".to_string());
     }
+    if let Some(option) = previous.filter(|p| TAKES_A_VALUE.contains(p)) {
+        return refused_value(option, flag);
+    }
     let name = flag.split('=').next().unwrap_or(flag);
-    const REFUSED: [(&str, &str); 17] = [
-        ("-o", "chooses where nvcc writes"),
-        ("--output-file", "chooses where nvcc writes"),
-        ("-odir", "chooses where nvcc writes"),
-        ("--output-directory", "chooses where nvcc writes"),
-        ("-MF", "chooses where nvcc writes"),
-        ("--dependency-output", "chooses where nvcc writes"),
-        ("-R", "runs a program"),
-        ("--run", "runs a program"),
-        ("--run-args", "runs a program"),
-        (
-            "-ccbin",
-            "chooses the program nvcc runs as host compiler (NVCC_CCBIN does)",
-        ),
-        (
-            "--compiler-bindir",
-            "chooses the program nvcc runs as host compiler (NVCC_CCBIN does)",
-        ),
-        ("-optf", "reads more options from a file"),
-        ("--options-file", "reads more options from a file"),
-        ("-keep", "leaves nvcc's intermediate files behind"),
-        ("--keep", "leaves nvcc's intermediate files behind"),
-        ("-keep-dir", "leaves nvcc's intermediate files behind"),
-        ("--keep-dir", "leaves nvcc's intermediate files behind"),
-    ];
-    let (option, what) = REFUSED.iter().find(|(option, _)| name == *option)?;
-    let shown = if flag == *option {
-        format!("`{option}`")
-    } else {
-        format!("`{flag}`: `{option}`")
-    };
+    if let Some((option, what)) = DANGEROUS.iter().find(|(option, _)| name == *option) {
+        let shown = if flag == *option {
+            format!("`{option}`")
+        } else {
+            format!("`{flag}`: `{option}`")
+        };
+        return Some(format!(
+            "{shown} {what}; the build decides that, not a kernel's flags"
+        ));
+    }
+    let optimisation = matches!(flag, "-O0" | "-O1" | "-O2" | "-O3");
+    let ptxas_inline = ["-Xptxas=", "--ptxas-options="]
+        .iter()
+        .find_map(|prefix| flag.strip_prefix(prefix))
+        .is_some_and(|value| refused_value("-Xptxas", value).is_none());
+    let with_value = ALLOWED_WITH_VALUE.iter().any(|option| {
+        flag.strip_prefix(option)
+            .and_then(|rest| rest.strip_prefix('='))
+            .is_some_and(|value| refused_value(option, value).is_none())
+    });
+    // `-DNAME=1`, `-UNAME`, `-Ikernels`: the value attached.
+    let attached = ["-D", "-U", "-I"].iter().any(|prefix| {
+        flag.strip_prefix(prefix)
+            .filter(|rest| !rest.is_empty() && !rest.starts_with('='))
+            .is_some_and(|value| refused_value(prefix, value).is_none())
+    });
+    let allowed = ALLOWED.contains(&flag)
+        || optimisation
+        || ptxas_inline
+        || with_value
+        || attached
+        || TAKES_A_VALUE.contains(&flag);
+    if allowed {
+        return None;
+    }
     Some(format!(
-        "{shown} {what}; the build decides that, not a kernel's flags"
+        "`{flag}` is not among the flags a kernel may pass to nvcc (optimisation, `-Xptxas` \
+         options, `-lineinfo`, fast-math switches, `-maxrregcount`, `-std`, `--expt-*`, \
+         defines, include folders inside the crate)"
     ))
+}
+
+/// Flags explained by name when refused.
+const DANGEROUS: [(&str, &str); 27] = [
+    ("-o", "chooses where nvcc writes"),
+    ("--output-file", "chooses where nvcc writes"),
+    ("-odir", "chooses where nvcc writes"),
+    ("--output-directory", "chooses where nvcc writes"),
+    ("-MF", "chooses where nvcc writes"),
+    ("--dependency-output", "chooses where nvcc writes"),
+    ("--time", "writes a file"),
+    ("-time", "writes a file"),
+    ("-fdevice-time-trace", "writes a file"),
+    ("--fdevice-time-trace", "writes a file"),
+    ("-save-temps", "leaves nvcc's intermediate files behind"),
+    ("--save-temps", "leaves nvcc's intermediate files behind"),
+    ("-R", "runs a program"),
+    ("-run", "runs a program"),
+    ("--run", "runs a program"),
+    ("-run-args", "runs a program"),
+    ("--run-args", "runs a program"),
+    (
+        "-Xcompiler",
+        "passes options to the host compiler (which can run programs)",
+    ),
+    (
+        "--compiler-options",
+        "passes options to the host compiler (which can run programs)",
+    ),
+    (
+        "-ccbin",
+        "chooses the program nvcc runs as host compiler (NVCC_CCBIN does)",
+    ),
+    (
+        "--compiler-bindir",
+        "chooses the program nvcc runs as host compiler (NVCC_CCBIN does)",
+    ),
+    ("-optf", "reads more options from a file"),
+    ("--options-file", "reads more options from a file"),
+    ("-keep", "leaves nvcc's intermediate files behind"),
+    ("--keep", "leaves nvcc's intermediate files behind"),
+    ("-keep-dir", "leaves nvcc's intermediate files behind"),
+    ("--keep-dir", "leaves nvcc's intermediate files behind"),
+];
+
+/// Flags a kernel may pass as they are.
+const ALLOWED: [&str; 22] = [
+    "-lineinfo",
+    "--generate-line-info",
+    "-use_fast_math",
+    "--use_fast_math",
+    "--expt-relaxed-constexpr",
+    "-expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-expt-extended-lambda",
+    "--extended-lambda",
+    "-extended-lambda",
+    "-restrict",
+    "--restrict",
+    "--extra-device-vectorization",
+    "-extra-device-vectorization",
+    "-w",
+    "--disable-warnings",
+    "-Wno-deprecated-gpu-targets",
+    "--resource-usage",
+    "-res-usage",
+    "-G",
+    "--device-debug",
+    "-src-in-ptx",
+];
+
+/// Options a kernel may give a value with `=` (checked by [`refused_value`]).
+const ALLOWED_WITH_VALUE: [&str; 15] = [
+    "-ftz",
+    "--ftz",
+    "-prec-div",
+    "--prec-div",
+    "-prec-sqrt",
+    "--prec-sqrt",
+    "-fmad",
+    "--fmad",
+    "-maxrregcount",
+    "--maxrregcount",
+    "-std",
+    "--std",
+    "--define-macro",
+    "--include-path",
+    "--threads",
+];
+
+/// Why `value` may not follow (or be given with `=` to) `option`, if it may not.
+fn refused_value(option: &str, value: &str) -> Option<String> {
+    let ok = match option {
+        "-D" | "--define-macro" | "-U" | "--undefine-macro" => {
+            let name = value.split(['=', '(']).next().unwrap_or("");
+            !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        }
+        // Inside the crate: relative, and never climbing out of it.
+        "-I" | "--include-path" => {
+            let path = std::path::Path::new(value);
+            !value.is_empty()
+                && path.is_relative()
+                && path.components().all(|c| {
+                    matches!(
+                        c,
+                        std::path::Component::Normal(_) | std::path::Component::CurDir
+                    )
+                })
+        }
+        "-Xptxas" | "--ptxas-options" => value.split(',').all(|option| {
+            let name = option.split('=').next().unwrap_or(option);
+            [
+                "-v",
+                "--verbose",
+                "-O0",
+                "-O1",
+                "-O2",
+                "-O3",
+                "-warn-spills",
+                "--warn-on-spills",
+                "-warn-lmem-usage",
+                "--warn-on-local-memory-usage",
+                "-dlcm",
+                "-dscm",
+                "--def-load-cache",
+                "--def-store-cache",
+                "-maxrregcount",
+                "--maxrregcount",
+                "--allow-expensive-optimizations",
+                "-allow-expensive-optimizations",
+                "-lineinfo",
+                "--generate-line-info",
+                "-Werror",
+                "--warning-as-error",
+            ]
+            .contains(&name)
+        }),
+        "-maxrregcount" | "--maxrregcount" | "-t" | "--threads" => {
+            value.parse::<u32>().is_ok_and(|n| n <= 255)
+        }
+        "-std" | "--std" => matches!(value, "c++11" | "c++14" | "c++17" | "c++20" | "c++03"),
+        "-ftz" | "--ftz" | "-prec-div" | "--prec-div" | "-prec-sqrt" | "--prec-sqrt" | "-fmad"
+        | "--fmad" => matches!(value, "true" | "false"),
+        _ => false,
+    };
+    (!ok).then(|| format!("`{option} {value}` is not a value a kernel may give `{option}`"))
 }
 
 /// The longest point slug (`block128_stages4`) must leave room in a file name.
@@ -1527,6 +1762,17 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Issue 50, item 5: the flags a kernel needs pass the allow-list.
+    #[test]
+    fn the_flags_a_kernel_needs_are_allowed() {
+        let flags = "\"-O3\", \"-Xptxas\", \"-v\", \"-Xptxas=-v,-warn-spills\", \"-lineinfo\", \
+            \"-DTOPK_KEEP_ALL\", \"-D\", \"WIDE=1\", \"-Ikernels\", \"-I\", \"kernels/sub\", \
+            \"--use_fast_math\", \"-maxrregcount=128\", \"-std=c++17\", \
+            \"--expt-relaxed-constexpr\", \"-ftz=true\"";
+        let parsed = spec(&format!("{BASE}, block = [64], flags = [{flags}]"));
+        assert!(parsed.is_ok(), "{:?}", parsed.err());
+    }
+
     #[test]
     fn limits_are_explicit_and_can_be_raised() {
         let big = format!("{BASE}, block = 1..100, stages = 1..100");
@@ -1577,6 +1823,20 @@ mod tests {
         assert_eq!(s.defines.names, [None]);
         let error = in_dir(LIBRARY, "rows = [1, 4]").unwrap_err();
         assert!(error[0].contains("launch = [rows]"), "{error:?}");
+    }
+
+    /// Issue 50, item 14: `launch = [block]` for a source that reads `BLOCK`
+    /// through an `#ifndef` default compiled every variant with the default.
+    #[test]
+    fn a_launch_only_parameter_the_source_expects_as_a_define_is_refused() {
+        let guarded = "#ifndef BLOCK\n#define BLOCK 128\n#endif\n\
+            extern \"C\" __global__ void rms_norm(float* y) { y[threadIdx.x] = BLOCK; }\n";
+        let error = in_dir(guarded, "block = [64, 128], launch = [block]").unwrap_err();
+        assert!(
+            error.len() == 1 && error[0].contains("k.cu:1 reads `BLOCK`"),
+            "{error:?}"
+        );
+        assert!(in_dir(guarded, "block = [64, 128]").is_ok());
     }
 
     #[test]

@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use autotune_spec::guarded::write::{Commit, WriteError};
+
 use autotune_spec::names::gpu_slug;
 
 use crate::error::TableError;
-use crate::table::{self, TuningTable};
+use crate::table::TuningTable;
 use crate::{plot, report};
 
 /// The report's path for tables of `gpu` in `dir`.
@@ -51,20 +53,56 @@ pub fn write_beside(
     shown: &str,
     table: &TuningTable,
 ) -> Result<Vec<PathBuf>, TableError> {
+    let mut commit = Commit::default();
+    let written = stage_beside(&mut commit, dir, shown, table)?;
+    commit.finish().map_err(write_error)?;
+    Ok(written)
+}
+
+/// [`write_beside`]'s files staged in `commit` (written, not yet renamed), so that
+/// a caller writing the table too replaces all of them or none. The report's text
+/// is escaped ([`crate::shown::lines`]: a shard's host or a rejection reason
+/// reaches no terminal as an escape sequence), and a `plots` folder that is a
+/// symlink is refused, not followed.
+pub fn stage_beside(
+    commit: &mut Commit,
+    dir: &Path,
+    shown: &str,
+    table: &TuningTable,
+) -> Result<Vec<PathBuf>, TableError> {
     let mut written = Vec::new();
     let path = report_path(dir, &table.gpu.name);
-    table::write_text_atomic(&path, &report::render(shown, table, None))?;
+    let report = crate::shown::lines(&report::render(shown, table, None));
+    commit
+        .stage(&path, report.as_bytes())
+        .map_err(write_error)?;
     written.push(path);
+    let plots = dir.join("plots");
+    if std::fs::symlink_metadata(&plots).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(TableError::Refused {
+            path: plots,
+            why: "is a symlink: plots are not written through it",
+        });
+    }
     let files = plot_files(table);
     for (name, kernel) in &table.kernels {
         let Some(file) = files.get(name) else {
             continue;
         };
-        let path = dir.join("plots").join(file);
-        table::write_text_atomic(&path, &plot::render(name, kernel, table))?;
+        let path = plots.join(file);
+        let text = plot::render(name, kernel, table);
+        commit.stage(&path, text.as_bytes()).map_err(write_error)?;
         written.push(path);
     }
     Ok(written)
+}
+
+/// The table crate's error for a guarded write's.
+pub fn write_error(error: WriteError) -> TableError {
+    match error {
+        WriteError::Refused { path, why } => TableError::Refused { path, why },
+        WriteError::Io { what, path, source } => TableError::Io { what, path, source },
+    }
 }
 
 #[cfg(test)]
@@ -76,7 +114,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../kernels/tuning/nvidia-h200.json"
         ));
-        let mut table = table::read(committed).unwrap_or_else(|e| panic!("{}", e.reason));
+        let mut table = crate::table::read(committed).unwrap_or_else(|e| panic!("{}", e.reason));
         let entry = table
             .kernels
             .get("rms_norm")

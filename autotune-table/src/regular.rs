@@ -3,51 +3,25 @@
 //! someone writes), a device such as `/dev/zero` (endless) or a symlink to either
 //! is refused, never waited on or read to the end of memory.
 
-use std::io::Read;
 use std::path::Path;
+
+use autotune_spec::guarded::read as guarded;
 
 /// The most a tuning table may hold (the shipped H200 table is under 1 MiB).
 pub const MAX_TABLE_BYTES: u64 = 64 << 20;
 
 /// The most a kernel's source file may hold, for the fingerprint.
-pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+pub const MAX_SOURCE_BYTES: u64 = guarded::MAX_SOURCE_BYTES;
 
 /// The bytes of `path`, if it is a regular file (symlinks followed) of at most
-/// `max` bytes.
+/// `max` bytes ([`autotune_spec::guarded::read`]).
 pub fn read(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(refuse("not a regular file".to_string()));
-    }
-    if meta.len() > max {
-        return Err(refuse(format!("{} bytes, more than {max}", meta.len())));
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        // Never block in open() if the file was swapped for a FIFO after the check.
-        use std::os::unix::fs::OpenOptionsExt;
-        const O_NONBLOCK: i32 = 0o4000;
-        options.custom_flags(O_NONBLOCK);
-    }
-    let file = options.open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(refuse("not a regular file".to_string()));
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(refuse(format!("more than {max} bytes")));
-    }
-    Ok(bytes)
+    Ok(guarded::read(path, max)?)
 }
 
 /// [`read`] as UTF-8 text.
 pub fn read_to_string(path: &Path, max: u64) -> std::io::Result<String> {
-    String::from_utf8(read(path, max)?)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+    Ok(guarded::read_to_string(path, max)?)
 }
 
 #[cfg(test)]

@@ -61,6 +61,25 @@ pub enum ShardError {
     Missing { missing: String, count: u32 },
     #[error("{name} lacks entries its shard was to tune ({entries}): it did not finish")]
     Unfinished { name: String, entries: String },
+    #[error("{name} records shard {index} of {count}: a shard is i/N with 1 <= i <= N <= {max}")]
+    NotInRun {
+        name: String,
+        index: u32,
+        count: u32,
+        max: u32,
+    },
+    #[error("{name} and {other} both tuned {entry}: shards of one run share no entry")]
+    Overlap {
+        name: String,
+        other: String,
+        entry: String,
+    },
+    #[error("{name} lists {entry}, which is not in its run's work")]
+    NotInWork { name: String, entry: String },
+    #[error("{name} holds {entry}, which its shard was not to tune")]
+    Stray { name: String, entry: String },
+    #[error("no shard tuned {entries}, which the run's work lists")]
+    Uncovered { entries: String },
     #[error("{name} is for {gpu}, {first} for {first_gpu}: shards run on one GPU model")]
     OtherGpu {
         name: String,
@@ -97,8 +116,12 @@ pub fn join(base: TuningTable, shards: &[(&str, TuningTable)]) -> Result<TuningT
     let Some(&(first, first_table, first_record)) = records.first() else {
         return Ok(base);
     };
+    for &(name, _, record) in &records {
+        check_shard(name, record)?;
+    }
     let count = first_record.shard.count;
     let mut seen: Vec<Option<&str>> = vec![None; count as usize];
+    let mut tuned_by: std::collections::BTreeMap<&str, &str> = Default::default();
     for &(name, table, record) in &records {
         check_same_run(first, first_table, first_record, name, table, record)?;
         let slot = &mut seen[record.shard.index as usize - 1];
@@ -110,6 +133,7 @@ pub fn join(base: TuningTable, shards: &[(&str, TuningTable)]) -> Result<TuningT
             });
         }
         *slot = Some(name);
+        check_entries(name, table, record, &mut tuned_by)?;
         let missing: Vec<&str> = record
             .entries
             .iter()
@@ -133,6 +157,17 @@ pub fn join(base: TuningTable, shards: &[(&str, TuningTable)]) -> Result<TuningT
             count,
         });
     }
+    let uncovered: Vec<&str> = first_record
+        .work
+        .iter()
+        .map(String::as_str)
+        .filter(|entry| !tuned_by.contains_key(entry))
+        .collect();
+    if !uncovered.is_empty() {
+        return Err(ShardError::Uncovered {
+            entries: uncovered.join(", "),
+        });
+    }
     let mut merged = base;
     merged.gpu = first_table.gpu.clone();
     merged.shard = None;
@@ -149,6 +184,55 @@ pub fn join(base: TuningTable, shards: &[(&str, TuningTable)]) -> Result<TuningT
         }
     }
     Ok(merged)
+}
+
+/// A record whose shard is in its run before its index is used: `1 <= i <= N <=`
+/// [`MAX_SHARDS`](crate::shard::MAX_SHARDS) (a crafted `"index": 0` underflowed,
+/// `3` of `2` indexed past the end, `4294967295` shards allocated 64 GiB).
+fn check_shard(name: &str, record: &ShardRecord) -> Result<(), ShardError> {
+    let Shard { index, count } = record.shard;
+    let max = crate::shard::MAX_SHARDS;
+    if index == 0 || index > count || count > max {
+        return Err(ShardError::NotInRun {
+            name: name.to_string(),
+            index,
+            count,
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// Each entry a shard lists is in the run's work and listed by no other shard, and
+/// its table holds nothing else (overlapping shards were merged, the last winning).
+fn check_entries<'a>(
+    name: &'a str,
+    table: &TuningTable,
+    record: &'a ShardRecord,
+    tuned_by: &mut std::collections::BTreeMap<&'a str, &'a str>,
+) -> Result<(), ShardError> {
+    for entry in &record.entries {
+        if !record.work.contains(entry) {
+            return Err(ShardError::NotInWork {
+                name: name.to_string(),
+                entry: entry.clone(),
+            });
+        }
+        if let Some(other) = tuned_by.insert(entry, name) {
+            return Err(ShardError::Overlap {
+                name: name.to_string(),
+                other: other.to_string(),
+                entry: entry.clone(),
+            });
+        }
+    }
+    if let Some(stray) = table.kernels.keys().find(|k| !record.entries.contains(k)) {
+        return Err(ShardError::Stray {
+            name: name.to_string(),
+            entry: stray.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// `record` (in `name`) belongs to the run of `first_record` (in `first`).
@@ -310,6 +394,63 @@ mod tests {
         assert!(matches!(
             error(&[("a", first), ("w", whole.clone())]),
             ShardError::NotAShard(_)
+        ));
+    }
+
+    /// Issue 50, item 10: `merge` panicked on crafted shards (`"index": 0`: an
+    /// underflow; index 3 of 2 or count 0: out of bounds; count 4294967295: a 64 GiB
+    /// allocation), merged overlapping shards silently (the last won) and accepted a
+    /// shard that tuned nothing of its own.
+    #[test]
+    fn crafted_shards_are_refused_before_use() {
+        let (whole, first, second) = two_shards();
+        let base = || {
+            let mut base = whole.clone();
+            base.kernels.clear();
+            base
+        };
+        let error = |shards: &[(&str, TuningTable)]| join(base(), shards).unwrap_err();
+        for (index, count) in [(0, 2), (3, 2), (0, 0), (1, u32::MAX)] {
+            let mut crafted = second.clone();
+            if let Some(r) = crafted.shard.as_mut() {
+                r.shard = Shard { index, count };
+            }
+            assert!(
+                matches!(
+                    error(&[("a", first.clone()), ("b", crafted)]),
+                    ShardError::NotInRun { .. }
+                ),
+                "{index}/{count}"
+            );
+        }
+        // The second shard lists one of the first's entries too.
+        let mut overlapping = second.clone();
+        let theirs = first.shard.as_ref().unwrap().entries[0].clone();
+        overlapping
+            .kernels
+            .insert(theirs.clone(), first.kernels[&theirs].clone());
+        overlapping.shard.as_mut().unwrap().entries.push(theirs);
+        assert!(matches!(
+            error(&[("a", first.clone()), ("b", overlapping)]),
+            ShardError::Overlap { .. }
+        ));
+        // A shard that claims none of its entries: its work goes untuned.
+        let mut empty = second.clone();
+        empty.kernels.clear();
+        empty.shard.as_mut().unwrap().entries.clear();
+        assert!(matches!(
+            error(&[("a", first.clone()), ("b", empty)]),
+            ShardError::Uncovered { .. }
+        ));
+        // A table holding an entry its shard was not to tune.
+        let mut stray = second.clone();
+        let theirs = first.shard.as_ref().unwrap().entries[0].clone();
+        stray
+            .kernels
+            .insert(theirs.clone(), first.kernels[&theirs].clone());
+        assert!(matches!(
+            error(&[("a", first), ("b", stray)]),
+            ShardError::Stray { .. }
         ));
     }
 }

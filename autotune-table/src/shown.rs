@@ -22,6 +22,11 @@ pub fn is_hidden(c: char) -> bool {
                 | '\u{2060}'..='\u{2064}'
                 | '\u{feff}'
                 | '\u{00ad}'
+                | '\u{180e}'
+                // Line and paragraph separators: a line break to an editor, a
+                // report reader and JavaScript, though not to Rust.
+                | '\u{2028}'
+                | '\u{2029}'
         )
 }
 
@@ -62,5 +67,10 @@ mod tests {
         assert_eq!(lines("a\nb\u{7}"), "a\nb\\u{7}");
         assert_eq!(line("µs → 1.2x"), "µs → 1.2x");
         assert!(has_hidden("\u{2066}") && !has_hidden("plain"));
+        // Issue 50, item 12: these passed raw into generated comments and reports.
+        assert_eq!(
+            line("a\u{2028}b\u{2029}c\u{180e}"),
+            "a\\u{2028}b\\u{2029}c\\u{180e}"
+        );
     }
 }

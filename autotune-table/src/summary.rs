@@ -82,8 +82,8 @@ impl KernelSummary {
 impl BuildSummary {
     /// Reads a summary file.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        use autotune_spec::guarded::read;
+        let text = read::read_to_string(path, read::MAX_SOURCE_BYTES).map_err(|e| e.to_string())?;
         let summary: Self = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not a build summary: {e}", path.display()))?;
         if summary.format != SUMMARY_FORMAT {

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -490,11 +489,20 @@ impl KernelTable {
                 ));
             }
         }
-        if parse_date(&self.tuned_on).is_none() {
-            return Err(format!(
-                "tuned_on {:?} is not a date (YYYY-MM-DD)",
-                self.tuned_on.escape_debug().to_string()
-            ));
+        match parse_date(&self.tuned_on) {
+            None => {
+                return Err(format!(
+                    "tuned_on {:?} is not a date (YYYY-MM-DD)",
+                    self.tuned_on.escape_debug().to_string()
+                ));
+            }
+            Some(date) if in_the_future(date) => {
+                return Err(format!(
+                    "tuned_on {} is in the future",
+                    self.tuned_on.escape_debug()
+                ));
+            }
+            Some(_) => {}
         }
         for variant in &self.variants {
             for m in &variant.measurements {
@@ -508,6 +516,13 @@ impl KernelTable {
                 }
             }
         }
+        self.validate_ranges()
+    }
+
+    /// The ranges: contiguous from 0 to `u64::MAX`, each naming a valid variant
+    /// measured in or next to it, that won a key inside it (or the default or the
+    /// fallback), and that was not slower than the default throughout.
+    fn validate_ranges(&self) -> Result<(), String> {
         let timed: Vec<u64> = self
             .variants
             .iter()
@@ -550,6 +565,21 @@ impl KernelTable {
                     range.last,
                     range.choice.escape_debug(),
                     self.default.escape_debug()
+                ));
+            }
+            // A tuned pick owns a range only where it won a measured key inside it;
+            // the default and the fallback own what nothing won.
+            let incumbent = range.choice == FALLBACK || range.choice == self.default;
+            let won_inside = self
+                .sizes
+                .iter()
+                .any(|s| range.contains(s.key) && s.winner == range.choice);
+            if !incumbent && !won_inside {
+                return Err(format!(
+                    "range {index} ({}..={}) names `{}`, which won no measured key inside it",
+                    range.first,
+                    range.last,
+                    range.choice.escape_debug()
                 ));
             }
             if range.last == u64::MAX {
@@ -780,7 +810,36 @@ pub fn parse_date(text: &str) -> Option<(u32, u32, u32)> {
             .flatten()
     };
     let (year, month, day) = (number(year)?, number(month)?, number(day)?);
-    ((1..=12).contains(&month) && (1..=31).contains(&day)).then_some((year, month, day))
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return None,
+    };
+    (1..=days).contains(&day).then_some((year, month, day))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+pub fn days_from_civil((year, month, day): (u32, u32, u32)) -> i64 {
+    let (month, day) = (i64::from(month), i64::from(day));
+    let year = i64::from(year) - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let doy = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Whether `date` lies after tomorrow by this machine's clock (a table from the
+/// future would win every merge by its date).
+fn in_the_future(date: (u32, u32, u32)) -> bool {
+    let today = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| (d.as_secs() / 86_400) as i64);
+    days_from_civil(date) > today + 1
 }
 
 /// Every `*.json` table in `dir`, sorted by file name; missing folder = none.
@@ -862,53 +921,11 @@ pub fn write_atomic(path: &Path, table: &TuningTable) -> Result<(), TableError> 
 /// symlink (a link in the plots folder could aim the write at any file) and never
 /// over a folder; a failed write leaves no temporary file behind.
 pub fn write_text_atomic(path: &Path, text: &str) -> Result<(), TableError> {
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        let refused = if meta.file_type().is_symlink() {
-            Some("is a symlink: not written through")
-        } else if meta.is_dir() {
-            Some("is a folder")
-        } else {
-            None
-        };
-        if let Some(why) = refused {
-            return Err(TableError::Refused {
-                path: path.to_path_buf(),
-                why,
-            });
-        }
-    }
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(TableError::io("cannot create", &dir))?;
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let partial = dir.join(format!(".{name}.partial-{}-{nanos}", std::process::id()));
-    let written = (|| {
-        let mut file = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&partial)
-            .map_err(TableError::io("cannot create", &partial))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(TableError::io("cannot write", &partial))?;
-        std::fs::rename(&partial, path).map_err(TableError::io("cannot replace", path))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    written?;
-    // The rename itself, on disk.
-    if let Ok(folder) = File::open(&dir) {
-        let _ = folder.sync_all();
-    }
-    Ok(())
+    use autotune_spec::guarded::write::{self, WriteError};
+    write::write_atomic(path, text.as_bytes()).map_err(|error| match error {
+        WriteError::Refused { path, why } => TableError::Refused { path, why },
+        WriteError::Io { what, path, source } => TableError::Io { what, path, source },
+    })
 }
 
 /// A path beside `path` that does not exist yet: `path` itself, else with
@@ -1117,7 +1134,17 @@ pub(crate) mod tests {
                 variant("block=64", vec![64]),
                 variant("block=128", vec![128]),
             ],
-            sizes: vec![],
+            sizes: vec![SizeRecord {
+                key: 8,
+                winner: "block=128".into(),
+                winner_us: 10.0,
+                incumbent: "block=64".into(),
+                incumbent_us: 10.0,
+                margin: 0.0,
+                noise: 0.01,
+                runner_up: None,
+                refinement: false,
+            }],
             ranges: vec![
                 KeyRange {
                     first: 0,
@@ -1141,6 +1168,37 @@ pub(crate) mod tests {
             },
         };
         crate::testing::table([("k", kernel)])
+    }
+
+    /// Issue 50, item 11: a range that holds no measured key could name a variant
+    /// 100x slower than the default and was baked; `tuned_on "9999-12-31"` won a
+    /// merge in either order; `2026-02-30` was a date.
+    #[test]
+    fn a_range_needs_a_win_inside_it_and_a_date_is_a_real_past_one() {
+        let mut k = sample().kernels["k"].clone();
+        assert!(k.validate().is_ok());
+        k.ranges[0] = KeyRange {
+            first: 0,
+            last: 7,
+            choice: "block=128".into(),
+        };
+        k.ranges[1].first = 8;
+        let error = k.validate().unwrap_err();
+        assert!(error.contains("won no measured key inside it"), "{error}");
+        for (date, valid) in [
+            ("2026-02-30", false),
+            ("2026-02-29", false),
+            ("2024-02-29", true),
+            ("2026-04-31", false),
+            ("9999-12-31", false),
+            ("2026-11-30", true),
+        ] {
+            let mut k = sample().kernels["k"].clone();
+            k.tuned_on = date.into();
+            assert_eq!(k.validate().is_ok(), valid, "{date}: {:?}", k.validate());
+        }
+        assert_eq!(days_from_civil((1970, 1, 1)), 0);
+        assert_eq!(days_from_civil((2026, 12, 5)), 20_792);
     }
 
     /// Seconds written before the phases were recorded still read; written again,

@@ -3,33 +3,46 @@
 //! tuning) in its JSON summary, found through `cargo build --message-format=json`;
 //! nothing is read from the text of cargo's warnings. Exit code: 0 yes, 1 no.
 
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 
 use autotune_table::summary::{BuildSummary, KernelSummary};
 use autotune_table::table::GpuRecord;
 use autotune_table::vars;
 
+use autotune_spec::guarded::run;
+
 use crate::args::ManifestArgs;
+
+/// `println!` of text that holds a table's words (a GPU's name, a note): escaped,
+/// so that no escape sequence in a table reaches the terminal as one.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", autotune_table::shown::line(&format!($($arg)*)))
+    };
+}
 use crate::error::CliError;
 
 pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
     let summaries = build_summaries(args)?;
     let mut all_ok = true;
     for summary in &summaries {
-        println!("{}", summary.package);
+        say!("{}", summary.package);
         match &summary.nvcc {
-            Some(version) => println!("  nvcc {version}"),
+            Some(version) => say!("  nvcc {version}"),
             None => {
                 let why = summary.nvcc_missing.as_deref().unwrap_or("not found");
-                println!("  nvcc: {why} (kernels can be baked but not compiled)");
+                say!("  nvcc: {why} (kernels can be baked but not compiled)");
             }
         }
         match &summary.gpu {
-            Some(gpu) => println!(
+            Some(gpu) => say!(
                 "  GPU: {} (sm_{}{}, {} SMs)",
-                gpu.name, gpu.compute_capability[0], gpu.compute_capability[1], gpu.sm_count
+                gpu.name,
+                gpu.compute_capability[0],
+                gpu.compute_capability[1],
+                gpu.sm_count
             ),
-            None => println!(
+            None => say!(
                 "  GPU: none here ({}); checking sources, spec, nvcc and versions only",
                 summary.gpu_missing.as_deref().unwrap_or("not looked at")
             ),
@@ -42,10 +55,10 @@ pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
                 Err(Unfit::Untuned(note)) => ("STALE       ", note.clone()),
                 Err(Unfit::NotCompiled(note)) => ("NOT COMPILED", note.clone()),
             };
-            println!("  {:<24} {mark}  {note}", kernel.name);
+            say!("  {:<24} {mark}  {note}", kernel.name);
         }
         for note in &summary.notes {
-            println!("  note: {note}");
+            say!("  note: {note}");
         }
     }
     Ok(if all_ok {
@@ -100,6 +113,9 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, Un
     }
 }
 
+/// The longest a checking build may take (a cold build of a large crate).
+const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+
 /// The summaries of every build script of the build that wrote one.
 fn build_summaries(args: &ManifestArgs) -> Result<Vec<BuildSummary>, CliError> {
     let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
@@ -108,15 +124,13 @@ fn build_summaries(args: &ManifestArgs) -> Result<Vec<BuildSummary>, CliError> {
     if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
     }
-    let output = command
-        .env(vars::CHECK.name, "1")
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(CliError::Cargo)?;
+    command.env(vars::CHECK.name, "1");
+    let output = run::run_showing_stderr(command, BUILD_TIMEOUT, "cargo build")
+        .map_err(|e| CliError::Cargo(e.into()))?;
     if !output.status.success() {
         return Err(CliError::BuildFailed(output.status.to_string()));
     }
-    crate::summaries::read(&String::from_utf8_lossy(&output.stdout))
+    crate::summaries::read(&output.stdout)
 }
 
 #[cfg(test)]

@@ -34,17 +34,20 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     let (ours, theirs) = (load(&reference)?, load(&other)?);
     for (entry, reference_entry) in &ours {
         let Some((_, other_entry)) = theirs.iter().find(|(e, _)| e == entry) else {
-            println!("{entry}: only in {reference}\n");
+            let said = format!("{entry}: only in {reference}");
+            println!("{}\n", autotune_table::shown::line(&said));
             continue;
         };
         let comparison = compare(reference_entry, other_entry)?;
-        print!("{}", render(entry, &reference, &other, &comparison));
+        let rendered = render(entry, &reference, &other, &comparison);
+        print!("{}", autotune_table::shown::lines(&rendered));
     }
     for (entry, _) in theirs
         .iter()
         .filter(|(e, _)| !ours.iter().any(|(o, _)| o == e))
     {
-        println!("{entry}: only in {other}\n");
+        let said = format!("{entry}: only in {other}");
+        println!("{}\n", autotune_table::shown::line(&said));
     }
     Ok(ExitCode::SUCCESS)
 }

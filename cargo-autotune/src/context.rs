@@ -39,7 +39,30 @@ pub fn run(args: &ContextArgs) -> Result<ExitCode, CliError> {
     let text = autotune_table::shown::lines(&text);
     match &args.out {
         Some(out) => {
-            // Markdown never replaces a tuning table (`--out tuning/nvidia-h200.json`).
+            // Markdown never replaces a tuning table (`--out tuning/nvidia-h200.json`),
+            // nor anything else of the tables folder: the judge's journal, a log, a
+            // report, a plot.
+            // The path as it will be, resolved as far as it exists (`tuning/logs/`
+            // may not yet).
+            let inside = |p: &std::path::Path| {
+                let p = std::path::Path::new(".").join(p);
+                p.ancestors().find_map(|existing| {
+                    let rest = p.strip_prefix(existing).ok()?;
+                    existing.canonicalize().ok().map(|f| f.join(rest))
+                })
+            };
+            let owned = match (inside(out), dir.canonicalize().ok()) {
+                (Some(out), Some(tables)) => out.starts_with(&tables),
+                _ => false,
+            };
+            if owned {
+                return Err(CliError::Refused(format!(
+                    "{} is inside the tables folder {}, whose files the tool writes (tables, \
+                     the judge's journal, logs, reports, plots): write the context elsewhere",
+                    out.display(),
+                    dir.display()
+                )));
+            }
             if table::read(out).is_ok() {
                 return Err(CliError::Refused(format!(
                     "{} is a tuning table: not overwritten (write the context elsewhere)",

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use autotune_spec::guarded::write::Commit;
 use toml_edit::{DocumentMut, Item, Table, value};
 
 use crate::args::ManifestArgs;
@@ -44,7 +45,7 @@ pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
 
 /// Adds autotune to the crate of `manifest` (at `root`); what it did, a line each.
 pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
-    let text = std::fs::read_to_string(manifest).map_err(CliError::io("read", manifest))?;
+    let text = read_text(manifest)?;
     let mut doc: DocumentMut = text.parse().map_err(|e| CliError::Unreadable {
         path: manifest.display().to_string(),
         reason: format!("not a Cargo manifest: {e}"),
@@ -54,13 +55,27 @@ pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
         .and_then(|p| p.get("name"))
         .and_then(Item::as_str)
         .ok_or_else(|| CliError::Refused(format!("{} has no [package] name", manifest.display())))?
-        .replace('-', "_");
+        .to_string();
+    // The name reaches generated Rust: a name cargo would take, nothing else.
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !plain {
+        return Err(CliError::Refused(format!(
+            "{}: the package name {:?} is not one cargo takes (letters, digits, - and _)",
+            manifest.display(),
+            name
+        )));
+    }
+    let name = name.replace('-', "_");
     let module = module_file(root)?;
     // Refuse before writing anything.
+    // A dangling symlink is there too: nothing is created through it.
     let existing: Vec<String> = FILES
         .iter()
         .map(|(file, _)| *file)
-        .filter(|file| root.join(file).exists())
+        .filter(|file| std::fs::symlink_metadata(root.join(file)).is_ok())
         .map(str::to_string)
         .collect();
     if !existing.is_empty() {
@@ -70,8 +85,7 @@ pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
             shown(root)
         )));
     }
-    let module_text =
-        std::fs::read_to_string(root.join(&module)).map_err(CliError::io("read", &module))?;
+    let module_text = read_text(&root.join(&module))?;
     if module_text.contains("mod scale;") {
         return Err(CliError::Refused(format!(
             "{module} already declares a module `scale`"
@@ -120,14 +134,21 @@ pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
                 .to_string(),
         );
     }
-    write(manifest, &doc.to_string())?;
+    // Every file written first, renamed last: a failure (a read-only `src/`, a
+    // symlink) leaves the crate as it was, and a second run starts from the same.
+    let mut commit = Commit::default();
+    stage(&mut commit, manifest, &doc.to_string())?;
     done.push(format!("wrote      {}", manifest.display()));
 
     for (file, template) in FILES {
-        write(&root.join(file), &template.replace("{{crate}}", &name))?;
+        stage(
+            &mut commit,
+            &root.join(file),
+            &template.replace("{{crate}}", &name),
+        )?;
         done.push(format!("created    {file}"));
     }
-    write(&root.join(TABLES_KEEP), "")?;
+    stage(&mut commit, &root.join(TABLES_KEEP), "")?;
     done.push("created    tuning/ (the tables folder: commit the tables written there)".into());
     let declaration = if module.ends_with("lib.rs") {
         "pub mod scale;\n"
@@ -135,11 +156,15 @@ pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
         "mod scale;\n"
     };
     let separator = if module_text.is_empty() { "" } else { "\n" };
-    write(
+    stage(
+        &mut commit,
         &root.join(&module),
         &format!("{declaration}{separator}{module_text}"),
     )?;
     done.push(format!("declared   `{}` in {module}", declaration.trim()));
+    commit
+        .finish()
+        .map_err(|e| CliError::io("write", root)(e.into()))?;
     Ok(done)
 }
 
@@ -201,20 +226,35 @@ fn is_workspace_root(doc: &DocumentMut, root: &Path) -> bool {
     if doc.contains_key("workspace") {
         return true;
     }
-    let absolute = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    // `Cargo.toml` alone has an empty folder: the current one (which the empty path
+    // does not canonicalise to, and so had no ancestors: a member was taken for
+    // the root, and given a profile cargo ignores).
+    let here = if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        root
+    };
+    let absolute = here.canonicalize().unwrap_or_else(|_| here.to_path_buf());
     !absolute.ancestors().skip(1).any(|dir| {
-        std::fs::read_to_string(dir.join("Cargo.toml"))
+        read_text(&dir.join("Cargo.toml"))
             .ok()
             .and_then(|text| text.parse::<DocumentMut>().ok())
             .is_some_and(|doc| doc.contains_key("workspace"))
     })
 }
 
-fn write(path: &Path, text: &str) -> Result<(), CliError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(CliError::io("create", parent))?;
-    }
-    std::fs::write(path, text).map_err(CliError::io("write", path))
+/// `text` staged for `path` in `commit` (never through a symlink).
+fn stage(commit: &mut Commit, path: &Path, text: &str) -> Result<(), CliError> {
+    commit
+        .stage(path, text.as_bytes())
+        .map_err(|e| CliError::io("write", path)(e.into()))
+}
+
+/// A manifest or source of the crate, as a regular file of bounded size.
+fn read_text(path: &Path) -> Result<String, CliError> {
+    use autotune_spec::guarded::read;
+    read::read_to_string(path, read::MAX_SOURCE_BYTES)
+        .map_err(|e| CliError::io("read", path)(e.into()))
 }
 
 fn shown(root: &Path) -> String {

@@ -43,11 +43,19 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
         let judgements = judge_all(&judged)?;
         return Ok(answer(args, &judgements, &judged));
     }
-    let root = args
-        .manifest_path
-        .as_deref()
-        .and_then(Path::parent)
-        .unwrap_or(Path::new(""));
+    // The crate's folder: the manifest's, else the nearest folder up from here that
+    // holds a Cargo.toml (as cargo finds it), never the current folder as such (from
+    // `src/`, the scratch tables went to `src/target/`).
+    let found = match args.manifest_path.as_deref() {
+        Some(manifest) => manifest.parent().map(Path::to_path_buf),
+        None => std::env::current_dir().ok().and_then(|here| {
+            here.ancestors()
+                .find(|dir| dir.join("Cargo.toml").is_file())
+                .map(Path::to_path_buf)
+        }),
+    };
+    let root_dir = found.unwrap_or_default();
+    let root = root_dir.as_path();
     if args.kernel == "all" {
         return Err(CliError::Refused(
             "judge takes one kernel's candidate sources at a time: name the kernel".into(),
@@ -89,16 +97,16 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
     if let Some(manifest) = &args.manifest_path {
         command.arg("--manifest-path").arg(manifest);
     }
-    let output = command
-        .arg("--message-format=json-render-diagnostics")
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(CliError::Cargo)?;
+    command.arg("--message-format=json-render-diagnostics");
+    // A tuning build: its sweep may take hours on a large crate.
+    let timeout = std::time::Duration::from_secs(12 * 3600);
+    let output = autotune_spec::guarded::run::run_showing_stderr(command, timeout, "cargo build")
+        .map_err(|e| CliError::Cargo(e.into()))?;
     if !output.status.success() {
         return Err(CliError::BuildFailed(output.status.to_string()));
     }
     // A name the crate does not have is that, whatever the GPU.
-    let summaries = crate::summaries::read(&String::from_utf8_lossy(&output.stdout))?;
+    let summaries = crate::summaries::read(&output.stdout)?;
     let known = crate::summaries::kernels(&summaries);
     crate::summaries::check_kernel(&args.kernel, &known, "this crate")?;
     if let Some(why) = crate::summaries::why_nothing_was_tuned(&summaries) {

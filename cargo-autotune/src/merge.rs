@@ -5,6 +5,8 @@
 
 use std::process::ExitCode;
 
+use autotune_spec::guarded::write::Commit;
+use autotune_table::TableError;
 use autotune_table::artifacts;
 use autotune_table::shard_join;
 use autotune_table::table::{self, TuningTable};
@@ -24,13 +26,21 @@ pub fn run(args: &MergeArgs) -> Result<ExitCode, CliError> {
         tables.push((name.as_str(), table));
     }
     let merged = merge(&tables)?;
-    table::write_atomic(&args.out, &merged)?;
+    // The table, and for a run's shards its report and plots, replaced together or
+    // not at all: a failure part-way (a full disk at the plots) leaves every file
+    // as it was.
+    let mut commit = Commit::default();
+    let text = serde_json::to_string_pretty(&merged).map_err(TableError::Serialise)? + "\n";
+    commit
+        .stage(&args.out, text.as_bytes())
+        .map_err(artifacts::write_error)?;
     if tables.iter().any(|(_, t)| t.shard.is_some()) {
         // A run's table, whole again: its report and plots beside it, as a tuning
         // build writes them.
         let dir = args.out.parent().unwrap_or(std::path::Path::new("."));
-        artifacts::write_beside(dir, &args.out.display().to_string(), &merged)?;
+        artifacts::stage_beside(&mut commit, dir, &args.out.display().to_string(), &merged)?;
     }
+    commit.finish().map_err(artifacts::write_error)?;
     println!(
         "{}: {} kernels from {} tables",
         args.out.display(),

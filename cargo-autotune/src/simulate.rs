@@ -29,12 +29,13 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, CliError> {
         runs,
     )
     .map_err(CliError::Refused)?;
-    println!(
+    let header = format!(
         "{name} on {}: {strategy_name}, budget {} of {} points, {runs} runs per key",
         table.gpu.name,
         points.unwrap_or(0),
         summary.points
     );
+    println!("{}", autotune_table::shown::line(&header));
     println!(
         "  {:>10} {:>12} {:>14} {:>14} {:>12}",
         "key", "grid best us", "mean regret", "worst regret", "within 3%"

@@ -144,7 +144,8 @@ fn gpu_names(summaries: &[BuildSummary]) -> String {
 /// An empty file for this run's progress lines, under the system's temp folder.
 fn progress_file() -> Result<PathBuf, CliError> {
     let path = std::env::temp_dir().join(format!("cargo-autotune-{}.progress", std::process::id()));
-    File::create(&path).map_err(CliError::io("create", &path))?;
+    autotune_spec::guarded::write::write_atomic(&path, b"")
+        .map_err(|e| CliError::io("create", &path)(e.into()))?;
     Ok(path)
 }
 
