@@ -92,3 +92,18 @@ fn the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it() {
         "the GPU's reference disagreed with the CPU"
     );
 }
+
+/// Issue 50, item 15: a committed PTX (or an entry) with a NUL byte reached
+/// cudarc's `CString::new(..).unwrap()` and would have panicked inside the case;
+/// it is refused, and the reference stays on the CPU.
+#[test]
+fn a_reference_with_a_nul_byte_is_refused_not_a_panic() {
+    let Some(ctx) = device::open_or_skip() else {
+        return;
+    };
+    let poisoned = format!("{REFERENCE_PTX}\0// trailing");
+    assert!(GpuReference::try_load(&ctx, &poisoned, "rmsnorm_reference").is_err());
+    assert!(!GpuReference::load(&ctx, &poisoned, "rmsnorm_reference").in_use());
+    assert!(!GpuReference::load(&ctx, REFERENCE_PTX, "rmsnorm\0reference").in_use());
+    assert!(GpuReference::load(&ctx, REFERENCE_PTX, "rmsnorm_reference").in_use());
+}
