@@ -12,7 +12,13 @@ use crate::error::CliError;
 /// `cargo` runs `cargo-autotune autotune ARGS`; the binary run directly takes the
 /// same arguments with or without the leading `autotune`.
 #[derive(Debug, Parser)]
-#[command(name = "cargo-autotune", bin_name = "cargo autotune", version, about)]
+#[command(
+    name = "cargo-autotune",
+    bin_name = "cargo autotune",
+    version,
+    about = "Tune #[autotune] CUDA kernels and work with their tables: init, tune, check, \
+             report, plot, compare, simulate, merge, context, judge, fleet"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -63,6 +69,7 @@ pub struct ManifestArgs {
 /// The tables folder: `--tables DIR`, else `kernels/tuning` or `tuning` here.
 #[derive(Debug, Args)]
 pub struct TablesArg {
+    /// The tables folder (default: `kernels/tuning` or `tuning` in the crate).
     #[arg(long, value_name = "DIR")]
     pub tables: Option<PathBuf>,
 }
@@ -94,6 +101,8 @@ pub struct TuneArgs {
     /// The CUDA devices to tune on: `0,1` or `all`.
     #[arg(long, value_name = "0,1|all")]
     pub devices: Option<String>,
+    /// Which points to time at each key: every one (`grid`), or a budgeted
+    /// search (`random`, `local`; `--budget` sets how many).
     #[arg(long, value_enum)]
     pub strategy: Option<StrategyName>,
     /// Points per key (`28`) or seconds for a kernel's whole search (`60s`).
@@ -104,6 +113,7 @@ pub struct TuneArgs {
     /// the shards.
     #[arg(long, value_name = "i/N")]
     pub shard: Option<Shard>,
+    /// The crate's manifest (default: `./Cargo.toml`).
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
     #[command(flatten)]
@@ -161,6 +171,7 @@ pub struct JudgeArgs {
     /// The verdict as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The crate's manifest (default: `./Cargo.toml`).
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
     #[command(flatten)]
@@ -190,25 +201,33 @@ pub struct PlotArgs {
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
+    /// The table to write (often the first input: the model's committed table).
     pub out: PathBuf,
+    /// Tables of one GPU model, and the shards of one run (`tuning/shards/*`).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
+    /// The table compared against (the committed one).
     pub reference: PathBuf,
+    /// The other tuning (a retune, another machine's).
     pub other: PathBuf,
+    /// The kernel (every entry of it, one per shape), or `all`.
     #[arg(long)]
     pub kernel: String,
 }
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
+    /// A table tuned with the full grid (every point timed at every key).
     #[arg(long)]
     pub table: PathBuf,
+    /// The kernel entry to replay (`gemm@n=4096,k=4096`).
     #[arg(long)]
     pub kernel: String,
+    /// The search to replay over the grid's times.
     #[arg(long, value_enum)]
     pub strategy: StrategyName,
     /// Points per key.
@@ -232,6 +251,31 @@ impl Cli {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 49, item 11: `--manifest-path`, `--tables`, `--strategy`, `merge`'s and
+    /// `compare`'s arguments and `simulate`'s flags had no help text.
+    #[test]
+    fn every_command_and_argument_has_help_text() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        for sub in cli.get_subcommands() {
+            if sub.get_about().is_none() {
+                missing.push(sub.get_name().to_string());
+            }
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    missing.push(format!("{} {id}", sub.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+        let about = cli.get_about().map(ToString::to_string).unwrap_or_default();
+        for sub in cli.get_subcommands() {
+            assert!(about.contains(sub.get_name()), "{} in {about}", sub.get_name());
+        }
+    }
+
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
@@ -277,6 +321,7 @@ mod tests {
 
 #[derive(Debug, Args)]
 pub struct FleetArgs {
+    /// The scheduler the recipe is for.
     #[arg(value_enum)]
     pub scheduler: Scheduler,
     /// How many machines (shards).
