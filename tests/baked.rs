@@ -73,6 +73,25 @@ fn h200() -> GpuIdentity {
     }
 }
 
+/// Issue 49: where no table speaks (another GPU), a kernel with a declared
+/// fallback runs it, the vendor's or the library's launch, not the default point:
+/// nothing changes for users who never tune.
+#[test]
+fn without_a_table_a_kernel_with_a_fallback_runs_the_fallback() {
+    let b200 = GpuIdentity {
+        name: "NVIDIA B200".into(),
+        compute_capability: (10, 0),
+        sm_count: 148,
+    };
+    let (defaults, _) = Gemm::baked().plan_for(&b200);
+    for key in [0, 1, 4096, u64::MAX] {
+        assert_eq!((defaults.select)(key), Choice::Fallback, "gemm at m={key}");
+    }
+    let (defaults, _) = RmsNorm::baked().plan_for(&b200);
+    assert!(matches!((defaults.select)(1), Choice::Variant(_)), "no fallback: the default");
+    assert!(Gemm::baked().describe("m").contains("on any other GPU: cuBLAS for every m"));
+}
+
 fn check_selection(baked: &'static Baked, name: &str) {
     assert!(matches!(baked.plan_for(&h200()).1, Selection::Tuned { .. }));
     let b200 = GpuIdentity {

@@ -83,6 +83,7 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
         images: found.images,
         plans: found.plans,
         default: 0,
+        incumbent: spec.fallback.is_some() || spec.vendor.is_some(),
         note: note.clone(),
         not_compiled,
     };

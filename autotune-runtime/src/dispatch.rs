@@ -27,7 +27,9 @@ pub struct Baked {
     /// What [`Choice::Fallback`] runs, as `describe` says it: `fallback`, or the
     /// vendor library's name (`cuBLAS`).
     pub fallback: &'static str,
-    /// The plan for any other GPU: the declared default everywhere.
+    /// The plan for any other GPU (and for every GPU without a table): the declared
+    /// fallback everywhere where there is one (the library's launch keeps its
+    /// behaviour until a table says otherwise), else the declared default.
     pub defaults: Plan,
     /// What the build did for this kernel and why (tuned, table baked, defaults).
     pub note: &'static str,

@@ -27,7 +27,7 @@ pub fn softmax_library(
 
 /// The same kernel, its block size (`threads`, launch-only) and rows per block
 /// (`ROWS_PER_BLOCK`, compiled in) tuned; the library's launch owns every range
-/// where no tuned point beats it.
+/// where no tuned point beats it, and every size on a GPU without a table.
 #[autotune(
     source = "kernels/softmax.cu",
     entry = "softmax_rows",
