@@ -88,8 +88,15 @@ fn without_a_table_a_kernel_with_a_fallback_runs_the_fallback() {
         assert_eq!((defaults.select)(key), Choice::Fallback, "gemm at m={key}");
     }
     let (defaults, _) = RmsNorm::baked().plan_for(&b200);
-    assert!(matches!((defaults.select)(1), Choice::Variant(_)), "no fallback: the default");
-    assert!(Gemm::baked().describe("m").contains("on any other GPU: cuBLAS for every m"));
+    assert!(
+        matches!((defaults.select)(1), Choice::Variant(_)),
+        "no fallback: the default"
+    );
+    assert!(
+        Gemm::baked()
+            .describe("m")
+            .contains("on any other GPU: cuBLAS for every m")
+    );
 }
 
 fn check_selection(baked: &'static Baked, name: &str) {

@@ -106,7 +106,7 @@ pub(crate) fn run(
         archs.push(gpu.arch_specific());
     }
     let (baked, kernels) = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
-    report.push(warning::baked(&kernels, &baked));
+    report.extend(warning::baked(&kernels, &baked));
     // Table text may reach the notes: escaped, as in the warning.
     let notes: Vec<String> = report
         .iter()

@@ -11,14 +11,14 @@ use autotune_table::summary::KernelSummary;
 /// The longest warning line, in characters (after `autotune: `).
 pub const MAX_CHARS: usize = 200;
 
-/// What ends a line that had to be cut.
+/// What ends a part that had to be cut inside (one longer than the whole line).
 const CUT: &str = "… (cargo autotune check)";
 
 /// What was baked, compactly: kernels with a tuned plan grouped by the tables
 /// they came from (`baked gemm, rms_norm from kernels/tuning/nvidia-h200.json`),
 /// then each kernel that got its defaults with the first reason a table was not
 /// used (`scale: defaults (block=128): tuning/x.json is stale for ...`).
-pub fn baked(kernels: &[KernelSummary], lines: &[String]) -> String {
+pub fn baked(kernels: &[KernelSummary], lines: &[String]) -> Vec<String> {
     let mut by_tables: BTreeMap<Vec<&str>, Vec<&str>> = BTreeMap::new();
     let mut parts = Vec::new();
     for (kernel, line) in kernels.iter().zip(lines) {
@@ -46,12 +46,13 @@ pub fn baked(kernels: &[KernelSummary], lines: &[String]) -> String {
         })
         .collect();
     tuned.append(&mut parts);
-    tuned.join("; ")
+    tuned
 }
 
-/// The warning: `parts` (problems first, then what was baked) joined, without a
-/// part that repeats an earlier one, in one line of printable characters, cut to
-/// [`MAX_CHARS`].
+/// The warning: `parts` (problems first, then what was baked, a part per kernel
+/// or group of kernels) joined, without a part that repeats an earlier one, in
+/// one line of printable characters of at most [`MAX_CHARS`]: cut between parts,
+/// never inside one, the rest counted (`; and 2 more: cargo autotune check`).
 pub fn line(parts: &[String]) -> String {
     let mut kept: Vec<String> = Vec::new();
     for part in parts {
@@ -62,7 +63,41 @@ pub fn line(parts: &[String]) -> String {
             kept.push(part);
         }
     }
-    cut(&kept.join("; "), MAX_CHARS)
+    fit(&kept, MAX_CHARS)
+}
+
+/// The most whole `parts` that fit `max` characters with the count of the rest
+/// (`; and 2 more: cargo autotune check`). Where the next part would not fit
+/// whole, as much of it as fits is kept, cut between two words (never inside one)
+/// and marked `…`, so that the line still says why the first kernel got what it
+/// got; the count then includes that part.
+fn fit(parts: &[String], max: usize) -> String {
+    let whole = parts.join("; ");
+    if whole.chars().count() <= max {
+        return whole;
+    }
+    let tail = |rest: usize| format!("; and {rest} more: cargo autotune check");
+    let mut keep = 0;
+    while keep < parts.len() {
+        let head = parts[..=keep].join("; ");
+        if head.chars().count() + tail(parts.len() - keep - 1).chars().count() > max {
+            break;
+        }
+        keep += 1;
+    }
+    let head = parts[..keep].join("; ");
+    let rest = parts.len() - keep;
+    let room = max.saturating_sub(head.chars().count() + tail(rest).chars().count() + 3);
+    let partial = parts.get(keep).and_then(|next| {
+        let words: String = next.chars().take(room).collect();
+        let cut_at = words.rfind(' ')?;
+        (cut_at >= 20).then(|| format!("{}…", words[..cut_at].trim_end()))
+    });
+    let shown: Vec<String> = parts[..keep].iter().cloned().chain(partial).collect();
+    if shown.is_empty() {
+        return cut(&whole, max);
+    }
+    shown.join("; ") + &tail(rest)
 }
 
 /// `text`, or its first characters and [`CUT`], in at most `max` characters.
@@ -110,7 +145,7 @@ mod tests {
             "rms_norm: tuned".into(),
         ];
         assert_eq!(
-            baked(&kernels, &lines),
+            baked(&kernels, &lines).join("; "),
             "baked gemm, rms_norm from kernels/tuning/nvidia-h200.json; \
              scale: tuning/x.json is stale; defaults (block=128)"
         );
@@ -129,7 +164,31 @@ mod tests {
         assert!(text.chars().count() <= MAX_CHARS, "{text}");
         assert_eq!(text.matches("nvcc not found").count(), 1, "{text}");
         assert!(text.contains("a\\u{a}newline"), "{text}");
-        assert!(text.ends_with(CUT), "{text}");
+        assert!(
+            text.ends_with("; and 1 more: cargo autotune check"),
+            "{text}"
+        );
         assert_eq!(line(&["short".into()]), "short");
+        // Issue 49: the line was cut mid-word (`softmax_candle: defa…`); it is cut
+        // between kernels now, the rest counted.
+        let kernels: Vec<String> = (0..9)
+            .map(|i| format!("softmax_candle_{i}: defaults (threads=32): no table for this GPU"))
+            .collect();
+        let text = line(&kernels);
+        assert!(text.chars().count() <= MAX_CHARS, "{text}");
+        assert!(text.ends_with("; and 7 more: cargo autotune check"), "{text}");
+        assert!(
+            text.starts_with(&kernels[0]) && text.contains(&kernels[1]),
+            "{text}"
+        );
+        // Whatever is cut is cut between words: every word shown is whole.
+        let words: Vec<&str> = kernels.iter().flat_map(|k| k.split(' ')).collect();
+        let shown = text.split("; and ").next().unwrap_or_default();
+        for word in shown.split([' ', ';']).filter(|w| !w.is_empty()) {
+            let word = word.trim_end_matches('…');
+            assert!(words.contains(&word), "{word:?} in {text}");
+        }
+        // One part longer than the line is cut inside, said.
+        assert!(line(&[long]).ends_with(CUT));
     }
 }

@@ -272,7 +272,11 @@ mod tests {
         assert!(missing.is_empty(), "no help text: {missing:?}");
         let about = cli.get_about().map(ToString::to_string).unwrap_or_default();
         for sub in cli.get_subcommands() {
-            assert!(about.contains(sub.get_name()), "{} in {about}", sub.get_name());
+            assert!(
+                about.contains(sub.get_name()),
+                "{} in {about}",
+                sub.get_name()
+            );
         }
     }
 

@@ -50,25 +50,7 @@ pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
         path: manifest.display().to_string(),
         reason: format!("not a Cargo manifest: {e}"),
     })?;
-    let name = doc
-        .get("package")
-        .and_then(|p| p.get("name"))
-        .and_then(Item::as_str)
-        .ok_or_else(|| CliError::Refused(format!("{} has no [package] name", manifest.display())))?
-        .to_string();
-    // The name reaches generated Rust: a name cargo would take, nothing else.
-    let plain = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !plain {
-        return Err(CliError::Refused(format!(
-            "{}: the package name {:?} is not one cargo takes (letters, digits, - and _)",
-            manifest.display(),
-            name
-        )));
-    }
-    let name = name.replace('-', "_");
+    let name = rust_name(&doc, manifest)?;
     let module = module_file(root)?;
     // Refuse before writing anything.
     // A dangling symlink is there too: nothing is created through it.
@@ -166,6 +148,30 @@ pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
         .finish()
         .map_err(|e| CliError::io("write", root)(e.into()))?;
     Ok(done)
+}
+
+/// The package's name as Rust spells it (`-` as `_`), where it is a name cargo
+/// takes: it reaches generated Rust, so nothing else passes.
+fn rust_name(doc: &DocumentMut, manifest: &Path) -> Result<String, CliError> {
+    let name = doc
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(Item::as_str)
+        .ok_or_else(|| CliError::Refused(format!("{} has no [package] name", manifest.display())))?
+        .to_string();
+    // The name reaches generated Rust: a name cargo would take, nothing else.
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !plain {
+        return Err(CliError::Refused(format!(
+            "{}: the package name {:?} is not one cargo takes (letters, digits, - and _)",
+            manifest.display(),
+            name
+        )));
+    }
+    Ok(name.replace('-', "_"))
 }
 
 /// `0.1` for this tool's version 0.1.x: the release line of the crates it adds.

@@ -340,7 +340,7 @@ const MIMIC: &str = r#"{
     "tuned_on": "2026-11-30", "seed": 0, "key": "n", "default": "block=128", "fallback": null, "timing": "test", "min_margin": 0.01,
     "variants": [{ "name": "block=64", "values": [64], "role": "tuned", "resources": null, "rejected": null,
       "measurements": [{ "key": 1024, "median_us": 5.0, "p25_us": 4.9, "p75_us": 5.1, "min_us": 4.8, "repeats": 20, "error": 1e-7, "bytes": 8192, "flops": 1024 }] }],
-    "sizes": [],
+    "sizes": [{ "key": 1024, "winner": "block=64", "winner_us": 5.0, "incumbent": "block=128", "incumbent_us": 6.0, "margin": 0.2, "noise": 0.01, "runner_up": null, "refinement": false }],
     "ranges": [{ "first": 0, "last": 18446744073709551615, "variant": "block=64" }],
     "seconds": { "compile": 0.0, "sweep": 0.0, "total": 0.0 }
   } }
@@ -386,7 +386,7 @@ fn commands_write_no_table_no_symlink_target_and_no_leftovers() {
     let out = cargo_autotune(&dir, &["context", "--out", "tuning/nvidia-h200.json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("is a tuning table: not overwritten"),
+        text(&out.stderr).contains("is inside the tables folder"),
         "{}",
         text(&out.stderr)
     );
