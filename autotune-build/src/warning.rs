@@ -176,7 +176,10 @@ mod tests {
             .collect();
         let text = line(&kernels);
         assert!(text.chars().count() <= MAX_CHARS, "{text}");
-        assert!(text.ends_with("; and 7 more: cargo autotune check"), "{text}");
+        assert!(
+            text.ends_with("; and 7 more: cargo autotune check"),
+            "{text}"
+        );
         assert!(
             text.starts_with(&kernels[0]) && text.contains(&kernels[1]),
             "{text}"

@@ -74,33 +74,58 @@ fn misspelt(file: &Path, from: &str, to: &str) -> PathBuf {
     path
 }
 
-#[test]
-fn the_kubernetes_jobs_are_valid_against_the_api_schemas() {
-    let Some(validate) = validator("kubernetes-validate") else {
-        return;
+/// `scheduler`'s recipe for 1, 3 and 16 shards passes `program ARGS`, and one with
+/// `from` misspelt as `to` fails it (the check bites).
+fn passes_and_bites(
+    program: &Path,
+    args: &[&str],
+    scheduler: &str,
+    gpu: &str,
+    from: &str,
+    to: &str,
+) {
+    let extension = if scheduler == "kubernetes" {
+        "yaml"
+    } else {
+        "yml"
     };
-    let args = ["--strict", "--quiet"];
     for shards in [1, 3, 16] {
         let file = rendered(
-            "kubernetes",
+            scheduler,
             shards,
-            "NVIDIA-H200",
-            &format!("k8s-{shards}.yaml"),
+            gpu,
+            &format!("{scheduler}-{shards}.{extension}"),
         );
-        let output = run(&validate, &args, &file);
+        let output = run(program, args, &file);
         assert!(
             output.status.success(),
             "{shards} shards: {}",
             said(&output)
         );
     }
-    let file = rendered("kubernetes", 2, "NVIDIA-H200", "k8s.yaml");
-    let wrong = misspelt(&file, "backoffLimitPerIndex:", "backoffLimitPerIndexes:");
-    let output = run(&validate, &args, &wrong);
+    let file = rendered(scheduler, 2, gpu, &format!("{scheduler}.{extension}"));
+    let output = run(program, args, &misspelt(&file, from, to));
     assert!(
         !output.status.success(),
         "the schema check bites: {}",
         said(&output)
+    );
+}
+
+#[test]
+fn the_kubernetes_jobs_are_valid_against_the_api_schemas() {
+    let Some(validate) = validator("kubernetes-validate") else {
+        return;
+    };
+    let args = ["--strict", "--quiet"];
+    let field = "backoffLimitPerIndex:";
+    passes_and_bites(
+        &validate,
+        &args,
+        "kubernetes",
+        "NVIDIA-H200",
+        field,
+        "backoffLimitPerIndexes:",
     );
 }
 
@@ -110,21 +135,13 @@ fn the_github_workflow_is_valid_against_the_workflow_schema() {
         return;
     };
     let args = ["--builtin-schema", "vendor.github-workflows"];
-    for shards in [1, 3, 16] {
-        let file = rendered("github", shards, "h200", &format!("github-{shards}.yml"));
-        let output = run(&check, &args, &file);
-        assert!(
-            output.status.success(),
-            "{shards} shards: {}",
-            said(&output)
-        );
-    }
-    let file = rendered("github", 2, "h200", "github.yml");
-    let wrong = misspelt(&file, "runs-on: ubuntu-latest", "run-on: ubuntu-latest");
-    let output = run(&check, &args, &wrong);
-    assert!(
-        !output.status.success(),
-        "the schema check bites: {}",
-        said(&output)
+    let field = "runs-on: ubuntu-latest";
+    passes_and_bites(
+        &check,
+        &args,
+        "github",
+        "h200",
+        field,
+        "run-on: ubuntu-latest",
     );
 }

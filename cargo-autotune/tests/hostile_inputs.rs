@@ -97,6 +97,18 @@ fn shards(dir: &Path) -> [PathBuf; 2] {
     [paths[0].clone(), paths[1].clone()]
 }
 
+/// `cargo autotune merge` of two shards on top of the committed table, in `dir`.
+fn merge_into_the_table(dir: &Path, first: &Path, second: &Path) -> Output {
+    let table = "tuning/nvidia-h200.json";
+    Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
+        .args(["autotune", "merge", table, table])
+        .arg(first)
+        .arg(second)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 /// Item 10: `merge` panicked on a crafted shard ("attempt to subtract with
 /// overflow" for `"index": 0`, out of bounds for index 3 of 2, a 64 GiB allocation
 /// for a count of 4294967295) and merged overlapping shards silently.
@@ -221,18 +233,7 @@ fn table_text_never_reaches_a_terminal_or_a_report_raw() {
     let mut shard: TuningTable = serde_json::from_slice(&std::fs::read(&second).unwrap()).unwrap();
     shard.shard.as_mut().unwrap().host = "gpu-2\u{1b}[2J".into();
     write_raw(&second, &shard);
-    let out = Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
-        .args([
-            "autotune",
-            "merge",
-            "tuning/nvidia-h200.json",
-            "tuning/nvidia-h200.json",
-        ])
-        .arg(&first)
-        .arg(&second)
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let out = merge_into_the_table(&dir, &first, &second);
     assert!(out.status.success(), "{}", said(&out));
     let report = std::fs::read_to_string(dir.join("tuning/nvidia-h200-report.txt")).unwrap();
     assert!(!report.contains('\u{1b}'), "the report holds no escape");
@@ -273,18 +274,7 @@ fn nothing_the_tool_keeps_is_overwritten_and_a_merge_is_whole() {
     std::os::unix::fs::symlink(&elsewhere, dir.join("tuning/plots")).unwrap();
     let table = dir.join("tuning/nvidia-h200.json");
     let before = std::fs::read(&table).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
-        .args([
-            "autotune",
-            "merge",
-            "tuning/nvidia-h200.json",
-            "tuning/nvidia-h200.json",
-        ])
-        .arg(&first)
-        .arg(&second)
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let out = merge_into_the_table(&dir, &first, &second);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     assert!(said(&out).contains("plots is a symlink"), "{}", said(&out));
     assert_eq!(
