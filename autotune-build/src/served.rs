@@ -35,7 +35,7 @@ pub struct Served {
 
 /// The ranges a table entry bakes from `decisions`: each decision's winner up to
 /// the geometric midpoint to the next other winner ([`ranges::ranges`]); above the
-/// largest timed key, the top's pick where [`above_record`] says it extends, else
+/// largest timed key, the top's pick where `above_record` says it extends, else
 /// the incumbent, else the default, else (both out) the winner at the largest key.
 pub fn served(
     spec: &KernelSpec,

@@ -114,7 +114,7 @@ pub enum Event {
         task: usize,
         measurement: Measurement,
     },
-    /// A check-only task ([`Task::verify`]) found the variant right at its key.
+    /// A check-only task (`Task::verify`) found the variant right at its key.
     Verified {
         task: usize,
     },

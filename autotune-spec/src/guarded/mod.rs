@@ -1,6 +1,6 @@
 //! The one guarded way to touch the outside: read a file that a crate, a table or
-//! the environment names ([`read`]), run an external program ([`run`]) and write a
-//! file ([`write`]). Every path of the macro, the build side and the CLI goes
+//! the environment names ([`read`](mod@read)), run an external program ([`run`](mod@run)) and write a
+//! file ([`write`](mod@write)). Every path of the macro, the build side and the CLI goes
 //! through these three (a test of this repository, `tests/tidy.rs`, refuses
 //! `std::fs::read*`, `std::fs::write`, `File::create` and `Command::output` or
 //! `status` anywhere else in library code).
