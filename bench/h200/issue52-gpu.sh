@@ -26,7 +26,7 @@ if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 echo "== sweep_faults ($(date +%T))"
-timeout 240 .gpu-bin/test-sweep_faults > "$out/sweep-faults.txt" 2>&1
+timeout ${SF_TIMEOUT:-240} .gpu-bin/test-sweep_faults > "$out/sweep-faults.txt" 2>&1
 echo "exit $?"
 grep -E "SKIPPED|panicked|: ok|all passed|checked off the grid|mode 12" "$out/sweep-faults.txt" | cut -c1-300
 echo "== rmsnorm_reference ($(date +%T))"
