@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use autotune_kernels::gemm::{self, Gemm};
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
-use autotune_kernels::topk::{self, TOP_K, TopkIndexer, TopkKeepAll};
+use autotune_kernels::topk::{self, TOP_K, TopkIndexer, TopkIndexerBatched, TopkKeepAll};
 use autotune_kernels::{references, samples};
 use autotune_runtime::Kernel;
 use autotune_runtime::cudarc::cublas::CudaBlas;
@@ -30,6 +30,10 @@ fn main() -> ExitCode {
     println!(
         "{}",
         TopkKeepAll::baked().describe_plans(TopkKeepAll::SPEC.key)
+    );
+    println!(
+        "{}",
+        TopkIndexerBatched::baked().describe_plans(TopkIndexerBatched::SPEC.key)
     );
     println!("{}", Gemm::baked().describe_plans(Gemm::SPEC.key));
     // The same for every kernel of the crate: said once.

@@ -60,6 +60,32 @@ fn the_readme_is_short_and_for_users() {
     }
 }
 
+/// Issue 49: the README's sample output was stale (four ranges tuned on
+/// 2026-11-30, where the main job printed five from 2026-12-05). It is what dispatch
+/// describes for the shipped RMSNorm with the committed table, as the main job
+/// (`examples/dispatch.rs`) prints it with nvcc at build time.
+#[test]
+fn the_readme_sample_is_what_the_main_job_prints() {
+    use autotune_kernels::RmsNorm;
+    use autotune_runtime::Kernel;
+    let readme = read("README.md");
+    let sample = blocks(&readme, "text")
+        .into_iter()
+        .find(|b| b.starts_with("rms_norm: "))
+        .expect("the README shows what a build baked");
+    let printed = RmsNorm::baked().describe_plans(RmsNorm::SPEC.key);
+    // Without nvcc the listing ends by saying so; the README shows a build with it.
+    let printed: String = printed
+        .lines()
+        .filter(|line| !line.contains("not compiled"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_eq!(
+        sample, printed,
+        "README.md's sample differs from dispatch's listing"
+    );
+}
+
 #[test]
 fn every_code_block_of_the_readme_is_compiled_quick_start_code() {
     let readme = read("README.md");

@@ -77,9 +77,13 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
     let generated = Generated {
         kernel: spec.name.to_string(),
         shape_args: spec.shape_args.iter().map(|a| a.to_string()).collect(),
-        fallback: spec
-            .vendor
-            .map_or_else(|| FALLBACK.to_string(), |v| v.name.to_string()),
+        // The incumbent by its name: the vendor library's, or the fallback wrapper's
+        // (`describe` says "topk_keep_all for every n_ctx", not "fallback").
+        fallback: match (spec.vendor, spec.fallback) {
+            (Some(vendor), _) => vendor.name.to_string(),
+            (None, Some(fallback)) => fallback.name.to_string(),
+            (None, None) => FALLBACK.to_string(),
+        },
         images: found.images,
         plans: found.plans,
         default: 0,
