@@ -69,15 +69,7 @@ impl SourceSet {
     /// calls' arguments, template arguments, array sizes, strings and comments.
     pub fn declaration_of(&self, ident: &str) -> Option<(&Path, usize, &str)> {
         self.files.iter().find_map(|file| {
-            let guarded = file.text.lines().any(|line| {
-                let words: Vec<&str> = identifiers(line).collect();
-                line.trim_start().starts_with('#')
-                    && (words.starts_with(&["ifndef", ident])
-                        || (words.first() == Some(&"if")
-                            && line.contains('!')
-                            && words.contains(&"defined")
-                            && words.contains(&ident)))
-            });
+            let guarded = file.text.lines().any(|line| guards_default(line, ident));
             let code = code_text(&file.text);
             declaration_at(&code, ident, guarded).map(|at| {
                 let number = code[..at].matches('\n').count() + 1;
@@ -93,15 +85,7 @@ impl SourceSet {
     pub fn default_of(&self, ident: &str) -> Option<(&Path, usize)> {
         self.files.iter().find_map(|file| {
             code_lines(&file.text).find_map(|(number, code)| {
-                let line = code.trim_start();
-                let words: Vec<&str> = identifiers(line).collect();
-                let guard = line.starts_with('#')
-                    && (words.starts_with(&["ifndef", ident])
-                        || (words.first() == Some(&"if")
-                            && line.contains('!')
-                            && words.contains(&"defined")
-                            && words.contains(&ident)));
-                guard.then_some((file.path.as_path(), number))
+                guards_default(&code, ident).then_some((file.path.as_path(), number))
             })
         })
     }
@@ -112,6 +96,18 @@ impl SourceSet {
             .iter()
             .any(|file| identifiers(&strip_comments(&file.text)).any(|word| word == ident))
     }
+}
+
+/// Whether `line` opens a default that a `-D` of `ident` replaces: `#ifndef ident`,
+/// or `#if !defined(ident)`.
+fn guards_default(line: &str, ident: &str) -> bool {
+    let words: Vec<&str> = identifiers(line).collect();
+    line.trim_start().starts_with('#')
+        && (words.starts_with(&["ifndef", ident])
+            || (words.first() == Some(&"if")
+                && line.contains('!')
+                && words.contains(&"defined")
+                && words.contains(&ident)))
 }
 
 /// The paths of `#include "path"` (`true`) and `#include <path>` (`false`) lines.
