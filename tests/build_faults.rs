@@ -137,6 +137,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             flops: 1024,
             device: 0,
             checked_once: false,
+            buffers: 0,
         }],
     };
     let kernel = KernelTable {
@@ -161,6 +162,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             noise: 0.01,
             runner_up: None,
             refinement: false,
+            duel: None,
         }],
         ranges: vec![KeyRange {
             first: 0,

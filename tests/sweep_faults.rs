@@ -24,6 +24,7 @@ use autotune_build::testing::{JobVariant, WORKER_ENV, emit_line, serve};
 use autotune_build::testing::{KeyRange, SweepPlan, run_sweep};
 use autotune_build::timing::{Flush, TimingConfig};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use autotune_runtime::rotation::{Rotate, Rotating};
 use autotune_runtime::{
     Case, CaseError, Guarded, Inspection, Kernel, KernelSpec, LaunchError, Params, Variant,
     Verdict, Work,
@@ -50,7 +51,8 @@ impl Params for PlantedParams {
 }
 
 struct PlantedCase {
-    x: CudaSlice<f32>,
+    /// Read cold: rotated through copies while timed (`Case::rotating`).
+    x: Rotating<f32>,
     y: Guarded<f32>,
     never: CudaSlice<i32>,
     host_x: Vec<f32>,
@@ -60,7 +62,7 @@ impl Case for PlantedCase {
     fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
         let n = key as usize;
         Ok(Self {
-            x: stream.alloc_zeros(n)?,
+            x: Rotating::new(stream.alloc_zeros(n)?),
             y: Guarded::alloc(stream, n)?,
             never: stream.alloc_zeros(2)?,
             host_x: vec![0.0; n],
@@ -68,7 +70,7 @@ impl Case for PlantedCase {
     }
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
         autotune_runtime::random::fill_uniform(&mut self.host_x, seed, -1.0, 1.0);
-        stream.memcpy_htod(&self.host_x, &mut self.x)?;
+        stream.memcpy_htod(&self.host_x, &mut *self.x)?;
         Ok(())
     }
     fn poison(&mut self, stream: &Arc<CudaStream>) -> Result<(), CaseError> {
@@ -76,7 +78,7 @@ impl Case for PlantedCase {
     }
     fn inspect(&self, memory: &mut Inspection) -> Result<(), CaseError> {
         memory.output("y", &self.y)?;
-        memory.input("x", &self.x, &self.host_x)
+        memory.input("x", &*self.x, &self.host_x)
     }
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
         let y = stream.clone_dtoh(&*self.y)?;
@@ -88,6 +90,9 @@ impl Case for PlantedCase {
             bytes: 8 * self.host_x.len() as u64,
             flops: self.host_x.len() as u64,
         }
+    }
+    fn rotating(&mut self) -> Vec<&mut dyn Rotate> {
+        vec![&mut self.x]
     }
 }
 
@@ -149,7 +154,7 @@ impl Kernel for Planted {
         };
         let mut launch = stream.launch_builder(variant.function());
         launch
-            .arg(&case.x)
+            .arg(&*case.x)
             .arg(&mut *case.y)
             .arg(&n)
             .arg(&case.never);
@@ -264,6 +269,7 @@ fn plan(
             hopeless: 4.0,
             graph: false,
             flush: Flush::Memset,
+            duel_rounds: 20,
         },
         min_margin: 0.01,
         refine_rounds: 1,
@@ -287,6 +293,17 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
     println!("{log}");
     let stage = |mode: usize| result.rejected[mode].as_ref().map(|r| r.stage);
     assert_eq!(stage(0), None, "the correct variant is kept");
+    // Its input is read cold: each timed launch on the next of the copies that
+    // cover the L2 three times (4 MiB at n = 2^20, 64 MiB at n = 2^24).
+    let buffers: Vec<(u64, u32)> = result.measurements[0]
+        .iter()
+        .map(|m| (m.key, m.buffers))
+        .collect();
+    assert!(
+        !buffers.is_empty() && buffers.iter().all(|&(_, b)| b >= 2),
+        "timed on rotated copies: {buffers:?}"
+    );
+    println!("planted_scale mode 0: buffers rotated per key {buffers:?}");
     assert_eq!(
         stage(1),
         Some(Stage::WrongResult),

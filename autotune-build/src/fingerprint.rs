@@ -432,6 +432,11 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
         let default: Vec<u8> = spec.default.iter().flat_map(|v| v.to_le_bytes()).collect();
         field("default", &default);
         field("flags", spec.flags.join("\0").as_bytes());
+        // `inputs = warm` only: a table tuned before the option existed keeps its
+        // fingerprint (its timing condition is in its `timing` note).
+        if spec.inputs != autotune_runtime::spec::Inputs::Cold {
+            field("inputs", spec.inputs.name().as_bytes());
+        }
         // Only where it is not the default, so tables tuned before it existed
         // (which the default's sweep would have made, less the probe) stay fresh.
         if spec.above != Above::Measure {

@@ -17,6 +17,7 @@ mod bake;
 mod board;
 mod builder;
 mod codegen;
+mod condition;
 mod error;
 mod fingerprint;
 mod image;

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use autotune_spec::KeyRange;
+use autotune_table::duel::{Duel, DuelVerdict};
 use autotune_table::off_grid::OffGridOutcome;
 use autotune_table::phases::Phases;
 use autotune_table::ranges::{self, Decision, SizeTimings, Timed};
@@ -31,6 +32,9 @@ pub struct TaskId {
     /// A check off the timed grid ([`Task::verify`]), not a timing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verify: bool,
+    /// The incumbent a duel timed the variant against ([`Task::against`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<usize>,
 }
 
 impl TaskId {
@@ -41,6 +45,7 @@ impl TaskId {
             repeat: task.repeat,
             device,
             verify: task.verify,
+            against: task.against,
         }
     }
 }
@@ -51,6 +56,12 @@ pub enum Outcome {
     Measured(Measurement),
     /// A check off the timed grid found the variant right.
     Verified,
+    /// A duel's interleaved rounds ([`Task::against`]): the incumbent's times and
+    /// the challenger's, paired by round.
+    Dueled {
+        incumbent_us: Vec<f64>,
+        challenger_us: Vec<f64>,
+    },
     Rejected {
         stage: Stage,
         reason: String,
@@ -119,6 +130,9 @@ pub struct Record<'a> {
     off_grid: BTreeMap<(u64, usize), OffGridOutcome>,
     /// Keys off the grid where the case could not be built, with the reason.
     off_grid_failed_keys: BTreeMap<u64, String>,
+    /// Each duel by key, challenger and incumbent: its rounds' verdict, or `None`
+    /// where it could not be run to the end (the incumbent keeps the key then).
+    duels: BTreeMap<(u64, usize, usize), Option<Duel>>,
 }
 
 impl std::fmt::Debug for Record<'_> {
@@ -151,6 +165,7 @@ impl<'a> Record<'a> {
             probing: false,
             off_grid: BTreeMap::new(),
             off_grid_failed_keys: BTreeMap::new(),
+            duels: BTreeMap::new(),
         }
     }
 
@@ -210,6 +225,11 @@ impl<'a> Record<'a> {
     /// Whether `task` needs no running on `device`: its variant is out, its key has
     /// no case, or it was measured (the incumbent: on this device, as its anchor).
     pub fn is_done(&self, task: &Task, device: usize) -> bool {
+        if let Some(against) = task.against {
+            return self.rejected[task.variant].is_some()
+                || self.rejected[against].is_some()
+                || self.duels.contains_key(&(task.key, task.variant, against));
+        }
         if task.verify {
             return self.rejected[task.variant].is_some()
                 || self.off_grid.contains_key(&(task.key, task.variant))
@@ -297,7 +317,8 @@ impl<'a> Record<'a> {
         };
         match outcome {
             outcome if id.verify => self.apply_off_grid(id, outcome, &gpu, &key, name.clone()),
-            Outcome::Verified => {}
+            outcome if id.against.is_some() => self.apply_duel(id, outcome, &gpu, &key),
+            Outcome::Verified | Outcome::Dueled { .. } => {}
             Outcome::Measured(m) => {
                 let tb_s = if m.bytes > 0 {
                     format!("  {:.2} TB/s", m.bytes as f64 / m.median_us / 1e6)
@@ -372,7 +393,7 @@ impl<'a> Record<'a> {
                 OffGridOutcome::NotChecked { reason }
             }
             // A check-only task is never timed.
-            Outcome::Measured(_) => return,
+            Outcome::Measured(_) | Outcome::Dueled { .. } => return,
         };
         let said = match &found {
             OffGridOutcome::Right => "right".to_string(),
@@ -381,6 +402,60 @@ impl<'a> Record<'a> {
         };
         let _ = writeln!(self.log, "  {gpu}{key:<12} {name:<32} off the grid: {said}");
         self.off_grid.insert((id.key, id.variant), found);
+    }
+
+    /// Records what a duel found ([`Task::against`]). A duel that could not be run
+    /// to the end leaves the key to the incumbent; a challenger that crashed or hung
+    /// in it is out, as anywhere else.
+    fn apply_duel(&mut self, id: TaskId, outcome: Outcome, gpu: &str, key: &str) {
+        let Some(against) = id.against else { return };
+        let names = (&self.facts.names[id.variant], &self.facts.names[against]);
+        let duel = match outcome {
+            Outcome::Dueled {
+                incumbent_us,
+                challenger_us,
+            } => Duel::from_rounds(&incumbent_us, &challenger_us),
+            Outcome::Rejected { stage, reason } => {
+                let _ = writeln!(
+                    self.log,
+                    "  {gpu}{key:<12} {} against {}: not timed to the end ({stage:?}): {reason}",
+                    names.0, names.1
+                );
+                if matches!(stage, Stage::Crash | Stage::Timeout)
+                    && self.rejected[id.variant].is_none()
+                {
+                    self.rejected[id.variant] = Some(Rejection { stage, reason });
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(duel) = &duel {
+            let verdict = match duel.verdict(self.facts.min_margin) {
+                DuelVerdict::Challenger => "the challenger's",
+                DuelVerdict::Tie => "a tie: the incumbent keeps it",
+                DuelVerdict::Incumbent => "the incumbent's",
+            };
+            let _ = writeln!(
+                self.log,
+                "  {gpu}{key:<12} {} against {}: {}; {verdict}",
+                names.0,
+                names.1,
+                duel.describe()
+            );
+        }
+        self.duels.insert((id.key, id.variant, against), duel);
+    }
+
+    /// Keys whose decision hands them to a challenger that has not met the
+    /// incumbent in interleaved rounds yet: `(key, challenger, incumbent)`.
+    pub fn undueled(&self) -> Vec<(u64, usize, usize)> {
+        self.decisions()
+            .iter()
+            .filter(|d| d.winner != d.incumbent && d.duel.is_none())
+            .filter(|d| !self.duels.contains_key(&(d.key, d.winner, d.incumbent)))
+            .map(|d| (d.key, d.winner, d.incumbent))
+            .collect()
     }
 
     /// What the checks off the timed grid found so far, by key and variant.
@@ -478,14 +553,46 @@ impl<'a> Record<'a> {
             .filter_map(|key| {
                 let timings = self.timings_at(key);
                 let candidate = |v: usize| self.facts.candidate.get(v).copied().unwrap_or(false);
-                ranges::decide_with_candidates(
+                let decision = ranges::decide_with_candidates(
                     &timings,
                     self.incumbent_at(key),
                     self.facts.min_margin,
                     &candidate,
-                )
+                )?;
+                Some(self.with_duel(decision))
             })
             .collect()
+    }
+
+    /// `decision` as its duel has it, where the challenger met the incumbent: the
+    /// challenger keeps the key only where the rounds' interval clears the margin
+    /// ([`Duel::verdict`]); otherwise the incumbent takes it back and the challenger
+    /// is the runner-up. A duel not run to the end gives the key to the incumbent.
+    fn with_duel(&self, decision: Decision) -> Decision {
+        if decision.winner == decision.incumbent {
+            return decision;
+        }
+        let Some(duel) = self
+            .duels
+            .get(&(decision.key, decision.winner, decision.incumbent))
+        else {
+            return decision;
+        };
+        let kept =
+            duel.is_some_and(|d| d.verdict(self.facts.min_margin) == DuelVerdict::Challenger);
+        if kept {
+            return Decision {
+                duel: *duel,
+                ..decision
+            };
+        }
+        Decision {
+            winner: decision.incumbent,
+            winner_us: decision.incumbent_us,
+            runner_up: Some(decision.winner),
+            duel: *duel,
+            ..decision
+        }
     }
 
     /// Per variant: its measurements, ascending key, second timings left out; at a
@@ -523,12 +630,14 @@ fn key_range(key: u64) -> std::ops::RangeInclusive<TaskId> {
         repeat: false,
         device: 0,
         verify: false,
+        against: None,
     };
     first..=TaskId {
         variant: usize::MAX,
         repeat: true,
         device: usize::MAX,
         verify: true,
+        against: Some(usize::MAX),
         ..first
     }
 }
@@ -578,6 +687,7 @@ mod tests {
             flops: 0,
             device: device as u32,
             checked_once: false,
+            buffers: 0,
         })
     }
 
@@ -588,6 +698,7 @@ mod tests {
             repeat,
             device,
             verify: false,
+            against: None,
         }
     }
 
@@ -632,6 +743,7 @@ mod tests {
             repeat: false,
             incumbent: false,
             verify: false,
+            against: None,
         };
         assert!(!record.is_done(&task(1), 0));
         record

@@ -124,6 +124,9 @@ impl Settings {
                 SettingsError::new(vars::FLUSH.name, &text, "takes memset or read")
             })?;
         }
+        if let Some(text) = var(vars::DUEL_ROUNDS)? {
+            self.timing.duel_rounds = parse(&text, vars::DUEL_ROUNDS.name)?;
+        }
         if let Some(text) = var(vars::DEVICES)? {
             self.devices = Devices::parse(&text)?;
         }

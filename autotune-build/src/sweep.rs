@@ -217,6 +217,7 @@ pub fn run(
     let decisions = sweep.record().decisions();
     let beyond = sweep.probe_above(&mut lanes, &decisions)?;
     sweep.refine(&mut lanes)?;
+    sweep.confirm(&mut lanes)?;
     let off_grid = sweep.check_off_grid(&mut lanes, &beyond)?;
     let decisions = sweep.record().decisions();
     let mut devices = Vec::new();
@@ -288,6 +289,57 @@ impl<'a> Sweep<'a> {
         Ok(())
     }
 
+    /// Every key a challenger would take from the incumbent is decided again by
+    /// the two timed against each other in interleaved rounds (`Task::against`,
+    /// [`autotune_table::duel`]): the challenger keeps it only where the interval
+    /// of their ratio clears the margin. A key handed back may move a boundary, so
+    /// the boundaries are refined again and the new keys' challengers met too, for
+    /// as many rounds as refinement has; the last round's duels are not refined
+    /// after.
+    fn confirm(&self, lanes: &mut [Lane]) -> Result<(), BuildError> {
+        let plan = self.plan;
+        if plan.timing.duel_rounds == 0 {
+            return Ok(());
+        }
+        for round in 0..=plan.refine_rounds {
+            let duels = self.record().undueled();
+            if duels.is_empty() {
+                break;
+            }
+            let keys: Vec<String> = duels.iter().map(|d| d.0.to_string()).collect();
+            self.say(format_args!(
+                "  timing each challenger against the incumbent in {} interleaved rounds at {}={}",
+                plan.timing.duel_rounds,
+                plan.spec.key,
+                keys.join(", ")
+            ));
+            let units: Vec<Unit> = duels
+                .into_iter()
+                .map(|(key, challenger, incumbent)| Unit {
+                    key,
+                    tasks: vec![Task {
+                        key,
+                        variant: challenger,
+                        check: false,
+                        repeat: false,
+                        incumbent: false,
+                        verify: false,
+                        against: Some(incumbent),
+                    }],
+                    lane: None,
+                })
+                .collect();
+            for unit in &units {
+                self.announce(&unit.tasks);
+            }
+            self.run_units(lanes, units, Vec::new())?;
+            if round < plan.refine_rounds {
+                self.refine(lanes)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks every variant the decisions would bake at keys of the ranges it
     /// serves that no tile divides ([`tail_keys`]), in full and untimed. A variant
     /// wrong at any of them is out for the whole kernel: the keys are decided again
@@ -332,6 +384,7 @@ impl<'a> Sweep<'a> {
                         repeat: false,
                         incumbent: false,
                         verify: true,
+                        against: None,
                     });
                 }
             }
@@ -360,6 +413,7 @@ impl<'a> Sweep<'a> {
                 break;
             }
             self.refine(lanes)?;
+            self.confirm(lanes)?;
         }
         let record = self.record();
         let found = record.off_grid();
@@ -560,6 +614,7 @@ impl<'a> Sweep<'a> {
                 repeat: false,
                 incumbent: variant == incumbent,
                 verify: false,
+                against: None,
             })
             .collect();
         tasks.push(Task {
@@ -569,6 +624,7 @@ impl<'a> Sweep<'a> {
             repeat: true,
             incumbent: true,
             verify: false,
+            against: None,
         });
         tasks
     }
@@ -823,6 +879,17 @@ impl<'a> Sweep<'a> {
             Event::Checked { task, check } => Reported::Checked(task, check),
             Event::Spent { phases } => Reported::Spent(phases),
             Event::Verified { task } => Reported::Finished(task, Outcome::Verified),
+            Event::Dueled {
+                task,
+                incumbent_us,
+                challenger_us,
+            } => Reported::Finished(
+                task,
+                Outcome::Dueled {
+                    incumbent_us,
+                    challenger_us,
+                },
+            ),
             Event::Measured { task, measurement } => {
                 Reported::Finished(task, Outcome::Measured(measurement))
             }

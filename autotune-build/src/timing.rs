@@ -28,6 +28,11 @@ pub struct TimingConfig {
     /// How L2 is evicted before each timed launch (`AUTOTUNE_FLUSH`).
     #[serde(default)]
     pub flush: Flush,
+    /// Rounds of a challenger against the incumbent, interleaved, before it takes
+    /// a key from it ([`interleaved`], `AUTOTUNE_DUEL_ROUNDS`); 0 decides on the
+    /// medians alone, as a job written before the field existed does.
+    #[serde(default)]
+    pub duel_rounds: u32,
 }
 
 impl Default for TimingConfig {
@@ -40,6 +45,7 @@ impl Default for TimingConfig {
             hopeless: 4.0,
             graph: false,
             flush: Flush::Memset,
+            duel_rounds: 60,
         }
     }
 }
@@ -62,7 +68,15 @@ impl TimingConfig {
             self.max_repeats,
             self.target_ms,
             self.hopeless
-        )
+        ) + &if self.duel_rounds > 0 {
+            format!(
+                "; a challenger takes a key only where {} interleaved rounds against the incumbent \
+                 (shuffled order) put the 95% interval of their ratio above the margin",
+                self.duel_rounds
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -143,6 +157,8 @@ impl Flush {
 #[derive(Debug)]
 pub struct L2Flush {
     buffer: CudaSlice<u8>,
+    /// The device's L2, in bytes.
+    l2_bytes: u64,
     /// Where the flush reads: the runtime's kernels and the word they may write.
     reader: Option<(Arc<DeviceKernels>, CudaSlice<u32>)>,
 }
@@ -168,6 +184,7 @@ impl L2Flush {
         let bytes = (2 * l2).max(64 << 20).next_multiple_of(16);
         Ok(Self {
             buffer: stream.alloc_zeros::<u8>(bytes)?,
+            l2_bytes: l2 as u64,
             reader: None,
         })
     }
@@ -197,6 +214,11 @@ impl L2Flush {
             }
         };
         Ok(())
+    }
+
+    /// The device's L2, in bytes.
+    pub fn l2_bytes(&self) -> u64 {
+        self.l2_bytes
     }
 
     pub fn method(&self) -> Flush {
@@ -284,6 +306,60 @@ pub fn measure_after(
     let wanted = (config.target_ms * 1e3 / per_repeat.max(1.0)).ceil() as u32;
     let repeats = wanted.clamp(config.min_repeats, config.max_repeats);
     timed_runs(stream, flush, repeats, launch)
+}
+
+/// Times two launches against each other: `rounds` rounds, each launching both
+/// once, in an order drawn from `seed` for the round, each launch with the L2
+/// flushed first (where `flush` is given) and CUDA events around it. The times of
+/// round `i` are `times[0][i]` and `times[1][i]`: paired, so that what drifts over
+/// the rounds (clocks, temperature) moves both ([`autotune_table::duel`]). Both
+/// launches are warmed up first (`warmup` each).
+pub fn interleaved(
+    stream: &Arc<CudaStream>,
+    mut flush: Option<&mut L2Flush>,
+    warmup: u32,
+    rounds: u32,
+    seed: u64,
+    launches: [&mut dyn FnMut() -> Result<(), String>; 2],
+) -> Result<[Samples; 2], String> {
+    let driver = |e: DriverError| format!("CUDA: {e}");
+    let [first, second] = launches;
+    for _ in 0..warmup {
+        first()?;
+        second()?;
+    }
+    let mut rng = autotune_spec::rng::Rng::new(seed);
+    let mut events: [Vec<(CudaEvent, CudaEvent)>; 2] = [Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        let order = if rng.next_u64() & 1 == 0 {
+            [0, 1]
+        } else {
+            [1, 0]
+        };
+        for side in order {
+            let (start, end) = event_pair(stream).map_err(driver)?;
+            if let Some(flush) = flush.as_deref_mut() {
+                flush.flush(stream).map_err(driver)?;
+            }
+            start.record(stream).map_err(driver)?;
+            if side == 0 {
+                first()?
+            } else {
+                second()?
+            };
+            end.record(stream).map_err(driver)?;
+            events[side].push((start, end));
+        }
+    }
+    stream.synchronize().map_err(driver)?;
+    let times = |side: &[(CudaEvent, CudaEvent)]| -> Result<Samples, String> {
+        let mut times_us = Vec::with_capacity(side.len());
+        for (start, end) in side {
+            times_us.push(f64::from(start.elapsed_ms(end).map_err(driver)?) * 1e3);
+        }
+        Ok(Samples { times_us })
+    };
+    Ok([times(&events[0])?, times(&events[1])?])
 }
 
 /// Two timing events (start and end) on `stream`'s context.

@@ -366,6 +366,7 @@ impl Tuner<'_> {
                 noise: d.noise,
                 runner_up: d.runner_up.map(name),
                 refinement: d.refinement,
+                duel: d.duel,
             })
             .collect();
         let Served { above, ranges } = served(
@@ -577,7 +578,7 @@ fn write_summary(table: &KernelTable, log: &mut dyn Write) {
     for size in &table.sizes {
         let _ = writeln!(
             log,
-            "    {}={:<10} {:<32} {:>10.2} us   incumbent {:>10.2} us   margin {:+.1}%  noise {:.1}%{}",
+            "    {}={:<10} {:<32} {:>10.2} us   incumbent {:>10.2} us   margin {:+.1}%  noise {:.1}%{}{}",
             table.key,
             size.key,
             size.winner,
@@ -589,7 +590,10 @@ fn write_summary(table: &KernelTable, log: &mut dyn Write) {
                 "  (refinement)"
             } else {
                 ""
-            }
+            },
+            size.duel
+                .map(|d| format!("  rounds {}", d.describe()))
+                .unwrap_or_default()
         );
     }
     let _ = writeln!(log, "  ranges:");

@@ -12,6 +12,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 
+use crate::condition::Condition;
 use crate::phase_clock::{Part, PhaseClock};
 use crate::timing::{self, FlushError, L2Flush, TimingConfig};
 use autotune_runtime::device_kernels::DeviceKernels;
@@ -96,6 +97,11 @@ pub struct Task {
     /// grid, inside a range it serves ([`Event::Verified`] when right).
     #[serde(default)]
     pub verify: bool,
+    /// Time `variant` (a challenger, checked before) against this variant (the
+    /// incumbent at `key`) in interleaved rounds, without a check
+    /// ([`Event::Dueled`]; see [`timing::interleaved`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,6 +123,13 @@ pub enum Event {
     /// A check-only task (`Task::verify`) found the variant right at its key.
     Verified {
         task: usize,
+    },
+    /// The interleaved rounds of a duel (`Task::against`): round `i` timed the
+    /// incumbent in `incumbent_us[i]` and the challenger in `challenger_us[i]`.
+    Dueled {
+        task: usize,
+        incumbent_us: Vec<f64>,
+        challenger_us: Vec<f64>,
     },
     Rejected {
         task: usize,
@@ -335,6 +348,7 @@ impl<K: Kernel> Session<K> {
                 });
             };
             let slot = self.variant(variant);
+            let opponent = self.opponent(job, index, task)?;
             match &mut self.loaded[slot].1 {
                 Ok(_) => {}
                 Err(reason) if !reason.is_empty() => {
@@ -375,7 +389,25 @@ impl<K: Kernel> Session<K> {
             } else {
                 self.best_us.get(&at).copied()
             };
-            let outcome = if task.verify {
+            let outcome = if let Some(opponent) = opponent {
+                match &self.loaded[opponent].1 {
+                    Ok(incumbent) => clock.during(Part::Time, || {
+                        duel_task::<K>(
+                            job,
+                            index,
+                            task,
+                            case,
+                            &self.stream,
+                            &mut self.flush,
+                            [incumbent, loaded],
+                        )
+                    }),
+                    Err(_) => Err(Failure::Out(
+                        Stage::Load,
+                        "the incumbent it was to be timed against cannot be loaded".into(),
+                    )),
+                }
+            } else if task.verify {
                 clock
                     .during(Part::Check, || {
                         verify_task::<K>(job, task.key, case, alternates, &self.stream, loaded)
@@ -401,35 +433,69 @@ impl<K: Kernel> Session<K> {
             if !matches!(outcome, Err(Failure::Unfit(_))) {
                 self.launched.insert(variant.binary.clone());
             }
-            match outcome {
-                Ok(event) => {
-                    if let Event::Measured { measurement, .. } = &event {
-                        let best = self.best_us.entry(at).or_insert(f64::INFINITY);
-                        *best = best.min(measurement.median_us);
-                    }
-                    emit(event)
-                }
-                Err(Failure::Unfit(reason)) => emit(Event::Unfit {
-                    task: index,
-                    reason,
-                }),
-                Err(Failure::Out(_, reason)) if !context_alive(&self.stream) => {
-                    // A sticky error: the variant crashed the context, and this
-                    // worker can do nothing more.
-                    emit(Event::Fatal {
-                        task: index,
-                        reason,
-                    });
-                    return Ok(false);
-                }
-                Err(Failure::Out(stage, reason)) => emit(Event::Rejected {
-                    task: index,
-                    stage,
-                    reason,
-                }),
+            if !self.report(index, at, outcome, emit) {
+                return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// The slot of the incumbent a duel times the task's variant against, loaded.
+    fn opponent(
+        &mut self,
+        job: &Job,
+        index: usize,
+        task: &Task,
+    ) -> Result<Option<usize>, WorkerError> {
+        let Some(against) = task.against else {
+            return Ok(None);
+        };
+        match job.variants.get(against) {
+            Some(opponent) => Ok(Some(self.variant(opponent))),
+            None => Err(WorkerError::NoVariant {
+                task: index,
+                variant: against,
+                count: job.variants.len(),
+            }),
+        }
+    }
+
+    /// Emits what task `index` (at shape and key `at`) came to; `false` when it
+    /// lost the context, after which this worker can do nothing more.
+    fn report(
+        &mut self,
+        index: usize,
+        at: (Vec<u64>, u64),
+        outcome: Result<Event, Failure>,
+        emit: &mut dyn FnMut(Event),
+    ) -> bool {
+        match outcome {
+            Ok(event) => {
+                if let Event::Measured { measurement, .. } = &event {
+                    let best = self.best_us.entry(at).or_insert(f64::INFINITY);
+                    *best = best.min(measurement.median_us);
+                }
+                emit(event)
+            }
+            Err(Failure::Unfit(reason)) => emit(Event::Unfit {
+                task: index,
+                reason,
+            }),
+            Err(Failure::Out(_, reason)) if !context_alive(&self.stream) => {
+                // A sticky error: the variant crashed the context.
+                emit(Event::Fatal {
+                    task: index,
+                    reason,
+                });
+                return false;
+            }
+            Err(Failure::Out(stage, reason)) => emit(Event::Rejected {
+                task: index,
+                stage,
+                reason,
+            }),
+        }
+        true
     }
 }
 
@@ -448,7 +514,6 @@ fn run_task<K: Kernel>(
     clock: &mut PhaseClock,
     emit: &mut dyn FnMut(Event),
 ) -> Result<Event, Failure> {
-    let launch_error = |e: String| (Stage::Launch, e);
     let mut error = -1.0;
     let mut first = None;
     let own_seed = draw_seed(job.seed, task.key, 0);
@@ -488,26 +553,8 @@ fn run_task<K: Kernel>(
         }
         clock.during(Part::Time, || first_launch::<K>(case, stream, variant))?;
     }
-    let samples = clock.during(Part::Time, || {
-        if job.timing.graph {
-            // As graph-using code runs it: the launch captured once, the graph
-            // replayed.
-            let graph = capture::<K>(case, stream, variant)?;
-            timing::measure(stream, Some(flush), &job.timing, best_us, &mut || {
-                graph.launch().map_err(|e| e.to_string())
-            })
-        } else {
-            timing::measure_after(
-                stream,
-                Some(flush),
-                &job.timing,
-                best_us,
-                first,
-                &mut || launch::<K>(case, stream, variant).map_err(|e| e.to_string()),
-            )
-        }
-        .map_err(|e| Failure::from(launch_error(e)))
-    })?;
+    let (samples, condition) =
+        timed_in_condition::<K>(job, case, stream, flush, variant, best_us, first, clock)?;
     // With several draws per check (`AUTOTUNE_CHECK_SEEDS`, the judge's 2), every
     // variant is checked in full: a stricter gate, reporting every fault it finds.
     let in_full = task.check
@@ -532,8 +579,175 @@ fn run_task<K: Kernel>(
             flops: work.flops,
             device: u32::try_from(job.device).unwrap_or(u32::MAX),
             checked_once: task.check && !in_full,
+            buffers: u32::try_from(condition.buffers()).unwrap_or(u32::MAX),
         },
     })
+}
+
+/// Times `variant` at the case's key with its inputs as the kernel finds them when
+/// called (`inputs = ...`: rotated through copies, after the flush, or as they
+/// are), as graph replays where the job times graphs; `first`, the checked launch
+/// timed after the flush, counts only where the inputs are flushed.
+#[allow(clippy::too_many_arguments)]
+fn timed_in_condition<K: Kernel>(
+    job: &Job,
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    variant: &Runnable<K::Params, K::Case>,
+    best_us: Option<f64>,
+    first: Option<timing::Samples>,
+    clock: &mut PhaseClock,
+) -> Result<(timing::Samples, Condition), Failure> {
+    let launch_error = |e: String| (Stage::Launch, e);
+    let condition = clock
+        .during(Part::Inputs, || {
+            Condition::prepare(K::SPEC.inputs, case, stream, flush.l2_bytes())
+        })
+        .map_err(preparing)?;
+    let first = first.filter(|_| condition == Condition::Flushed);
+    let timed = clock.during(Part::Time, || {
+        let mut next = 0;
+        if job.timing.graph {
+            // As graph-using code runs it: the launch captured once (once per
+            // rotated buffer), the graph replayed.
+            let mut graphs = Vec::with_capacity(condition.buffers());
+            for buffer in 0..condition.buffers() {
+                condition.select(case, buffer);
+                graphs.push(capture::<K>(case, stream, variant)?);
+            }
+            timing::measure(
+                stream,
+                condition.flush(flush),
+                &job.timing,
+                best_us,
+                &mut || {
+                    next += 1;
+                    graphs[next % graphs.len()]
+                        .launch()
+                        .map_err(|e| e.to_string())
+                },
+            )
+        } else {
+            timing::measure_after(
+                stream,
+                condition.flush(flush),
+                &job.timing,
+                best_us,
+                first,
+                &mut || {
+                    next += 1;
+                    condition.select(case, next);
+                    launch::<K>(case, stream, variant).map_err(|e| e.to_string())
+                },
+            )
+        }
+        .map_err(|e| Failure::from(launch_error(e)))
+    });
+    condition.release(case);
+    Ok((timed?, condition))
+}
+
+/// A challenger (`sides[1]`) timed against the incumbent (`sides[0]`) in the
+/// job's interleaved rounds, on the key's own inputs, each side launched once
+/// untimed first (a first launch may load its module), as graph replays where the
+/// job times graphs. Both passed their checks at this key before.
+fn duel_task<K: Kernel>(
+    job: &Job,
+    index: usize,
+    task: &Task,
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    sides: [&Runnable<K::Params, K::Case>; 2],
+) -> Result<Event, Failure> {
+    if job.check_seeds > 1 {
+        // A previous task's later draws replaced the build's own values.
+        case.randomize(stream, draw_seed(job.seed, task.key, 0))
+            .map_err(preparing)?;
+    }
+    for side in sides {
+        first_launch::<K>(case, stream, side)?;
+    }
+    let condition =
+        Condition::prepare(K::SPEC.inputs, case, stream, flush.l2_bytes()).map_err(preparing)?;
+    let timed = duel_rounds::<K>(job, task, case, stream, flush, sides, condition);
+    condition.release(case);
+    let [incumbent, challenger] = timed?;
+    Ok(Event::Dueled {
+        task: index,
+        incumbent_us: incumbent.times_us,
+        challenger_us: challenger.times_us,
+    })
+}
+
+/// The rounds of [`duel_task`] in `condition`, each side on the same rotated
+/// buffer as the other in its round where the inputs rotate.
+fn duel_rounds<K: Kernel>(
+    job: &Job,
+    task: &Task,
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    sides: [&Runnable<K::Params, K::Case>; 2],
+    condition: Condition,
+) -> Result<[timing::Samples; 2], Failure> {
+    let order_seed = draw_seed(job.seed, task.key, u32::MAX - 1) ^ task.variant as u64;
+    let rounds = job.timing.duel_rounds.max(1);
+    let warmup = job.timing.warmup;
+    // Each side's launches count separately: in round i both read buffer i.
+    let (count_a, count_b) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    let advance = |count: &std::cell::Cell<usize>| {
+        count.set(count.get() + 1);
+        count.get()
+    };
+    if job.timing.graph {
+        let mut graphs = [Vec::new(), Vec::new()];
+        for buffer in 0..condition.buffers() {
+            condition.select(case, buffer);
+            graphs[0].push(capture::<K>(case, stream, sides[0])?);
+            graphs[1].push(capture::<K>(case, stream, sides[1])?);
+        }
+        let [a, b] = &graphs;
+        timing::interleaved(
+            stream,
+            condition.flush(flush),
+            warmup,
+            rounds,
+            order_seed,
+            [
+                &mut || {
+                    a[advance(&count_a) % a.len()]
+                        .launch()
+                        .map_err(|e| e.to_string())
+                },
+                &mut || {
+                    b[advance(&count_b) % b.len()]
+                        .launch()
+                        .map_err(|e| e.to_string())
+                },
+            ],
+        )
+    } else {
+        let case = std::cell::RefCell::new(case);
+        let mut side = |which: usize, count: &std::cell::Cell<usize>| {
+            let mut case = case.borrow_mut();
+            condition.select(&mut **case, advance(count));
+            launch::<K>(&mut case, stream, sides[which]).map_err(|e| e.to_string())
+        };
+        let side = std::cell::RefCell::new(&mut side);
+        timing::interleaved(
+            stream,
+            condition.flush(flush),
+            warmup,
+            rounds,
+            order_seed,
+            [&mut || (side.borrow_mut())(0, &count_a), &mut || {
+                (side.borrow_mut())(1, &count_b)
+            }],
+        )
+    }
+    .map_err(|e| Failure::Out(Stage::Launch, e))
 }
 
 /// One launch of `variant` captured into a CUDA graph on `stream`. A launch that

@@ -48,6 +48,9 @@ fn script(name: &str, key: u64, device: usize, shape: &[u64]) -> Option<f64> {
         "v=1" if (1600..10_000).contains(&key) => 6.0,
         "v=1" => 14.0,
         "v=2" => 9.95,
+        "v=7" => 2.0,
+        _ if name.starts_with(LUCKY) => 10.0 / name.strip_prefix(LUCKY)?.parse::<f64>().ok()?,
+        _ if name.starts_with(JITTERY) => 10.0 / name.strip_prefix(JITTERY)?.parse::<f64>().ok()?,
         _ => {
             12.0 + name
                 .strip_prefix("v=")?
@@ -62,6 +65,50 @@ fn script(name: &str, key: u64, device: usize, shape: &[u64]) -> Option<f64> {
         2 => median * 1.15,
         _ => median,
     })
+}
+
+/// A variant `lucky=1.02` looked 1.02 times as fast as the incumbent when it was
+/// timed on its own (its clocks were up while it ran; its quartiles are tight),
+/// but is the incumbent's equal when the two are timed in interleaved rounds, each
+/// launch jittering by up to [`PLANTED_JITTER`]: what a GPU whose clocks wander
+/// makes of a kernel timed once, in one order.
+const LUCKY: &str = "lucky=";
+
+/// A variant `jittery=1.10` is 1.10 times as fast as the incumbent, alone and in
+/// interleaved rounds, each launch there jittering by up to [`PLANTED_JITTER`].
+const JITTERY: &str = "jittery=";
+
+/// The jitter of each launch in a duel's rounds against a `lucky=` or `jittery=`
+/// variant.
+const PLANTED_JITTER: f64 = 0.06;
+
+/// The rounds of a duel between the incumbent and `challenger` at `key`: each side
+/// its scripted median (a `lucky=` challenger the incumbent's), jittered per
+/// launch (by [`PLANTED_JITTER`] where the challenger is `lucky=` or `jittery=`,
+/// else 0.1%), drawn from `seed`.
+fn duel_rounds(
+    incumbent: &str,
+    challenger: &str,
+    key: u64,
+    device: usize,
+    rounds: u32,
+    seed: u64,
+) -> (Vec<f64>, Vec<f64>) {
+    let time = |name: &str| script(name, key, device, &[]).expect("a scripted variant");
+    let a = time(incumbent);
+    let b = if challenger.starts_with(LUCKY) {
+        a
+    } else {
+        time(challenger)
+    };
+    let jitter = if challenger.starts_with(LUCKY) || challenger.starts_with(JITTERY) {
+        PLANTED_JITTER
+    } else {
+        0.001
+    };
+    let mut rng = autotune_spec::rng::Rng::new(seed ^ key);
+    let mut draw = move || 1.0 + jitter * rng.range(-1.0, 1.0);
+    (0..rounds).map(|_| (a * draw(), b * draw())).unzip()
 }
 
 /// A variant that skips the tail: the fastest, and right only where 64 divides the
@@ -165,6 +212,26 @@ fn worker() -> ! {
                 });
                 continue;
             }
+            // A duel: the two timed in interleaved rounds, never checked.
+            if let Some(against) = task.against {
+                assert!(!task.check && !task.verify && !task.repeat, "{task:?}");
+                assert!(job.timing.duel_rounds > 0, "a duel with no rounds");
+                let incumbent = job.variants[against].name.as_str();
+                let (incumbent_us, challenger_us) = duel_rounds(
+                    incumbent,
+                    name,
+                    task.key,
+                    job.device,
+                    job.timing.duel_rounds,
+                    job.seed,
+                );
+                emit_line(&Event::Dueled {
+                    task: task_index,
+                    incumbent_us,
+                    challenger_us,
+                });
+                continue;
+            }
             // A check off the timed grid: right, unless the variant is wrong there.
             if task.verify {
                 assert!(task.check && !task.repeat, "{task:?}");
@@ -230,6 +297,7 @@ fn worker() -> ! {
                         flops: 0,
                         device: job.device as u32,
                         checked_once: false,
+                        buffers: 0,
                     };
                     emit_line(&Event::Measured {
                         task: task_index,
@@ -261,6 +329,7 @@ fn worker() -> ! {
                         flops: 0,
                         device: job.device as u32,
                         checked_once: false,
+                        buffers: 0,
                     };
                     emit_line(&Event::Measured {
                         task: task_index,
@@ -337,8 +406,64 @@ fn main() {
     graph_timing_reaches_the_worker_and_puts_out_what_cannot_be_captured(&work.join("graph"));
     right_only_at_small_keys_is_out_everywhere(&work.join("small"));
     a_variant_that_skips_the_tail_is_out_though_right_at_every_size(&work.join("tail"));
+    a_gain_inside_the_noise_stays_with_the_incumbent(&work.join("noise"));
     shards_on_two_machines_decide_what_one_machine_decides(&work.join("shards"));
     println!("sweep_protocol: all passed");
+}
+
+/// Sweeps of the incumbent against one challenger. `lucky=1.02` wins on the
+/// medians alone, by 2% against a 1% margin, but is the incumbent's equal in
+/// interleaved rounds that jitter by up to 6%: the interval of the ratio does not
+/// clear the margin, every key stays the incumbent's, and the challenger is the
+/// runner-up. `jittery=1.10` wins its rounds through the same jitter and takes
+/// every key. With no rounds (`duel_rounds = 0`, the medians alone, as before
+/// 0.2) the lucky challenger takes them: the rounds decided.
+fn a_gain_inside_the_noise_stays_with_the_incumbent(work: &Path) {
+    let pair = |challenger: &str| {
+        let mut two = variants(1);
+        two.push(JobVariant {
+            name: challenger.to_string(),
+            values: vec![1],
+            ..two[0].clone()
+        });
+        two
+    };
+    let swept = |name: &str, challenger: &str, rounds: u32| {
+        let mut plan = plan(&work.join(name), &pair(challenger));
+        plan.timing.duel_rounds = rounds;
+        run_logged(&plan)
+    };
+    let (result, log) = swept("tie", "lucky=1.02", 60);
+    for d in &result.decisions {
+        assert_eq!((d.key, d.winner, d.runner_up), (d.key, 0, Some(1)), "{log}");
+        let duel = d.duel.expect("the challenger met the incumbent");
+        assert_eq!(duel.rounds, 60);
+        assert!(duel.low <= 1.01, "{duel:?}");
+        assert!(
+            duel.high - duel.low > 0.01,
+            "the planted jitter widens it: {duel:?}"
+        );
+    }
+    assert!(
+        log.contains("lucky=1.02 against v=0: ")
+            && log.contains("interleaved rounds; a tie: the incumbent keeps it"),
+        "{log}"
+    );
+    let (result, log) = swept("win", "jittery=1.10", 60);
+    for d in &result.decisions {
+        assert_eq!(d.winner, 1, "{log}");
+        assert!(d.duel.is_some_and(|duel| duel.low > 1.01), "{d:?}");
+    }
+    assert!(log.contains("; the challenger's"), "{log}");
+    let (result, log) = swept("medians", "lucky=1.02", 0);
+    assert!(
+        result
+            .decisions
+            .iter()
+            .all(|d| d.winner == 1 && d.duel.is_none()),
+        "{log}"
+    );
+    assert!(!log.contains("interleaved"), "{log}");
 }
 
 fn failures_cost_only_their_variant(work: &Path) {

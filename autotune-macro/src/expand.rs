@@ -191,6 +191,7 @@ fn spec_const(spec: &Spec) -> TokenStream {
     };
     let flags = &spec.flags;
     let above = format_ident!("{}", format!("{:?}", spec.above));
+    let inputs = format_ident!("{}", format!("{:?}", spec.inputs));
     let key_max = proc_macro2::Literal::u64_suffixed(spec.key_max);
     let fallback_spec = match fallback_struct(spec) {
         Some(fb) => quote!(::core::option::Option::Some(&<#fb as #rt::Kernel>::SPEC)),
@@ -234,6 +235,7 @@ fn spec_const(spec: &Spec) -> TokenStream {
             shape_args: &[#(#shape_args),*],
             shapes: &[#(#shapes),*],
             above: #rt::spec::Above::#above,
+            inputs: #rt::spec::Inputs::#inputs,
             key_max: #key_max,
         }
     }

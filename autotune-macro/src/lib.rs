@@ -59,6 +59,12 @@ mod tunables;
 /// The table, the report, `Baked::describe` and `selection()` say which keys were
 /// measured and which are extrapolated.
 ///
+/// **`inputs`** = `cold` (the default) | `warm`: how the kernel finds its inputs
+/// when it is called, which is how the sweep times it. `cold`: each timed launch
+/// reads the next of enough copies of the inputs the case names in
+/// `Case::rotating` to cover the L2 three times (or, where it names none, runs
+/// after the L2 flush). `warm`: the same buffers every launch, nothing evicted.
+///
 /// **Candidate sources**: `source = ["kernels/topk.cu", "kernels/topk_v2.cu"]` lists
 /// the incumbent implementation, then candidates of the same kernels (same entries,
 /// same wrapper). The space gains a first parameter `source` (0 is the incumbent; a

@@ -90,6 +90,15 @@ pub trait Case: Sized + 'static {
 
     /// What one launch must move and compute at least, for TB/s and TFLOP/s.
     fn work(&self) -> Work;
+
+    /// The inputs a model reads from HBM at each call (weights, a cache), declared
+    /// as [`Rotating`](crate::rotation::Rotating) buffers: under `inputs = cold`
+    /// (the default) the sweep times each launch on the next of enough copies of
+    /// them to leave the L2 holding other data ([`crate::rotation`]). None by
+    /// default: the L2 is then flushed before each timed launch instead.
+    fn rotating(&mut self) -> Vec<&mut dyn crate::rotation::Rotate> {
+        Vec::new()
+    }
 }
 
 /// A case's reference, computed once per draw of its inputs and shared by every

@@ -16,6 +16,7 @@ use crate::case::inputs_phase;
 use crate::device_kernels::DeviceKernels;
 use crate::error::CaseError;
 use crate::guard::{Inspection, describe_changes};
+use crate::rotation::{Rotate, Rotating};
 
 /// Draws kept per input: the build's own draw and one more
 /// (`AUTOTUNE_CHECK_SEEDS = 2`). With more check seeds, the oldest draw is dropped
@@ -26,7 +27,9 @@ pub const DRAWS_KEPT: usize = 2;
 /// a pristine device copy of each). Dereferences to the buffer a launch reads.
 #[derive(Debug)]
 pub struct Input<T> {
-    buffer: CudaSlice<T>,
+    /// The buffer launches read, with the copies the sweep rotates through while
+    /// it times the case cold ([`Rotate`]; none outside timing).
+    buffer: Rotating<T>,
     /// Most recent first; the first is the buffer's current draw.
     draws: Vec<Draw<T>>,
 }
@@ -42,7 +45,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
     /// An input of `len` zeroed elements, nothing drawn yet.
     pub fn alloc(stream: &Arc<CudaStream>, len: usize) -> Result<Self, DriverError> {
         Ok(Self {
-            buffer: stream.alloc_zeros(len)?,
+            buffer: Rotating::new(stream.alloc_zeros(len)?),
             draws: Vec::with_capacity(DRAWS_KEPT),
         })
     }
@@ -80,7 +83,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
                 stream.memcpy_htod(&draw.host, &mut draw.pristine)
             })?;
         }
-        stream.memcpy_dtod(&draw.pristine, &mut self.buffer)?;
+        stream.memcpy_dtod(&draw.pristine, &mut *self.buffer)?;
         self.draws.insert(0, draw);
         Ok(())
     }
@@ -111,13 +114,13 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
         let stream = memory.stream().clone();
         let on_device = match (self.pristine(), DeviceKernels::get(&stream)) {
             (Some(pristine), Some(kernels)) => {
-                kernels.changes(&stream, &self.buffer, Some(pristine)).ok()
+                kernels.changes(&stream, &*self.buffer, Some(pristine)).ok()
             }
             _ => None,
         };
         let changes = match on_device {
             Some(changes) => changes,
-            None => describe_changes(&stream.clone_dtoh(&self.buffer)?, self.host()),
+            None => describe_changes(&stream.clone_dtoh(&*self.buffer)?, self.host()),
         };
         if let Some(changes) = changes {
             memory.finding(format!("changed its input `{name}`: {changes}"));
@@ -157,6 +160,26 @@ impl<T> Deref for Input<T> {
 impl<T> DerefMut for Input<T> {
     fn deref_mut(&mut self) -> &mut CudaSlice<T> {
         &mut self.buffer
+    }
+}
+
+/// An input is rotated as its buffer is: a case names it in
+/// [`Case::rotating`](crate::Case::rotating) to have it read cold.
+impl<T: DeviceRepr + PartialEq + Sync> Rotate for Input<T> {
+    fn bytes(&self) -> u64 {
+        self.buffer.bytes()
+    }
+
+    fn make_copies(&mut self, stream: &Arc<CudaStream>, count: usize) -> Result<(), CaseError> {
+        self.buffer.make_copies(stream, count)
+    }
+
+    fn select(&mut self, index: usize) {
+        self.buffer.select(index);
+    }
+
+    fn release(&mut self) {
+        self.buffer.release();
     }
 }
 

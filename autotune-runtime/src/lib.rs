@@ -26,6 +26,7 @@ pub mod kernel;
 pub mod parallel;
 pub mod params;
 pub mod random;
+pub mod rotation;
 pub mod shape;
 pub mod spec;
 pub mod vendor;
@@ -60,6 +61,7 @@ pub mod prelude {
     pub use crate::parallel;
 
     pub use crate::random::{Rng, fill_normal, fill_uniform};
+    pub use crate::rotation::{Rotate, Rotating};
     pub use crate::{KernelError, Params, Shape, Variant, Vendor, autotune};
     pub use cudarc::driver::{
         CudaContext, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,

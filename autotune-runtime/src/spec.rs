@@ -1,6 +1,7 @@
 //! What the macro knows about a wrapper, as static data for the build side and tools.
 
 pub use autotune_spec::above::Above;
+pub use autotune_spec::inputs::Inputs;
 
 use crate::shape::Shape;
 use crate::vendor::VendorSpec;
@@ -49,6 +50,9 @@ pub struct KernelSpec {
     pub shapes: &'static [&'static [u64]],
     /// What keys above the largest size get (`above = ...`).
     pub above: Above,
+    /// How the kernel finds its inputs when called (`inputs = ...`): how the sweep
+    /// times it.
+    pub inputs: Inputs,
     /// The largest value of the key's type.
     pub key_max: u64,
 }
@@ -84,6 +88,7 @@ impl KernelSpec {
             shape_args: &[],
             shapes: &[],
             above: Above::Measure,
+            inputs: Inputs::Cold,
             key_max: u64::MAX,
         }
     }

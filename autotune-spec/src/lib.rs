@@ -39,6 +39,7 @@ mod defines;
 mod diagnostics;
 pub mod guarded;
 pub mod image;
+pub mod inputs;
 pub mod names;
 pub mod range;
 pub mod rng;

@@ -11,6 +11,7 @@ use crate::above::Above;
 use crate::constraint::Constraint;
 use crate::defines::{Defines, parse_defines};
 use crate::image;
+use crate::inputs::Inputs;
 use crate::shapes::{Shapes, parenthesized, parse_shapes, size_literal};
 use crate::signature::{ArgumentRole, WrapperSignature, integer_max, is_integer, is_signed};
 use crate::source::SourceSet;
@@ -18,7 +19,7 @@ use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
 
 /// The option names of `#[autotune]`; every other name declares a parameter.
-pub const OPTIONS: [&str; 17] = [
+pub const OPTIONS: [&str; 18] = [
     "source",
     "entry",
     "key",
@@ -31,6 +32,7 @@ pub const OPTIONS: [&str; 17] = [
     "max_points",
     "max_sizes",
     "above",
+    "inputs",
     "vendor",
     "shapes",
     "launch",
@@ -90,6 +92,8 @@ pub struct Spec {
     pub flags: Vec<String>,
     /// Keys above the largest size (`above = ...`, default `measure`).
     pub above: Above,
+    /// How the kernel finds its inputs when called (`inputs = ...`, default `cold`).
+    pub inputs: Inputs,
     /// The largest value of the key's type (what the probe above the top may reach).
     pub key_max: u64,
     pub signature: WrapperSignature,
@@ -142,6 +146,7 @@ impl Spec {
         let vendor = parse_vendor(&options, &mut diag);
         let fallback = parse_fallback(&options, sig, &mut diag);
         let above = parse_above(&options, &mut diag);
+        let inputs = parse_inputs(&options, &mut diag);
         let flags = options
             .get("flags")
             .map(|e| parse_flags(&e.value, &mut diag))
@@ -187,9 +192,10 @@ impl Spec {
             Some(case),
             Some(default),
             Some(above),
+            Some(inputs),
             Some(shapes),
         ) = (
-            signature, sources, entries, key, sizes, case, default, above, shapes,
+            signature, sources, entries, key, sizes, case, default, above, inputs, shapes,
         )
         else {
             if diag.is_empty() {
@@ -213,6 +219,7 @@ impl Spec {
             shapes,
             flags,
             above,
+            inputs,
             key_max: integer_max(&key_ty).unwrap_or(u64::MAX),
             key_ty,
             signature,
@@ -370,6 +377,25 @@ fn parse_above(options: &Options<'_>, diag: &mut Diagnostics) -> Option<Above> {
                     "`above` says what keys above the largest size get: one of {} \
                      (default measure: time the top's pick at twice the top)",
                     Above::NAMES.join(", ")
+                ),
+            );
+            None
+        })
+}
+
+fn parse_inputs(options: &Options<'_>, diag: &mut Diagnostics) -> Option<Inputs> {
+    let Some(entry) = options.get("inputs") else {
+        return Some(Inputs::Cold);
+    };
+    single_ident(&entry.value)
+        .and_then(|ident| Inputs::parse(&ident.to_string()))
+        .or_else(|| {
+            diag.at(
+                &entry.value,
+                format!(
+                    "`inputs` says how the kernel finds its inputs when it is called: one of {} \
+                     (default cold: read from HBM, as a model's layer reads its weights)",
+                    Inputs::NAMES.join(", ")
                 ),
             );
             None

@@ -1,6 +1,7 @@
 //! Everything about tuning results that needs neither a GPU nor nvcc: the table
 //! format ([`table`], with [`above`] for keys past the largest size and
-//! [`off_grid`] for the checks off the timed grid), the rule that turns timings into ranges ([`ranges`]), the
+//! [`off_grid`] for the checks off the timed grid), the rule that turns timings into ranges ([`ranges`],
+//! with [`duel`] for the interleaved last word at a key), the
 //! search strategies ([`strategy`]), the progress lines a terminal draws
 //! ([`progress`]), the build's machine-readable summary ([`summary`]), the
 //! report and plots that stand beside a committed table ([`artifacts`]), and the
@@ -13,6 +14,7 @@
 pub mod above;
 pub mod artifacts;
 pub mod context;
+pub mod duel;
 pub mod error;
 pub mod off_grid;
 pub mod phases;

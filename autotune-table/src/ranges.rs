@@ -5,6 +5,8 @@
 use autotune_spec::KeyRange;
 use autotune_spec::range::push_merged;
 
+use crate::duel::Duel;
+
 /// One variant's times at one key value, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timed {
@@ -46,6 +48,10 @@ pub struct Decision {
     pub noise: f64,
     pub runner_up: Option<usize>,
     pub refinement: bool,
+    /// The interleaved rounds of the fastest challenger against the incumbent,
+    /// where it was timed so (see [`crate::duel`]): the key is the challenger's only
+    /// where they said so.
+    pub duel: Option<Duel>,
 }
 
 /// The winner at one key value. The incumbent (the default, or the fallback when
@@ -92,6 +98,7 @@ pub fn decide(timings: &SizeTimings, incumbent: usize, min_margin: f64) -> Optio
         noise,
         runner_up,
         refinement: timings.refinement,
+        duel: None,
     })
 }
 
@@ -333,6 +340,7 @@ mod tests {
             noise: 0.0,
             runner_up: None,
             refinement: false,
+            duel: None,
         }
     }
 

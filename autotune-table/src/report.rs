@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use crate::duel::{Duel, DuelVerdict};
 use crate::table::{KernelTable, KeyRange, SizeRecord, TuningTable};
 
 pub fn render(path: &str, table: &TuningTable, only: Option<&str>) -> String {
@@ -69,28 +70,53 @@ fn shards_line(table: &TuningTable) -> Option<String> {
     ))
 }
 
-/// `tuning bought 1.11-1.14x over softmax_library`: what the range's variant gained
-/// over the incumbent (the default, or what the fallback's own plan runs) at the
-/// keys timed inside it; `None` where the incumbent owns the range.
+/// `tuning bought 1.11-1.14x over softmax_library; 1.05-1.08x over its default
+/// block=64`: what the range's variant gained at the declared sizes timed inside
+/// it (refinement keys and the probe above the top left out), over the incumbent
+/// (the default, or what the fallback's own plan runs) and over the kernel's own
+/// default point, which tells a better algorithm from better parameters. `None`
+/// where the incumbent owns the range.
 fn bought(k: &KernelTable, range: &KeyRange<String>, inside: &[&SizeRecord]) -> Option<String> {
     let owner = k.variant(&range.choice)?;
+    let tuned: Vec<&SizeRecord> = inside
+        .iter()
+        .copied()
+        .filter(|s| s.incumbent != range.choice && !s.refinement)
+        .collect();
     let mut ratios = Vec::new();
     let mut over: Vec<String> = Vec::new();
-    for size in inside.iter().filter(|s| s.incumbent != range.choice) {
+    for size in &tuned {
         ratios.push(size.incumbent_us / owner.median_at(size.key)?);
         let incumbent = k.known_as(&size.incumbent);
         if !over.contains(&incumbent) {
             over.push(incumbent);
         }
     }
+    let mut said = format!("tuning bought {} over {}", by(&ratios)?, over.join(", "));
+    let default = k
+        .variant(&k.default)
+        .filter(|d| d.name != owner.name && over != [k.known_as(&d.name)]);
+    if let Some(default) = default {
+        let over_default: Option<Vec<f64>> = tuned
+            .iter()
+            .map(|size| Some(default.median_at(size.key)? / owner.median_at(size.key)?))
+            .collect();
+        if let Some(text) = over_default.as_deref().and_then(by) {
+            said.push_str(&format!("; {text} over its default {}", k.default));
+        }
+    }
+    Some(said)
+}
+
+/// `1.11-1.14x` (or `1.12x`) over `ratios`; `None` without any.
+fn by(ratios: &[f64]) -> Option<String> {
     let low = ratios.iter().copied().reduce(f64::min)?;
     let high = ratios.iter().copied().reduce(f64::max)?;
-    let by = if format!("{low:.2}") == format!("{high:.2}") {
+    Some(if format!("{low:.2}") == format!("{high:.2}") {
         format!("{low:.2}x")
     } else {
         format!("{low:.2}-{high:.2}x")
-    };
-    Some(format!("tuning bought {by} over {}", over.join(", ")))
+    })
 }
 
 fn kernel_report(name: &str, k: &KernelTable) -> String {
@@ -151,6 +177,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
                 size.margin * 100.0,
                 over_runner_up
             );
+            if let Some(duel) = &size.duel {
+                let _ = writeln!(out, "  {:<24} {}", "", duel_line(duel, k.min_margin));
+            }
         }
     }
     let _ = writeln!(out, "  keys: {}", k.keys_line());
@@ -182,6 +211,21 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         let _ = writeln!(out, "  vendor fallback: {vendor}");
     }
     out
+}
+
+/// `challenger vs incumbent 1.043x [1.031, 1.055] over 60 interleaved rounds: the
+/// challenger's`: a duel at a key, with what it decided against `min_margin`.
+fn duel_line(duel: &Duel, min_margin: f64) -> String {
+    let verdict = match duel.verdict(min_margin) {
+        DuelVerdict::Challenger => "the challenger's",
+        DuelVerdict::Tie => "a tie, kept by the incumbent",
+        DuelVerdict::Incumbent => "the incumbent's",
+    };
+    format!(
+        "challenger vs incumbent {} (95% interval, spread ±{:.1}%): {verdict}",
+        duel.describe(),
+        duel.spread * 100.0
+    )
 }
 
 /// `nvcc per image: median 2.1 s, slowest 9.8 s (name), 12 images`, where the table
@@ -239,6 +283,26 @@ mod tests {
         assert!(!text.contains("gemm:"), "only the kernel asked for");
     }
 
+    #[test]
+    fn a_key_decided_in_interleaved_rounds_shows_its_interval_and_verdict() {
+        let mut table = committed();
+        let kernel = table.kernels.get_mut("rms_norm").unwrap();
+        kernel.min_margin = 0.01;
+        let incumbent = [100.0; 40];
+        // Ratios 1.0000, 1.0004, ... 1.0156: the interval [1.0052, 1.0104] holds 1.01.
+        let challenger: Vec<f64> = (0..40)
+            .map(|i| 100.0 / (1.0 + 0.0004 * f64::from(i)))
+            .collect();
+        kernel.sizes[0].duel = Duel::from_rounds(&incumbent, &challenger);
+        let text = render("t.json", &table, Some("rms_norm"));
+        assert!(
+            text.contains(
+                "challenger vs incumbent 1.008x [1.005, 1.010] over 40 interleaved rounds"
+            ) && text.contains("): a tie, kept by the incumbent"),
+            "{text}"
+        );
+    }
+
     /// Issue 14: a range baking another variant than its key's fastest (a win
     /// under the noise keeps the incumbent) printed the fastest as if baked.
     #[test]
@@ -265,8 +329,10 @@ mod tests {
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("{first}..")))
             .unwrap();
-        assert!(line.ends_with(&other), "{line}");
-        assert!(!line.contains(&size.winner), "{line}");
+        // What tuning bought, in parentheses, names the incumbent it is over.
+        let baked = line.split("  (").next().unwrap_or(line);
+        assert!(baked.ends_with(&other), "{line}");
+        assert!(!baked.contains(&size.winner), "{line}");
     }
 
     #[test]

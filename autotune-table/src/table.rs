@@ -354,6 +354,13 @@ pub struct Measurement {
     /// not run. A variant chosen at a key was always checked in full.
     #[serde(default, skip_serializing_if = "is_false")]
     pub checked_once: bool,
+    /// How many buffers of the case's rotating inputs its launches went through,
+    /// the original and its copies (`inputs = cold`): above 1, each timed launch
+    /// read the next, nothing flushed; 0 or 1, the L2 was flushed before each
+    /// launch (or, `inputs = warm`, nothing was evicted). 0 in tables made before
+    /// 0.2.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub buffers: u32,
 }
 
 fn is_false(value: &bool) -> bool {
@@ -392,6 +399,12 @@ pub struct SizeRecord {
     pub runner_up: Option<String>,
     /// Timed to place a boundary between two sizes with different winners.
     pub refinement: bool,
+    /// The fastest challenger's interleaved rounds against the incumbent, where
+    /// it would have taken the key (the ratio's confidence interval, the rounds and
+    /// the spread; see [`crate::duel`]). Absent in tables made before 0.2 and at
+    /// keys the incumbent kept on the medians alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duel: Option<crate::duel::Duel>,
 }
 
 /// A range of a table: its choice is a variant's name, or [`FALLBACK`].
@@ -1109,6 +1122,7 @@ pub(crate) mod tests {
             flops: 0,
             device: 0,
             checked_once: false,
+            buffers: 0,
         };
         let variant = |name: &str, values: Vec<u32>| VariantRecord {
             name: name.into(),
@@ -1144,6 +1158,7 @@ pub(crate) mod tests {
                 noise: 0.01,
                 runner_up: None,
                 refinement: false,
+                duel: None,
             }],
             ranges: vec![
                 KeyRange {

@@ -110,6 +110,8 @@ vars! {
         "time each launch as a CUDA-graph replay (1 or 0)";
     FLUSH = "AUTOTUNE_FLUSH", true,
         "how L2 is evicted before each timed launch: `memset` (default) or `read`";
+    DUEL_ROUNDS = "AUTOTUNE_DUEL_ROUNDS", true,
+        "interleaved rounds of a challenger against the incumbent before it takes a key (60; 0: medians alone)";
     SHARD = "AUTOTUNE_SHARD", true,
         "tune only shard `i/N` of what is stale, into the tables folder's `shards/`";
 
@@ -191,7 +193,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), count, "a variable is declared twice");
         let ours = ALL.iter().take_while(|v| v.name.starts_with("AUTOTUNE_"));
-        assert_eq!(ours.count(), 23, "the tool's own come first");
+        assert_eq!(ours.count(), 24, "the tool's own come first");
         assert!(ALL.iter().all(|v| !v.meaning.is_empty()));
     }
 

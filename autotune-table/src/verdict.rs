@@ -272,6 +272,7 @@ mod tests {
                     flops: 0,
                     device: 0,
                     checked_once: false,
+                    buffers: 0,
                 })
                 .collect(),
         }
@@ -294,6 +295,7 @@ mod tests {
             noise: 0.01,
             runner_up: None,
             refinement: false,
+            duel: None,
         }
     }
 

@@ -28,7 +28,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 echo "== sweep_faults ($(date +%T))"
 timeout ${SF_TIMEOUT:-240} .gpu-bin/test-sweep_faults > "$out/sweep-faults.txt" 2>&1
 echo "exit $?"
-grep -E "SKIPPED|panicked|: ok|all passed|checked off the grid|mode 12" "$out/sweep-faults.txt" | cut -c1-300
+grep -E "SKIPPED|panicked|: ok|all passed|checked off the grid|mode 12|buffers rotated|interleaved rounds" "$out/sweep-faults.txt" | cut -c1-300 | tail -n 40
+echo "== cold_inputs ($(date +%T))"
+timeout 120 .gpu-bin/test-cold_inputs --test-threads=1 > "$out/cold-inputs.txt" 2>&1
+echo "exit $?"
+grep -E "^test |SKIPPED|panicked|test result" "$out/cold-inputs.txt" | cut -c1-300
 echo "== rmsnorm_reference ($(date +%T))"
 timeout 120 .gpu-bin/test-rmsnorm_reference --test-threads=1 > "$out/rmsnorm-reference.txt" 2>&1
 echo "exit $?"
@@ -48,3 +52,5 @@ echo "== done ($(date +%T))"
 for report in /tmp/scratch-tables/*-report.txt; do
   grep -E "^[a-z_]+(@[^:]*)?: key|checked off the grid|rejected:|WrongResult|sweep by phase" "$report" | cut -c1-400
 done
+echo "== duels (interleaved rounds) in the sweep logs"
+grep -rhE "against .*interleaved rounds|not timed to the end" /tmp/scratch-tables/logs 2>/dev/null | cut -c1-200 | tail -n 30

@@ -18,6 +18,7 @@ pub const TIMING: TimingConfig = TimingConfig {
     hopeless: f64::INFINITY,
     graph: false,
     flush: Flush::Memset,
+    duel_rounds: 0,
 };
 
 /// Median milliseconds of `launch`: CUDA events around each launch, L2 flushed

@@ -5,9 +5,17 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("no tables folder here (kernels/tuning or tuning); pass --tables DIR")]
+    #[error(
+        "no tables folder here (kernels/tuning or tuning); pass --tables DIR, or make one \
+         with `cargo autotune tune` on a machine with a GPU"
+    )]
     NoTablesFolder,
-    #[error("no tables in {}", .0.display())]
+    #[error(
+        "no tables in {}: this crate was never tuned; `cargo autotune tune` on a machine \
+         with a GPU writes one (until then every build bakes the defaults, or the \
+         fallback where one is declared)",
+        .0.display()
+    )]
     NoTables(PathBuf),
     /// A table, a summary or a progress file that cannot be used as it is.
     #[error("{path}: {reason}")]

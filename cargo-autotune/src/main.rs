@@ -25,6 +25,7 @@ mod compare;
 mod context;
 mod error;
 mod fleet;
+mod gpu_probe;
 mod init;
 mod judge;
 mod merge;

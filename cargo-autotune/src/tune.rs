@@ -1,5 +1,6 @@
-//! Tuning from the terminal: `cargo build --release --features autotune` (the same
-//! library path as any build), with the options as `AUTOTUNE_*` variables, progress
+//! Tuning from the terminal: first a look for the driver and a GPU (before anything
+//! compiles), then `cargo build --release --features autotune` (the same library
+//! path as any build), with the options as `AUTOTUNE_*` variables, progress
 //! bars drawn from what the build script reports, then a summary of what changed.
 
 use std::collections::BTreeMap;
@@ -18,6 +19,8 @@ use crate::bars::Bars;
 use crate::error::CliError;
 
 pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
+    // Nothing to tune without a driver and a GPU: said before anything compiles.
+    crate::gpu_probe::look().map_err(|why| CliError::NotTuned(why.to_string()))?;
     let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     // Diagnostics as text on stderr (above the bars), the build scripts' JSON

@@ -475,6 +475,7 @@ fn entry_table(plan: &SweepPlan, result: &SweepResult) -> KernelTable {
                 noise: d.noise,
                 runner_up: d.runner_up.map(name),
                 refinement: d.refinement,
+                duel: d.duel,
             })
             .collect(),
         ranges: baked.ranges.into_iter().map(|r| r.map(name)).collect(),
@@ -501,7 +502,8 @@ fn one_machine(dir: &Path) -> TuningTable {
 }
 
 /// The scripted worker: each task measured by [`script`] at the job's shape, every
-/// check passed (and every check off the grid).
+/// check passed (and every check off the grid), every duel's rounds the two
+/// scripted medians.
 fn worker() -> ! {
     let slow = std::env::var_os("FLEET_SCRIPTED_SLOW").is_some();
     for line in std::io::stdin().lock().lines() {
@@ -518,6 +520,17 @@ fn worker() -> ! {
                 continue;
             }
             let median = script(&job.variants[task.variant].name, task.key, shape);
+            if let Some(against) = task.against {
+                // A duel: both sides at their scripted medians, round after round.
+                let incumbent = script(&job.variants[against].name, task.key, shape);
+                let rounds = job.timing.duel_rounds as usize;
+                emit_line(&Event::Dueled {
+                    task: index,
+                    incumbent_us: vec![incumbent; rounds],
+                    challenger_us: vec![median; rounds],
+                });
+                continue;
+            }
             if task.check {
                 emit_line(&Event::Checked {
                     task: index,
@@ -538,6 +551,7 @@ fn worker() -> ! {
                     flops: 0,
                     device: job.device as u32,
                     checked_once: false,
+                    buffers: 0,
                 },
             });
         }
