@@ -45,7 +45,7 @@ fn the_readme_is_short_and_for_users() {
     for history in ["session", "NOTES item", "round of work", "issue "] {
         assert!(
             !readme.to_lowercase().contains(&history.to_lowercase()),
-            "README.md tells history ({history:?}): move it to NOTES.md or docs/"
+            "README.md tells history ({history:?}): move it to docs/history/notes.md or docs/"
         );
     }
     for prerequisite in [

@@ -58,9 +58,19 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
         found.add_table(input, path, table);
     }
     if found.plans.is_empty() {
-        found
-            .notes
-            .push(format!("defaults ({})", spec.point_name(spec.default)));
+        // What runs at every size, and why, where no table said it: a table skipped
+        // has said why already.
+        let what = match (spec.vendor, spec.fallback) {
+            (Some(vendor), _) => format!("{} (its incumbent) at every size", vendor.name),
+            (None, Some(fallback)) => format!("{} (its incumbent) at every size", fallback.name),
+            (None, None) => format!("defaults ({})", spec.point_name(spec.default)),
+        };
+        let why = match (found.notes.is_empty(), input.tables.is_empty()) {
+            (false, _) => String::new(),
+            (true, true) => ": no table yet".to_string(),
+            (true, false) => ": no table has it".to_string(),
+        };
+        found.notes.push(format!("{what}{why}"));
     }
     found.archs.sort_by_key(|a| (arch_number(a), a.clone()));
     found.archs.dedup();

@@ -72,15 +72,23 @@ pub fn take(
     if kind == ImageKind::Ptx && bytes.last() != Some(&0) {
         bytes.push(0);
     }
-    let digest = hex(&Sha256::digest(&bytes)[..8]);
-    let binary =
-        cache_dir
-            .join(&job.kernel)
-            .join(format!("{}-{digest}.{}", job.label, kind.extension()));
     let ptxas = match (kind, &job.target, nvcc) {
         (ImageKind::Ptx, Target::Cubin(arch), Some(nvcc)) => Some((nvcc, arch)),
         _ => None,
     };
+    // Keyed by the bytes and by the report kept beside them: the same PTX taken
+    // with ptxas's resources for an architecture is another cache entry than taken
+    // without (the cache is the target folder's, shared by every build).
+    let mut hash = Sha256::new();
+    hash.update(&bytes);
+    if let Some((nvcc, arch)) = ptxas {
+        hash.update([0]);
+        hash.update(nvcc.version.as_bytes());
+        hash.update([0]);
+        hash.update(arch.as_bytes());
+    }
+    let digest = hex(&hash.finalize()[..8]);
+    let binary = crate::nvcc::image_path(cache_dir, &digest, kind.extension());
     let fresh = produce(&binary, |partial| {
         autotune_spec::guarded::write::write_atomic(partial, &bytes).map_err(|source| {
             NvccError::Io {

@@ -383,6 +383,30 @@ pub(crate) fn log_path(binary: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Where the image of `digest` (what nvcc sees: its version, arguments,
+/// environment and every input file's bytes) lies in `cache_dir`: named by its
+/// content alone, so that every wrapper, profile and tuning build that needs the
+/// same image finds the one nvcc made (issue 49: 9 identical cubins for 9
+/// wrappers of one source).
+pub(crate) fn image_path(cache_dir: &Path, digest: &str, extension: &str) -> PathBuf {
+    cache_dir.join(format!("{digest}.{extension}"))
+}
+
+/// The image cache every build of a target folder shares: `<target>/autotune-images`
+/// where `out_dir` is a build script's `OUT_DIR` in cargo's layout
+/// (`<target>/<profile>/build/<package>-<hash>/out`, or with a triple between),
+/// else `out_dir/autotune/bin`.
+pub fn shared_cache_dir(out_dir: &Path) -> PathBuf {
+    let mut up = out_dir.ancestors();
+    let (build, profile) = (up.nth(2), up.next());
+    match (build, profile.and_then(Path::parent)) {
+        (Some(build), Some(target)) if build.file_name().is_some_and(|n| n == "build") => {
+            target.join("autotune-images")
+        }
+        _ => out_dir.join("autotune").join("bin"),
+    }
+}
+
 /// `binary` from the cache (`None`), or made by `make` into a temporary file that
 /// is renamed into place with its log (`Some(log)`): a reader never sees a part,
 /// and a failure leaves nothing behind.
@@ -518,7 +542,9 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
         nvcc.display(),
         meta.len()
     );
-    let cache = cache_dir.join("nvcc-identity");
+    // One file per nvcc: the cache is shared by every build of the target folder.
+    let path_digest = hex(&Sha256::digest(nvcc.as_os_str().as_encoded_bytes())[..8]);
+    let cache = cache_dir.join(format!("nvcc-identity-{path_digest}"));
     if let Ok(text) = autotune_spec::guarded::read::read_to_string(&cache, 1 << 20) {
         let mut lines = text.lines();
         if lines.next() == Some(key.as_str())
@@ -831,9 +857,7 @@ impl Nvcc {
             hash.update([0]);
         }
         let digest = hex(&hash.finalize()[..8]);
-        let binary = cache_dir
-            .join(&job.kernel)
-            .join(format!("{}-{digest}.fatbin", job.label));
+        let binary = image_path(cache_dir, &digest, "fatbin");
         let resources = parts.iter().find_map(|(_, part)| part.resources);
         let cached = parts.iter().all(|(_, part)| part.cached);
         let fatbinary = self.tool("fatbinary");
@@ -923,11 +947,7 @@ impl Nvcc {
             hash.update([0]);
         }
         let digest = hex(&hash.finalize()[..8]);
-        let binary = cache_dir.join(&job.kernel).join(format!(
-            "{}-{digest}.{}",
-            job.label,
-            job.target.extension()
-        ));
+        let binary = image_path(cache_dir, &digest, job.target.extension());
         let started = Instant::now();
         let fresh = produce(&binary, |partial| {
             args.push("-o".into());
@@ -1075,6 +1095,28 @@ pub(crate) fn tail(text: &str, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_build_of_a_target_folder_shares_one_image_cache() {
+        let shared = |out: &str| shared_cache_dir(Path::new(out));
+        let images = Path::new("/w/target/autotune-images");
+        // build, test, clippy and the tuning build: one profile's folders, and
+        // --release's: all in the target folder's cache.
+        assert_eq!(shared("/w/target/debug/build/k-1a2b/out"), images);
+        assert_eq!(shared("/w/target/release/build/k-9f8e/out"), images);
+        // A cross build's triple sits between: its own cache beside its profiles.
+        assert_eq!(
+            shared("/w/target/x86_64-unknown-linux-gnu/release/build/k-1/out"),
+            Path::new("/w/target/x86_64-unknown-linux-gnu/autotune-images")
+        );
+        // Not cargo's layout (a build script run by hand): its own folder.
+        assert_eq!(shared("/tmp/k-out"), Path::new("/tmp/k-out/autotune/bin"));
+        // An image is named by its content alone.
+        assert_eq!(
+            image_path(images, "0123abcd", "cubin"),
+            images.join("0123abcd.cubin")
+        );
+    }
 
     /// The toolkit's folders as `nvcc --dryrun` prints them, canonical, the ones
     /// that exist; nothing else of its settings.

@@ -191,7 +191,7 @@ impl Build {
         Ok(Self {
             root,
             tables_dir,
-            cache_dir: out_dir.join("autotune").join("bin"),
+            cache_dir: crate::nvcc::shared_cache_dir(&out_dir),
             out_dir,
             crate_version: package,
             settings,

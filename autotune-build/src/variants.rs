@@ -154,12 +154,12 @@ pub fn compile_all(
     })
 }
 
-/// `$CARGO_TARGET_DIR/autotune-variants`, else `target/autotune-variants` under
+/// `$CARGO_TARGET_DIR/autotune-images`, else `target/autotune-images` under
 /// the crate.
 fn cache_dir(root: &Path) -> PathBuf {
     autotune_table::vars::CARGO_TARGET_DIR
         .os()
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
-        .join("autotune-variants")
+        .join("autotune-images")
 }

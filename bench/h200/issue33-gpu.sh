@@ -25,7 +25,7 @@
 #            tests, then on an H200 only (FINAL_ANY_GPU=1: on any GPU, sweeping into
 #            scratch tables instead) the retune of every kernel (memset flush) in the
 #            background, waited for as in `first`.
-# See NOTES.md, items 37 and 38.
+# See docs/history/notes.md, items 37 and 38.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}

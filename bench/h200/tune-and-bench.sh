@@ -5,7 +5,7 @@
 #   . .gpu/setup.sh env && (setsid nohup bash bench/h200/tune-and-bench.sh MODE > /dev/null 2>&1 &)
 # then poll `tail target/h200-run/run.log` with calls back to back and NO other tool
 # call in between (the machine goes back 30 s after a call, and the job with it:
-# NOTES.md items 19 and 24); each poll can bring back target/h200-run/results.tgz
+# docs/history/notes.md items 19 and 24); each poll can bring back target/h200-run/results.tgz
 # (every log, bench file and table), written at each step. MODE:
 #   bench  the committed tables as they are: the three benches (the Hopper one first:
 #          every algo = 2 point beside cuBLAS, decode rows flushed and rotated), the

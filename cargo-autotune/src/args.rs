@@ -29,7 +29,7 @@ pub enum Command {
     /// Add autotune to the crate here: dependencies, the `autotune` feature,
     /// build.rs, a tables folder, the build-override, and a sample kernel (its
     /// wrapper, case, CUDA source and test). Never overwrites a file.
-    Init(ManifestArgs),
+    Init(InitArgs),
     /// `cargo build --release --features autotune` with these options, with
     /// progress bars and a summary of what was tuned.
     Tune(TuneArgs),
@@ -64,6 +64,19 @@ pub struct ManifestArgs {
     /// The crate's manifest (default `./Cargo.toml`).
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
+}
+
+/// `init`: the crate, and where its autotune crates come from.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The crate's manifest (default `./Cargo.toml`).
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// A checkout of the autotune repository: the dependencies are written with a
+    /// `path` into it (beside the version), so the crate builds before the crates
+    /// are on a registry (default: from the registry, by version).
+    #[arg(long, value_name = "CHECKOUT")]
+    pub path: Option<PathBuf>,
 }
 
 /// The tables folder: `--tables DIR`, else `kernels/tuning` or `tuning` here.

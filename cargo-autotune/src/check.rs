@@ -47,18 +47,28 @@ pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
                 summary.gpu_missing.as_deref().unwrap_or("not looked at")
             ),
         }
+        let mut said: Vec<String> = Vec::new();
         for kernel in &summary.kernels {
             let verdict = verdict(kernel, summary.gpu.as_ref());
             all_ok &= verdict.is_ok();
             let (mark, note) = match &verdict {
                 Ok(note) => ("ok          ", note.clone()),
                 Err(Unfit::Untuned(note)) => ("STALE       ", note.clone()),
+                Err(Unfit::NoTable(note)) => ("NO TABLE    ", note.clone()),
                 Err(Unfit::NotCompiled(note)) => ("NOT COMPILED", note.clone()),
             };
             say!("  {:<24} {mark}  {note}", kernel.name);
+            said.push(note);
         }
+        // Each note once: one a kernel's line already gave is not repeated.
         for note in &summary.notes {
-            say!("  note: {note}");
+            if !said
+                .iter()
+                .any(|s| s.contains(note.as_str()) || note.contains(s.as_str()))
+            {
+                say!("  note: {note}");
+                said.push(note.clone());
+            }
         }
     }
     Ok(if all_ok {
@@ -71,8 +81,11 @@ pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
 /// Why a kernel does not run a fresh tuned plan here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Unfit {
-    /// No fresh table for this GPU model: it runs its defaults.
+    /// A table for this GPU model that could not be used (stale, unreadable, for
+    /// another compiler): it runs its defaults.
     Untuned(String),
+    /// Never tuned (for this GPU model, where one is here): no table was skipped.
+    NoTable(String),
     /// A fresh plan, but no binaries (no nvcc at build time): `load()` fails.
     NotCompiled(String),
 }
@@ -97,6 +110,16 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, Un
         None => kernel.plans.first(),
     };
     match plan {
+        None if kernel.skipped.is_empty() => Err(Unfit::NoTable(format!(
+            "defaults ({}): no table {} (`cargo autotune tune` on {} writes one)",
+            kernel.default,
+            if kernel.plans.is_empty() {
+                "yet"
+            } else {
+                "for this GPU"
+            },
+            gpu.map_or("a GPU".to_string(), |g| g.name.clone())
+        ))),
         None => Err(Unfit::Untuned(format!(
             "defaults ({}){}",
             kernel.default,
@@ -201,5 +224,19 @@ mod tests {
             verdict(&kernel(vec![]), Some(&h200)),
             Err(Unfit::Untuned(_))
         ));
+    }
+
+    /// Issue 49: a kernel never tuned was `STALE`; it is `NO TABLE`, with what to run.
+    #[test]
+    fn never_tuned_is_told_from_stale() {
+        let h200 = gpu("NVIDIA H200");
+        let mut never = kernel(vec![]);
+        never.skipped.clear();
+        let verdict = verdict(&never, Some(&h200));
+        assert!(
+            matches!(&verdict, Err(Unfit::NoTable(note))
+                if note == "defaults (block=64): no table yet (`cargo autotune tune` on NVIDIA H200 writes one)"),
+            "{verdict:?}"
+        );
     }
 }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use autotune_spec::guarded::write::Commit;
 use toml_edit::{DocumentMut, Item, Table, value};
 
-use crate::args::ManifestArgs;
+use crate::args::InitArgs;
 use crate::error::CliError;
 
 /// The sample kernel's files, relative to the crate root, and their text
@@ -26,13 +26,14 @@ const FILES: [(&str, &str); 4] = [
 /// The tables folder the build reads by default, kept in git before the first table.
 const TABLES_KEEP: &str = "tuning/.gitkeep";
 
-pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
+pub fn run(args: &InitArgs) -> Result<ExitCode, CliError> {
     let manifest = args
         .manifest_path
         .clone()
         .unwrap_or_else(|| PathBuf::from("Cargo.toml"));
     let root = manifest.parent().unwrap_or(Path::new("")).to_path_buf();
-    let done = init(&manifest, &root)?;
+    let checkout = args.path.as_deref().map(checkout).transpose()?;
+    let done = init(&manifest, &root, checkout.as_deref())?;
     for line in done {
         println!("{line}");
     }
@@ -43,8 +44,31 @@ pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The autotune checkout at `path`, absolute, where it holds the crates `init`
+/// adds.
+fn checkout(path: &Path) -> Result<PathBuf, CliError> {
+    let absolute = path
+        .canonicalize()
+        .map_err(|e| CliError::io("find the checkout", path)(e))?;
+    for krate in ["autotune-runtime", "autotune-build"] {
+        if !absolute.join(krate).join("Cargo.toml").is_file() {
+            return Err(CliError::Refused(format!(
+                "--path {}: no {krate}/Cargo.toml there (give the autotune repository's root)",
+                path.display()
+            )));
+        }
+    }
+    Ok(absolute)
+}
+
 /// Adds autotune to the crate of `manifest` (at `root`); what it did, a line each.
-pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
+/// With `checkout`, each dependency is the crate in that autotune repository
+/// (`path` beside `version`), else the registry's.
+pub fn init(
+    manifest: &Path,
+    root: &Path,
+    checkout: Option<&Path>,
+) -> Result<Vec<String>, CliError> {
     let text = read_text(manifest)?;
     let mut doc: DocumentMut = text.parse().map_err(|e| CliError::Unreadable {
         path: manifest.display().to_string(),
@@ -89,8 +113,9 @@ pub fn init(manifest: &Path, root: &Path) -> Result<Vec<String>, CliError> {
             if section.contains_key(krate) {
                 done.push(format!("kept       [{table}] {krate} (already there)"));
             } else {
-                section.insert(krate, value(version.as_str()));
-                done.push(format!("added      [{table}] {krate} = \"{version}\""));
+                let dependency = dependency(krate, &version, checkout);
+                done.push(format!("added      [{table}] {krate} = {dependency}"));
+                section.insert(krate, value(dependency));
             }
         }
     }
@@ -172,6 +197,19 @@ fn rust_name(doc: &DocumentMut, manifest: &Path) -> Result<String, CliError> {
         )));
     }
     Ok(name.replace('-', "_"))
+}
+
+/// `"0.1"`, or `{ version = "0.1", path = "<checkout>/<krate>" }`.
+fn dependency(krate: &str, version: &str, checkout: Option<&Path>) -> toml_edit::Value {
+    match checkout {
+        None => version.into(),
+        Some(checkout) => {
+            let mut table = toml_edit::InlineTable::new();
+            table.insert("version", version.into());
+            table.insert("path", checkout.join(krate).display().to_string().into());
+            toml_edit::Value::InlineTable(table)
+        }
+    }
 }
 
 /// `0.1` for this tool's version 0.1.x: the release line of the crates it adds.
@@ -293,7 +331,7 @@ mod tests {
              [features]\ndefault = []\n\n[workspace]\n",
             "pub fn f() {}",
         );
-        let done = init(&dir.join("Cargo.toml"), &dir).unwrap_or_else(|e| panic!("{e}"));
+        let done = init(&dir.join("Cargo.toml"), &dir, None).unwrap_or_else(|e| panic!("{e}"));
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
         assert!(
             manifest.contains("autotune-runtime = { version = \"0.1\", features = [\"cublas\"] }"),
@@ -328,7 +366,7 @@ mod tests {
         let manifest = "[package]\nname = \"k\"\nversion = \"0.1.0\"\n\n[workspace]\n";
         let dir = crate_dir("refuses", manifest, "");
         std::fs::write(dir.join("build.rs"), "fn main() {}\n").unwrap_or_else(|e| panic!("{e}"));
-        let error = init(&dir.join("Cargo.toml"), &dir)
+        let error = init(&dir.join("Cargo.toml"), &dir, None)
             .err()
             .map(|e| e.to_string());
         assert!(
@@ -346,5 +384,37 @@ mod tests {
             "fn main() {}\n"
         );
         assert!(!dir.join("src/scale.rs").exists());
+    }
+
+    /// Issue 49: the quick start wrote `autotune-runtime = "0.1"`, which no registry
+    /// has yet; with `--path` each dependency is the checkout's crate.
+    #[test]
+    fn with_a_checkout_the_dependencies_point_into_it() {
+        let dir = crate_dir(
+            "init-path",
+            "[package]\nname = \"k\"\nversion = \"0.1.0\"\n\n[workspace]\n",
+            "",
+        );
+        let checkout = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .canonicalize()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let checkout = super::checkout(&checkout).unwrap_or_else(|e| panic!("{e}"));
+        init(&dir.join("Cargo.toml"), &dir, Some(&checkout)).unwrap_or_else(|e| panic!("{e}"));
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        let runtime = format!(
+            "autotune-runtime = {{ version = \"0.1\", path = \"{}\" }}",
+            checkout.join("autotune-runtime").display()
+        );
+        assert!(manifest.contains(&runtime), "{manifest}");
+        assert!(
+            manifest.contains("autotune-build = { version = \"0.1\", path = "),
+            "{manifest}"
+        );
+        // Not a checkout: refused, nothing written.
+        let error = super::checkout(&dir).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            error.contains("no autotune-runtime/Cargo.toml there"),
+            "{error}"
+        );
     }
 }
