@@ -126,6 +126,11 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
     let call = launch_call(spec, &spec.fn_name, quote!(variant));
     let launch_fallback = fallback_struct(spec).map(|fb| launch_fallback_fn(&fb));
     let load_vendor = spec.vendor.as_ref().map(|ty| load_vendor_fn(spec, ty));
+    // A fallback dispatched over another key or other shapes is a compile error.
+    let check_fallback = spec
+        .fallback
+        .as_ref()
+        .map(|_| quote!(const _: () = <#dispatch as #rt::Kernel>::SPEC.check_fallback();));
     quote! {
         impl #rt::Kernel for #dispatch {
             type Params = #params;
@@ -143,6 +148,7 @@ fn kernel_impl(spec: &Spec) -> TokenStream {
             #launch_fallback
             #load_vendor
         }
+        #check_fallback
     }
 }
 
@@ -669,5 +675,36 @@ mod tests {
         assert!(text.contains("candidates : & [\"k_v2.cu\"]"), "{text}");
         assert!(text.contains("pub source : u32"), "{text}");
         assert!(text.contains("Above :: Extend"), "{text}");
+    }
+
+    /// Issue 49: a wrapper and its fallback that disagree on the key or the shapes
+    /// were accepted silently; the expansion now checks them in a `const`.
+    #[test]
+    fn a_declared_fallback_is_checked_at_compile_time() {
+        let item = quote! {
+            pub fn my_kernel(stream: &CudaStream, v: &Variant<MyParams>, n: usize) -> Result<(), DriverError> {
+                Ok(())
+            }
+        };
+        let context = || Context::BuildScript { manifest_dir: None };
+        let with = quote!(
+            source = "k.cu",
+            key = n,
+            sizes = [1k],
+            case = C,
+            block = [64],
+            fallback = plain
+        );
+        let text = autotune(with, item.clone(), context()).unwrap().to_string();
+        assert!(text.contains("SPEC . check_fallback ()"), "{text}");
+        let without = quote!(
+            source = "k.cu",
+            key = n,
+            sizes = [1k],
+            case = C,
+            block = [64]
+        );
+        let text = autotune(without, item, context()).unwrap().to_string();
+        assert!(!text.contains("check_fallback"), "{text}");
     }
 }

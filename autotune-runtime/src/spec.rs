@@ -108,6 +108,36 @@ impl KernelSpec {
         }
     }
 
+    /// Panics (at compile time, where the macro evaluates it in a `const`) unless
+    /// the declared fallback is dispatched over the same key, with the same shape
+    /// arguments and shapes, as this wrapper: dispatch hands it every key and shape
+    /// this wrapper's table gives away, and the sweep times it there.
+    pub const fn check_fallback(&self) {
+        let Some(fallback) = self.fallback else {
+            return;
+        };
+        if !same_str(self.key, fallback.key) {
+            panic!(
+                "the fallback's key is not this wrapper's: a fallback is dispatched over the same key argument"
+            );
+        }
+        if self.shape_args.len() != fallback.shape_args.len() {
+            panic!("the fallback's shapes are not this wrapper's: declare the same `shapes`");
+        }
+        let mut i = 0;
+        while i < self.shape_args.len() {
+            if !same_str(self.shape_args[i], fallback.shape_args[i]) {
+                panic!(
+                    "the fallback's shape arguments are not this wrapper's: declare the same `shapes`"
+                );
+            }
+            i += 1;
+        }
+        if !same_shapes(self.shapes, fallback.shapes) {
+            panic!("the fallback's shapes are not this wrapper's: declare the same `shapes`");
+        }
+    }
+
     /// Candidate sources (the space's first parameter is then `source`).
     pub const fn with_candidates(self, candidates: &'static [&'static str]) -> Self {
         Self { candidates, ..self }
@@ -225,5 +255,102 @@ impl KernelSpec {
     /// The index of the default point in [`KernelSpec::points`].
     pub fn default_index(&self) -> Option<usize> {
         self.points.iter().position(|p| *p == self.default)
+    }
+}
+
+/// `a == b`, in a `const`.
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `a == b` for declared shapes, in a `const`.
+const fn same_shapes(a: &[&[u64]], b: &[&[u64]]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i].len() != b[i].len() {
+            return false;
+        }
+        let mut j = 0;
+        while j < a[i].len() {
+            if a[i][j] != b[i][j] {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: KernelSpec = KernelSpec::new("plain", "w.rs", "k.cu", &["k"], "n", &[1024]);
+    const OTHER_KEY: KernelSpec = KernelSpec::new("other", "w.rs", "k.cu", &["k"], "m", &[1024]);
+
+    fn checked(spec: KernelSpec) -> Result<(), String> {
+        std::panic::catch_unwind(|| spec.check_fallback()).map_err(|e| {
+            e.downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_default()
+        })
+    }
+
+    #[test]
+    fn a_fallback_must_share_the_key_and_the_shapes() {
+        let tuned = KernelSpec::new("tuned", "w.rs", "k.cu", &["k"], "n", &[1024]);
+        assert_eq!(checked(tuned), Ok(()), "no fallback");
+        assert_eq!(
+            checked(KernelSpec {
+                fallback: Some(&PLAIN),
+                ..tuned
+            }),
+            Ok(())
+        );
+        let other = checked(KernelSpec {
+            fallback: Some(&OTHER_KEY),
+            ..tuned
+        });
+        assert!(
+            other
+                .as_ref()
+                .is_err_and(|e| e.contains("the fallback's key")),
+            "{other:?}"
+        );
+        // The same key, shapes declared on one side only.
+        let shaped = KernelSpec {
+            shape_args: &["k"],
+            shapes: &[&[4096]],
+            fallback: Some(&PLAIN),
+            ..tuned
+        };
+        let shapes = checked(shaped);
+        assert!(
+            shapes.as_ref().is_err_and(|e| e.contains("shapes")),
+            "{shapes:?}"
+        );
+        // In a `const`, as the macro writes it, a mismatch is a compile error;
+        // a match compiles.
+        const _: () = KernelSpec {
+            fallback: Some(&PLAIN),
+            ..KernelSpec::new("tuned", "w.rs", "k.cu", &["k"], "n", &[1024])
+        }
+        .check_fallback();
     }
 }
