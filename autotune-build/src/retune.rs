@@ -356,11 +356,9 @@ fn fresh_table(gpu: &GpuRecord) -> TuningTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     fn committed() -> TuningTable {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels/tuning/nvidia-h200.json");
-        table::read(&path).unwrap_or_else(|e| panic!("{}", e.reason))
+        autotune_table::testing::fixture_table()
     }
 
     /// A tuning build on a GPU whose driver differs from the table's replaced the

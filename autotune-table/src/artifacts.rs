@@ -110,11 +110,7 @@ mod tests {
     use super::*;
 
     fn table_of(names: &[&str]) -> TuningTable {
-        let committed = Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        ));
-        let mut table = crate::table::read(committed).unwrap_or_else(|e| panic!("{}", e.reason));
+        let mut table = crate::testing::fixture_table();
         let entry = table
             .kernels
             .get("rms_norm")

@@ -323,15 +323,10 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     #[test]
     fn every_range_is_shaded_and_every_pick_in_the_legend() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        );
-        let table = crate::table::read(Path::new(path)).unwrap();
+        let table = crate::testing::fixture_table();
         let kernel = &table.kernels["rms_norm"];
         let svg = render("rms_norm", kernel, &table);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
@@ -345,29 +340,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_committed_plots_are_the_committed_table_s() {
-        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-        let table = crate::table::read(&root.join("kernels/tuning/nvidia-h200.json")).unwrap();
-        let files = crate::artifacts::plot_files(&table);
-        for (name, kernel) in &table.kernels {
-            let file = format!("kernels/tuning/plots/{}", files[name]);
-            let committed = std::fs::read_to_string(root.join(&file)).unwrap();
-            assert!(
-                render(name, kernel, &table) == committed,
-                "{file} is stale: `cargo autotune plot`"
-            );
-        }
-    }
-
     /// Table strings are data: markup in them stays text.
     #[test]
     fn hostile_strings_stay_text() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        );
-        let mut table = crate::table::read(Path::new(path)).unwrap();
+        let mut table = crate::testing::fixture_table();
         table.gpu.name = "<script>alert(1)</script>".into();
         let mut kernel = table.kernels["rms_norm"].clone();
         kernel.key = "n\"><script>".into();

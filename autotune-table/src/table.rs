@@ -998,21 +998,6 @@ pub(crate) mod tests {
         assert!(!is_entry_of("gem", "gemm"));
     }
 
-    /// Every table committed in this repository reads under the rules below.
-    #[test]
-    fn every_committed_table_reads() {
-        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-        for dir in ["kernels/tuning", "examples/downstream/tuning"] {
-            let tables = read_all(&root.join(dir));
-            assert!(!tables.is_empty(), "{dir}");
-            for (path, table) in tables {
-                if let Err(e) = table {
-                    panic!("{}: {}", path.display(), e.reason);
-                }
-            }
-        }
-    }
-
     /// Negative or non-finite times, a date that is none, and a range naming a
     /// variant that lost to the default at every key in it: each makes a table
     /// unreadable instead of baked (a negative median was baked, `-inf%` in the
@@ -1089,13 +1074,9 @@ pub(crate) mod tests {
         assert_eq!(unused_path(&aside), dir.join("t.json.unreadable.1"));
     }
 
-    /// The shipped H200 table.
+    /// The library tests' snapshot of the shipped H200 table.
     pub(crate) fn committed() -> TuningTable {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../kernels/tuning/nvidia-h200.json"
-        );
-        read(Path::new(path)).unwrap()
+        crate::testing::fixture_table()
     }
 
     pub(crate) fn sample() -> TuningTable {

@@ -16,6 +16,20 @@ pub fn h200() -> GpuRecord {
     }
 }
 
+/// The library tests' table: a snapshot of the shipped H200 table (2026-12-05)
+/// under this crate's `tests/fixtures/`, so that a retune of the shipped kernels
+/// changes no library test.
+pub const FIXTURE_TABLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/nvidia-h200.json"
+);
+
+/// [`FIXTURE_TABLE`], read.
+pub fn fixture_table() -> TuningTable {
+    crate::table::read(std::path::Path::new(FIXTURE_TABLE))
+        .unwrap_or_else(|e| panic!("{FIXTURE_TABLE}: {}", e.reason))
+}
+
 /// Fails naming every one of `needles` that `text` lacks, and the text.
 #[track_caller]
 pub fn assert_contains(text: &str, needles: &[&str]) {
