@@ -2,7 +2,10 @@
 # Session 27's GPU work (issues 52 and 48), from binaries built on a machine with
 # Rust and nvcc, carried in .gpu-bin/:
 #
-#   here: the kernels' build script of the tree to retune, as
+#   here: git apply bench/h200/session27-rotating.patch (the shipped cases name their
+#         cold inputs: the GEMM's weights, the indexers' keys; the carried tree must
+#         have it too, since the tables' fingerprints read its wrapper files), then
+#         the kernels' build script of the tree to retune, as
 #         .gpu-bin/autotune-kernels-build-script (cargo build --release;
 #         target/release/build/autotune-kernels-*/build-script-build); the test
 #         binaries .gpu-bin/test-{sweep_faults,cold_inputs,rmsnorm_reference}
