@@ -279,7 +279,8 @@ impl<'a> Record<'a> {
             let Ok(entry) = serde_json::from_str::<JournalLine>(line) else {
                 continue;
             };
-            if entry.id.variant >= self.facts.names.len() {
+            let known = |v: usize| v < self.facts.names.len();
+            if !known(entry.id.variant) || !entry.id.against.is_none_or(known) {
                 continue;
             }
             resumed += 1;
@@ -810,5 +811,60 @@ mod tests {
         foreign.replay_journal().unwrap();
         assert_eq!(foreign.resumed(), 0);
         assert!(!path.exists(), "a stale journal is removed");
+    }
+
+    /// A duel's verdict outlives a kill: journaled and replayed, it decides the key
+    /// as before; a journal line naming an incumbent this sweep does not have is
+    /// left out (it panicked on the name).
+    #[test]
+    fn a_duel_is_journaled_and_decides_again_after_a_resume() {
+        let path = journal("duel");
+        let duel = TaskId {
+            against: Some(0),
+            ..id(100, 1, false, 0)
+        };
+        // Equal in the rounds, jittering 5%: a tie, the incumbent keeps the key.
+        let rounds: Vec<f64> = (0..30).map(|i| 10.0 + f64::from(i % 3) * 0.5).collect();
+        let tie = Outcome::Dueled {
+            incumbent_us: rounds.clone(),
+            challenger_us: rounds.iter().rev().copied().collect(),
+        };
+        let decide = |replay: bool| {
+            let mut log = Vec::new();
+            let mut record = Record::new(facts(path.clone()), vec![None; 3], &mut log);
+            if replay {
+                record.replay_journal().unwrap();
+            } else {
+                for (task, outcome) in [
+                    (id(100, 0, false, 0), measured(100, 10.0, 0)),
+                    (id(100, 0, true, 0), measured(100, 10.0, 0)),
+                    (id(100, 1, false, 0), measured(100, 9.0, 0)),
+                ] {
+                    record.apply(task, outcome, true, None).unwrap();
+                }
+                assert_eq!(record.undueled(), [(100, 1, 0)]);
+                record.apply(duel, tie.clone(), true, None).unwrap();
+                let stray = TaskId {
+                    against: Some(9),
+                    ..duel
+                };
+                record
+                    .append_journal(&JournalLine {
+                        id: stray,
+                        outcome: tie.clone(),
+                    })
+                    .unwrap();
+            }
+            let decision = record.decisions()[0].clone();
+            (
+                decision.winner,
+                decision.runner_up,
+                decision.duel.map(|d| d.rounds),
+            )
+        };
+        let before = decide(false);
+        assert_eq!(before, (0, Some(1), Some(30)), "a tie: the incumbent's");
+        assert_eq!(decide(true), before, "the same after a resume");
+        let _ = std::fs::remove_file(&path);
     }
 }
