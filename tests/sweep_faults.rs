@@ -172,6 +172,10 @@ fn main() {
         std::process::exit(if result.is_ok() { 0 } else { 1 });
     }
     if let Err(why) = autotune_runtime::gpu::open(0) {
+        assert!(
+            std::env::var_os("AUTOTUNE_REQUIRE_GPU").is_none_or(|v| v == "0"),
+            "AUTOTUNE_REQUIRE_GPU is set, and sweep_faults found no GPU: {why}"
+        );
         println!("SKIPPED sweep_faults: no GPU ({why})");
         return;
     }

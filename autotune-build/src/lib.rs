@@ -50,7 +50,7 @@ pub use builder::Builder;
 pub use error::BuildError;
 pub use probe::ProbeError;
 pub use settings::{Devices, Settings, SettingsError};
-pub use skip::skip;
+pub use skip::{skip, skip_without_gpu};
 pub use tunables::{Tunable, Tunables};
 
 /// `Builder::new().tune(tunables)`.

@@ -19,6 +19,21 @@
 use std::fmt::Display;
 use std::io::Write;
 
+/// [`skip`] for a test that needs a GPU and found none (`why`: what opening it
+/// said): `SKIPPED <test>: no GPU (<why>)`, except where `AUTOTUNE_REQUIRE_GPU=1`
+/// says this machine has one, and the test fails instead of passing unseen.
+#[allow(clippy::panic)] // a test helper: panicking is how it fails the test
+pub fn skip_without_gpu(why: impl Display) {
+    let required = autotune_table::vars::REQUIRE_GPU
+        .text_or_none()
+        .is_some_and(|v| v != "0");
+    if required {
+        let name = autotune_table::vars::REQUIRE_GPU.name;
+        panic!("{name} is set, and this test found no GPU: {why}");
+    }
+    skip(format!("no GPU ({why})"));
+}
+
 /// Prints `SKIPPED <test>: <why>` on the terminal (or the CI log), the test named
 /// by the harness's thread (each test runs on a thread named after it).
 pub fn skip(why: impl Display) {

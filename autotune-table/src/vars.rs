@@ -130,6 +130,8 @@ vars! {
         "set by the sweep: the build script runs as its worker for this kernel";
     WORKER_SUPERVISOR = "AUTOTUNE_WORKER_SUPERVISOR", false,
         "set by the sweep: the pid of the build that started the worker";
+    REQUIRE_GPU = "AUTOTUNE_REQUIRE_GPU", false,
+        "`1` on a GPU machine: a test that would skip for want of a GPU fails instead";
     PROGRESS = "AUTOTUNE_PROGRESS", false,
         "set by `cargo autotune tune`: the file the sweep reports its progress to";
 
@@ -193,7 +195,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), count, "a variable is declared twice");
         let ours = ALL.iter().take_while(|v| v.name.starts_with("AUTOTUNE_"));
-        assert_eq!(ours.count(), 24, "the tool's own come first");
+        assert_eq!(ours.count(), 25, "the tool's own come first");
         assert!(ALL.iter().all(|v| !v.meaning.is_empty()));
     }
 

@@ -27,7 +27,7 @@ fn check(
 fn every_range_and_the_library_s_launch_are_right() {
     let ctx = match autotune_runtime::gpu::open(0) {
         Ok(ctx) => ctx,
-        Err(why) => return autotune_build::skip(format!("no GPU ({why})")),
+        Err(why) => return autotune_build::skip_without_gpu(why),
     };
     let tuned = Softmax::load(&ctx).unwrap();
     let library = SoftmaxLibrary::load(&ctx).unwrap();
