@@ -3,6 +3,12 @@
 //!
 //! `cargo bench --bench gemm -- [--out bench/results/h200-gemm.json]`
 //!
+//! cuBLAS is timed as dispatch calls it: `CublasGemm` (the GEMM's vendor fallback,
+//! with the 32 MiB workspace NVIDIA advises for Hopper), not a bare `cublasGemmEx`
+//! without a workspace. Each row also times dispatch against it in interleaved
+//! rounds (order drawn per round), and keeps the ratio's 95% interval
+//! (`autotune_table::duel`): a ratio inside its noise says so.
+//!
 //! Times: CUDA events around each launch, L2 flushed before each, median. The floor
 //! of each row: its compulsory bytes (A, B and C once) at the copy rate measured in
 //! the same run, plus one launch; decode rows (M <= 16) give ours and cuBLAS as
@@ -16,14 +22,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use autotune_build::timing::{Flush, L2Flush};
-use autotune_kernels::gemm::{self, Gemm};
+use autotune_build::timing::{self, Flush, L2Flush};
+use autotune_kernels::gemm::{self, CublasGemm, Gemm};
 use autotune_kernels::{references, samples};
 use autotune_runtime::Selection;
+use autotune_runtime::Vendor;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
+use autotune_table::duel::Duel;
 use autotune_table::table::{self, Role, TuningTable};
 use common::{Floor, time_ms};
 use serde_json::json;
@@ -43,6 +51,9 @@ const SHAPES: [(usize, usize); 5] = [
     (8192, 8192),
     (6144, 4096),
 ];
+/// Interleaved rounds of dispatch against cuBLAS at each row.
+const ROUNDS: u32 = 100;
+
 /// M of each row: decode to prefill.
 const ROWS: [usize; 7] = [1, 16, 64, 256, 1024, 4096, 8192];
 
@@ -80,6 +91,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let table = table::read(&table).ok();
     let stream = ctx.default_stream();
     let blas = CudaBlas::new(stream.clone())?;
+    // cuBLAS as dispatch calls it (its workspace set once, at load).
+    let vendor = CublasGemm::load(ctx)?;
     let mut flush = L2Flush::new(&stream)?;
     // The decode rows again with L2 left clean; `None` (and said) where the
     // runtime's kernels cannot run here.
@@ -114,12 +127,49 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                         .map_err(|e| e.to_string())
                 })?;
                 let cublas = time_ms(&stream, flush, &mut || {
-                    gemm::cublas_gemm(&blas, &da, &db, &mut cublas_out, (m, n, k))
+                    vendor
+                        .launch(&stream, &da, &db, &mut cublas_out, &mut workspace, m, n, k)
                         .map_err(|e| e.to_string())
                 })?;
                 Ok((dispatch, cublas))
             };
             let (dispatch, cublas) = dispatch_and_cublas(&mut flush)?;
+            // The same two in interleaved rounds: cuBLAS's time over dispatch's per
+            // round, with its interval.
+            let mut c_rounds = stream.alloc_zeros::<bf16>(m * n)?;
+            let mut cublas_rounds = stream.alloc_zeros::<bf16>(m * n)?;
+            let mut workspace_rounds = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
+            // cuBLAS takes the argument and uses its own workspace.
+            let mut unused = stream.alloc_zeros::<f32>(1)?;
+            let [cublas_times, dispatch_times] = timing::interleaved(
+                &stream,
+                Some(&mut flush),
+                common::TIMING.warmup,
+                ROUNDS,
+                (m * 31 + n * 7 + k) as u64,
+                [
+                    &mut || {
+                        vendor
+                            .launch(&stream, &da, &db, &mut cublas_rounds, &mut unused, m, n, k)
+                            .map_err(|e| e.to_string())
+                    },
+                    &mut || {
+                        kernel
+                            .launch(
+                                &stream,
+                                &da,
+                                &db,
+                                &mut c_rounds,
+                                &mut workspace_rounds,
+                                m,
+                                n,
+                                k,
+                            )
+                            .map_err(|e| e.to_string())
+                    },
+                ],
+            )?;
+            let interleaved = Duel::from_rounds(&cublas_times.times_us, &dispatch_times.times_us);
             let (dispatch_clean, cublas_clean) = match clean.as_mut().filter(|_| m <= 16) {
                 Some(clean) => dispatch_and_cublas(clean)?,
                 None => (f64::NAN, f64::NAN),
@@ -151,6 +201,10 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 "ours_best_ms": ours_best_ms,
                 "ours_best_variant": ours_best_variant,
                 "dispatch_vs_cublas": cublas / dispatch,
+                "dispatch_vs_cublas_interleaved": interleaved.map(|d| json!({
+                    "rounds": d.rounds, "ratio": d.ratio, "low": d.low, "high": d.high,
+                    "spread": d.spread,
+                })),
                 "ours_best_vs_cublas": cublas / ours_best_ms,
                 "ours_sweep_best_ms": sweep_best_ms,
                 "ours_sweep_best_variant": sweep_best_variant,
@@ -177,7 +231,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "selection": kernel.selection().to_string(),
         "command": COMMAND,
         "floor": floor.to_json(),
-        "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; *_clean (decode rows): the same with L2 flushed by a read of 2x L2, which leaves it holding clean lines; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = cublasGemmEx bf16 in/out, f32 compute, default algorithm, same buffers; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
+        "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; *_clean (decode rows): the same with L2 flushed by a read of 2x L2, which leaves it holding clean lines; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = CublasGemm::launch, as dispatch's fallback calls it (cublasGemmEx bf16 in/out, f32 compute, its default algorithm, the 32 MiB workspace set at load), same buffers; dispatch_vs_cublas_interleaved: 100 rounds of both in an order drawn per round, the median of cuBLAS's time over dispatch's per round with its 95% distribution-free interval; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
+        "cublas_workspace_bytes": 32 << 20,
         "rows": rows,
     });
     println!("bf16 GEMM on {gpu} ({})", kernel.selection());
