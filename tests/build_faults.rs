@@ -175,6 +175,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         }],
         above: None,
         off_grid: None,
+        clocks: None,
         seconds: Seconds {
             compile: 0.0,
             sweep: 0.0,

@@ -22,6 +22,7 @@ mod error;
 mod fingerprint;
 mod image;
 mod nvcc;
+mod nvml;
 mod phase_clock;
 mod probe;
 mod ptxas;

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use autotune_spec::KeyRange;
+use autotune_table::clocks::{ClockRecord, ClockSample};
 use autotune_table::duel::{Duel, DuelVerdict};
 use autotune_table::off_grid::OffGridOutcome;
 use autotune_table::phases::Phases;
@@ -130,6 +131,8 @@ pub struct Record<'a> {
     off_grid: BTreeMap<(u64, usize), OffGridOutcome>,
     /// Keys off the grid where the case could not be built, with the reason.
     off_grid_failed_keys: BTreeMap<u64, String>,
+    /// The GPU's clocks over the sweep, as the workers read them around each job.
+    clocks: Option<ClockRecord>,
     /// Each duel by key, challenger and incumbent: its rounds' verdict, or `None`
     /// where it could not be run to the end (the incumbent keeps the key then).
     duels: BTreeMap<(u64, usize, usize), Option<Duel>>,
@@ -166,6 +169,7 @@ impl<'a> Record<'a> {
             off_grid: BTreeMap::new(),
             off_grid_failed_keys: BTreeMap::new(),
             duels: BTreeMap::new(),
+            clocks: None,
         }
     }
 
@@ -208,13 +212,25 @@ impl<'a> Record<'a> {
         self.probing = probing;
     }
 
-    /// A job's time by phase, as its worker measured it.
-    pub fn spent(&mut self, phases: &Phases) {
+    /// A job's time by phase, as its worker measured it, and its GPU's clocks read
+    /// at the job's start and end.
+    pub fn spent(&mut self, phases: &Phases, clocks: &[ClockSample]) {
+        for &sample in clocks {
+            match &mut self.clocks {
+                Some(record) => record.add(sample),
+                None => self.clocks = Some(ClockRecord::new(sample)),
+            }
+        }
         if self.probing {
             self.phases.add(&phases.as_probe());
         } else {
             self.phases.add(phases);
         }
+    }
+
+    /// The GPU's clocks over the sweep so far, where NVML could be read.
+    pub fn clocks(&self) -> Option<ClockRecord> {
+        self.clocks
     }
 
     /// Where the workers' time went so far.

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
 use autotune_spec::KeyRange;
+use autotune_table::clocks::{ClockRecord, ClockSample};
 use autotune_table::off_grid::{OffGridCheck, OffGridOutcome, OffGridRecord};
 use autotune_table::phases::Phases;
 use autotune_table::progress::{Phase, Progress};
@@ -140,6 +141,9 @@ pub struct SweepResult {
     pub beyond: Beyond,
     /// Each baked variant checked at keys of its ranges off the timed grid.
     pub off_grid: OffGridRecord,
+    /// The GPU's clocks and temperature over the sweep, where NVML could be read
+    /// (the first device's, where several timed).
+    pub clocks: Option<ClockRecord>,
 }
 
 /// One GPU's part of a sweep.
@@ -230,6 +234,7 @@ pub fn run(
     }
     let record = sweep.record();
     let measurements = record.measurements();
+    let clocks = record.clocks();
     let (rejected, failed_keys, resumed, checks, phases) = (
         record.rejected().to_vec(),
         record.failed_keys().clone(),
@@ -251,6 +256,7 @@ pub fn run(
         devices,
         beyond,
         off_grid,
+        clocks,
     })
 }
 
@@ -782,8 +788,8 @@ impl<'a> Sweep<'a> {
                     }
                     continue;
                 }
-                Reported::Spent(phases) => {
-                    self.record().spent(&phases);
+                Reported::Spent(phases, clocks) => {
+                    self.record().spent(&phases, &clocks);
                     continue;
                 }
                 Reported::Finished(task, outcome) => (task, outcome),
@@ -877,7 +883,7 @@ impl<'a> Sweep<'a> {
             Event::Done => Reported::Done,
             Event::Started { task } => Reported::Started(task),
             Event::Checked { task, check } => Reported::Checked(task, check),
-            Event::Spent { phases } => Reported::Spent(phases),
+            Event::Spent { phases, clocks } => Reported::Spent(phases, clocks),
             Event::Verified { task } => Reported::Finished(task, Outcome::Verified),
             Event::Dueled {
                 task,
@@ -925,7 +931,7 @@ enum Reported {
     /// The task's outcome (measured, or out for a reason).
     Finished(usize, Outcome),
     /// The job's time by phase.
-    Spent(Phases),
+    Spent(Phases, Vec<ClockSample>),
 }
 
 /// Progress steps one unit's jobs made, per phase.

@@ -180,6 +180,13 @@ impl Tuner<'_> {
         };
         let result = sweep::run(&plan, &progress, log)?;
         log_device_shares(&result, log);
+        // Times taken while the GPU throttled for heat are not compared.
+        if let Some(why) = result.clocks.as_ref().and_then(|c| c.moved()) {
+            return Err(BuildError::Kernel {
+                kernel: spec.name.to_string(),
+                message: why,
+            });
+        }
         let mut table = self.entry(job, &plan, &candidates, &result);
         table.seconds.total = started.elapsed().as_secs_f64();
         write_summary(&table, log);
@@ -400,6 +407,7 @@ impl Tuner<'_> {
             sizes,
             ranges: merged,
             off_grid: Some(result.off_grid.clone()),
+            clocks: result.clocks,
             seconds: Seconds {
                 compile: candidates.seconds,
                 sweep: result.seconds,

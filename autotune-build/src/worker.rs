@@ -13,6 +13,7 @@ use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 
 use crate::condition::Condition;
+use crate::nvml::Nvml;
 use crate::phase_clock::{Part, PhaseClock};
 use crate::timing::{self, FlushError, L2Flush, TimingConfig};
 use autotune_runtime::device_kernels::DeviceKernels;
@@ -20,6 +21,7 @@ use autotune_runtime::random::Rng;
 use autotune_runtime::{
     Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase, Verdict,
 };
+use autotune_table::clocks::ClockSample;
 use autotune_table::phases::Phases;
 use autotune_table::table::{Measurement, Stage};
 use autotune_table::vars;
@@ -153,9 +155,12 @@ pub enum Event {
         reason: String,
     },
     /// The job's time by phase (sent once per job, before `Done`, or before the
-    /// worker stops on a lost context).
+    /// worker stops on a lost context), and the GPU's clocks read through NVML at
+    /// the job's start and end (none where NVML cannot be read).
     Spent {
         phases: Phases,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        clocks: Vec<ClockSample>,
     },
     /// Every task of the job was handled.
     Done,
@@ -198,9 +203,12 @@ pub fn serve<K: Kernel>(
             None => session.insert(Session::open(job.device, job.timing.graph)?),
         };
         let mut clock = PhaseClock::default();
+        let before = session.nvml.as_ref().and_then(Nvml::sample);
         let served = session.run(&job, &mut clock, emit);
+        let after = session.nvml.as_ref().and_then(Nvml::sample);
         emit(Event::Spent {
             phases: clock.phases,
+            clocks: before.into_iter().chain(after).collect(),
         });
         if served? {
             emit(Event::Done);
@@ -227,6 +235,8 @@ struct Session<K: Kernel> {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     flush: L2Flush,
+    /// NVML for this GPU, where it can be read: its clocks around each job.
+    nvml: Option<Nvml>,
     /// The runtime's kernels on this context (`None` where they cannot be
     /// trusted: the cases then check on the host).
     _kernels: Option<Arc<DeviceKernels>>,
@@ -262,6 +272,7 @@ impl<K: Kernel> Session<K> {
         // against the CPU) once, not on each of its checks.
         let kernels = DeviceKernels::get(&stream);
         Ok(Self {
+            nvml: Nvml::for_context(&ctx),
             ctx,
             stream,
             flush,

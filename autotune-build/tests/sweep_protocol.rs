@@ -15,6 +15,7 @@ use autotune_build::testing::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_build::timing::TimingConfig;
 use autotune_runtime::KernelSpec;
 use autotune_runtime::spec::Above;
+use autotune_table::clocks::ClockSample;
 use autotune_table::off_grid::{OffGridCheck, OffGridOutcome};
 use autotune_table::phases::Phases;
 use autotune_table::progress::{Phase, Progress};
@@ -48,6 +49,7 @@ fn script(name: &str, key: u64, device: usize, shape: &[u64]) -> Option<f64> {
         "v=1" if (1600..10_000).contains(&key) => 6.0,
         "v=1" => 14.0,
         "v=2" => 9.95,
+        "hot" => 12.0,
         "v=7" => 2.0,
         _ if name.starts_with(LUCKY) => 10.0 / name.strip_prefix(LUCKY)?.parse::<f64>().ok()?,
         _ if name.starts_with(JITTERY) => 10.0 / name.strip_prefix(JITTERY)?.parse::<f64>().ok()?,
@@ -338,7 +340,17 @@ fn worker() -> ! {
                 }
             }
         }
-        emit_line(&Event::Spent { phases });
+        // The GPU's clocks around the job: steady, except where a variant named
+        // `hot` is in the job (the GPU throttles for heat for 50 ms during it).
+        let hot = job.variants.iter().any(|v| v.name == "hot");
+        let at = |thermal_ns: u64| ClockSample {
+            sm_mhz: if thermal_ns > 0 { 1410 } else { 1980 },
+            temperature_c: if thermal_ns > 0 { 87 } else { 45 },
+            thermal_ns,
+            power_ns: 0,
+        };
+        let clocks = vec![at(0), at(if hot { 50_000_000 } else { 0 })];
+        emit_line(&Event::Spent { phases, clocks });
         emit_line(&Event::Done);
     }
     std::process::exit(0)
@@ -407,8 +419,33 @@ fn main() {
     right_only_at_small_keys_is_out_everywhere(&work.join("small"));
     a_variant_that_skips_the_tail_is_out_though_right_at_every_size(&work.join("tail"));
     a_gain_inside_the_noise_stays_with_the_incumbent(&work.join("noise"));
+    a_sweep_during_which_the_gpu_throttled_says_so(&work.join("hot"));
     shards_on_two_machines_decide_what_one_machine_decides(&work.join("shards"));
     println!("sweep_protocol: all passed");
+}
+
+/// The workers' clock readings reach the sweep's result: steady clocks read as
+/// comparable times; a GPU held below its clocks for heat during the sweep (the
+/// `hot` variant's jobs) is what the build refuses to write a table from.
+fn a_sweep_during_which_the_gpu_throttled_says_so(work: &Path) {
+    let (result, _) = run_logged(&plan(&work.join("steady"), &variants(2)));
+    let clocks = result.clocks.expect("the scripted worker reads its clocks");
+    assert!(
+        clocks.samples >= 2 && clocks.moved().is_none(),
+        "{clocks:?}"
+    );
+    let mut hot = variants(1);
+    hot.push(JobVariant {
+        name: "hot".into(),
+        values: vec![1],
+        ..hot[0].clone()
+    });
+    let (result, log) = run_logged(&plan(&work.join("hot"), &hot));
+    let moved = result.clocks.and_then(|c| c.moved()).unwrap_or_default();
+    assert!(
+        moved.contains("throttled for heat for") && moved.contains("up to 87 °C"),
+        "{moved}\n{log}"
+    );
 }
 
 /// Sweeps of the incumbent against one challenger. `lucky=1.02` wins on the

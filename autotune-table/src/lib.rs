@@ -13,6 +13,7 @@
 
 pub mod above;
 pub mod artifacts;
+pub mod clocks;
 pub mod context;
 pub mod duel;
 pub mod error;

@@ -186,6 +186,9 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     if let Some(off_grid) = &k.off_grid {
         let _ = writeln!(out, "  {}", off_grid.describe(&k.key));
     }
+    if let Some(clocks) = &k.clocks {
+        let _ = writeln!(out, "  {}", clocks.describe());
+    }
     let rejected = k.rejected();
     if !rejected.is_empty() {
         let _ = writeln!(out, "  rejected:");

@@ -241,6 +241,10 @@ pub struct KernelTable {
     /// (absent in tables tuned before the sweep checked off its grid).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_grid: Option<crate::off_grid::OffGridRecord>,
+    /// The GPU's clocks and temperature over the sweep, where NVML could be read
+    /// (a sweep during which it throttled for heat writes no table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocks: Option<crate::clocks::ClockRecord>,
     pub seconds: Seconds,
 }
 
@@ -1155,6 +1159,7 @@ pub(crate) mod tests {
             ],
             above: None,
             off_grid: None,
+            clocks: None,
             seconds: Seconds {
                 compile: 1.0,
                 sweep: 2.0,

@@ -481,6 +481,7 @@ fn entry_table(plan: &SweepPlan, result: &SweepResult) -> KernelTable {
         ranges: baked.ranges.into_iter().map(|r| r.map(name)).collect(),
         above: Some(baked.above),
         off_grid: Some(result.off_grid.clone()),
+        clocks: result.clocks,
         seconds: Seconds {
             compile: 0.0,
             sweep: result.seconds,
@@ -557,6 +558,7 @@ fn worker() -> ! {
         }
         emit_line(&Event::Spent {
             phases: Phases::default(),
+            clocks: Vec::new(),
         });
         emit_line(&Event::Done);
     }
