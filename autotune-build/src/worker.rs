@@ -740,22 +740,20 @@ fn duel_rounds<K: Kernel>(
             ],
         )
     } else {
+        // Both launches need the case, one at a time.
         let case = std::cell::RefCell::new(case);
-        let mut side = |which: usize, count: &std::cell::Cell<usize>| {
+        let side = |which: usize, count: &std::cell::Cell<usize>| {
             let mut case = case.borrow_mut();
             condition.select(&mut **case, advance(count));
             launch::<K>(&mut case, stream, sides[which]).map_err(|e| e.to_string())
         };
-        let side = std::cell::RefCell::new(&mut side);
         timing::interleaved(
             stream,
             condition.flush(flush),
             warmup,
             rounds,
             order_seed,
-            [&mut || (side.borrow_mut())(0, &count_a), &mut || {
-                (side.borrow_mut())(1, &count_b)
-            }],
+            [&mut || side(0, &count_a), &mut || side(1, &count_b)],
         )
     }
     .map_err(|e| Failure::Out(Stage::Launch, e))
