@@ -30,8 +30,9 @@ pub enum Command {
     /// build.rs, a tables folder, the build-override, and a sample kernel (its
     /// wrapper, case, CUDA source and test). Never overwrites a file.
     Init(InitArgs),
-    /// `cargo build --release --features autotune` with these options, with
-    /// progress bars and a summary of what was tuned.
+    /// Looks for the CUDA driver and a GPU, then `cargo build --release --features
+    /// autotune` with these options, with progress bars and a summary of what was
+    /// tuned.
     Tune(TuneArgs),
     /// Per kernel and range: the pick, margins, rejected variants, fingerprint.
     Report(ReportArgs),
