@@ -55,7 +55,7 @@ fn s<'a>(row: &'a Value, field: &str) -> &'a str {
     row[field].as_str().unwrap_or("?")
 }
 
-/// `1.012-1.148x` (or `1.038x` for one value) over `values`, at 3 decimals.
+/// `1.012-1.148x` (or `1.038x` where both ends agree) over `values`, at `decimals`.
 fn span(values: impl IntoIterator<Item = f64>, decimals: usize, unit: &str) -> String {
     let values: Vec<f64> = values.into_iter().collect();
     let low = values.iter().copied().fold(f64::INFINITY, f64::min);

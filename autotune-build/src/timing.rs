@@ -95,13 +95,7 @@ impl Samples {
 
     /// The `q` quantile (linear interpolation), `0 <= q <= 1`.
     pub fn quantile(&self, q: f64) -> f64 {
-        let sorted = self.sorted();
-        if sorted.is_empty() {
-            return f64::NAN;
-        }
-        let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-        let (low, high) = (position.floor() as usize, position.ceil() as usize);
-        sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
+        autotune_table::duel::quantile(&self.sorted(), q)
     }
 
     pub fn median(&self) -> f64 {

@@ -712,50 +712,39 @@ fn duel_rounds<K: Kernel>(
         count.set(count.get() + 1);
         count.get()
     };
+    // As graph replays where the job times graphs: each side captured once per
+    // rotated buffer.
+    let mut graphs = [Vec::new(), Vec::new()];
     if job.timing.graph {
-        let mut graphs = [Vec::new(), Vec::new()];
         for buffer in 0..condition.buffers() {
             condition.select(case, buffer);
             graphs[0].push(capture::<K>(case, stream, sides[0])?);
             graphs[1].push(capture::<K>(case, stream, sides[1])?);
         }
-        let [a, b] = &graphs;
-        timing::interleaved(
-            stream,
-            condition.flush(flush),
-            warmup,
-            rounds,
-            order_seed,
-            [
-                &mut || {
-                    a[advance(&count_a) % a.len()]
-                        .launch()
-                        .map_err(|e| e.to_string())
-                },
-                &mut || {
-                    b[advance(&count_b) % b.len()]
-                        .launch()
-                        .map_err(|e| e.to_string())
-                },
-            ],
-        )
-    } else {
-        // Both launches need the case, one at a time.
-        let case = std::cell::RefCell::new(case);
-        let side = |which: usize, count: &std::cell::Cell<usize>| {
-            let mut case = case.borrow_mut();
-            condition.select(&mut **case, advance(count));
-            launch::<K>(&mut case, stream, sides[which]).map_err(|e| e.to_string())
-        };
-        timing::interleaved(
-            stream,
-            condition.flush(flush),
-            warmup,
-            rounds,
-            order_seed,
-            [&mut || side(0, &count_a), &mut || side(1, &count_b)],
-        )
     }
+    // Both launches need the case, one at a time.
+    let case = std::cell::RefCell::new(case);
+    let side = |which: usize, count: &std::cell::Cell<usize>| {
+        let launch_number = advance(count);
+        let captured = &graphs[which];
+        if captured.is_empty() {
+            let mut case = case.borrow_mut();
+            condition.select(&mut **case, launch_number);
+            launch::<K>(&mut case, stream, sides[which]).map_err(|e| e.to_string())
+        } else {
+            captured[launch_number % captured.len()]
+                .launch()
+                .map_err(|e| e.to_string())
+        }
+    };
+    timing::interleaved(
+        stream,
+        condition.flush(flush),
+        warmup,
+        rounds,
+        order_seed,
+        [&mut || side(0, &count_a), &mut || side(1, &count_b)],
+    )
     .map_err(|e| Failure::Out(Stage::Launch, e))
 }
 

@@ -122,8 +122,10 @@ impl Duel {
     }
 }
 
-/// The `q` quantile of `sorted` (linear interpolation); NaN when empty.
-fn quantile(sorted: &[f64], q: f64) -> f64 {
+/// The `q` quantile of `sorted` (ascending; linear interpolation between the two
+/// nearest, `0 <= q <= 1`); NaN when empty. The timing's `Samples` take theirs
+/// through it too.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
