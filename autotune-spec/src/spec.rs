@@ -365,37 +365,68 @@ fn parse_fallback(options: &Options<'_>, sig: &Signature, diag: &mut Diagnostics
 }
 
 fn parse_above(options: &Options<'_>, diag: &mut Diagnostics) -> Option<Above> {
-    let Some(entry) = options.get("above") else {
-        return Some(Above::Measure);
-    };
-    single_ident(&entry.value)
-        .and_then(|ident| Above::parse(&ident.to_string()))
-        .or_else(|| {
-            diag.at(
-                &entry.value,
-                format!(
-                    "`above` says what keys above the largest size get: one of {} \
-                     (default measure: time the top's pick at twice the top)",
-                    Above::NAMES.join(", ")
-                ),
-            );
-            None
-        })
+    parse_keyword(
+        options,
+        diag,
+        Keyword {
+            option: "above",
+            default: Above::Measure,
+            parse: Above::parse,
+            names: &Above::NAMES,
+            says: "what keys above the largest size get",
+            default_means: "measure: time the top's pick at twice the top",
+        },
+    )
 }
 
 fn parse_inputs(options: &Options<'_>, diag: &mut Diagnostics) -> Option<Inputs> {
-    let Some(entry) = options.get("inputs") else {
-        return Some(Inputs::Cold);
+    parse_keyword(
+        options,
+        diag,
+        Keyword {
+            option: "inputs",
+            default: Inputs::Cold,
+            parse: Inputs::parse,
+            names: &Inputs::NAMES,
+            says: "how the kernel finds its inputs when it is called",
+            default_means: "cold: read from HBM, as a model's layer reads its weights",
+        },
+    )
+}
+
+/// An option whose value is one of a few words (`above = measure`).
+struct Keyword<T> {
+    option: &'static str,
+    default: T,
+    parse: fn(&str) -> Option<T>,
+    names: &'static [&'static str],
+    /// What the option says, for the error (`what keys above the largest size get`).
+    says: &'static str,
+    /// The default and what it does (`measure: time the top's pick ...`).
+    default_means: &'static str,
+}
+
+/// The value of `keyword`'s option, its default where absent; an error naming the
+/// words it takes where the value is none of them.
+fn parse_keyword<T>(
+    options: &Options<'_>,
+    diag: &mut Diagnostics,
+    keyword: Keyword<T>,
+) -> Option<T> {
+    let Some(entry) = options.get(keyword.option) else {
+        return Some(keyword.default);
     };
     single_ident(&entry.value)
-        .and_then(|ident| Inputs::parse(&ident.to_string()))
+        .and_then(|ident| (keyword.parse)(&ident.to_string()))
         .or_else(|| {
             diag.at(
                 &entry.value,
                 format!(
-                    "`inputs` says how the kernel finds its inputs when it is called: one of {} \
-                     (default cold: read from HBM, as a model's layer reads its weights)",
-                    Inputs::NAMES.join(", ")
+                    "`{}` says {}: one of {} (default {})",
+                    keyword.option,
+                    keyword.says,
+                    keyword.names.join(", "),
+                    keyword.default_means
                 ),
             );
             None
