@@ -21,6 +21,7 @@ mod condition;
 mod error;
 mod fingerprint;
 mod image;
+mod live_log;
 mod nvcc;
 mod nvml;
 mod phase_clock;

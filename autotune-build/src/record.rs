@@ -416,6 +416,7 @@ impl<'a> Record<'a> {
             OffGridOutcome::Right => "right".to_string(),
             OffGridOutcome::Wrong { reason } => format!("REJECTED (WrongResult): {reason}"),
             OffGridOutcome::NotChecked { reason } => format!("not checked: {reason}"),
+            OffGridOutcome::AlreadyOut { reason } => format!("not needed, out already: {reason}"),
         };
         let _ = writeln!(self.log, "  {gpu}{key:<12} {name:<32} off the grid: {said}");
         self.off_grid.insert((id.key, id.variant), found);

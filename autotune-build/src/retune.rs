@@ -13,6 +13,7 @@ use autotune_table::table::{self, GpuRecord, TuningTable};
 use autotune_table::vars;
 
 use crate::fingerprint::{self, KernelInputs};
+use crate::live_log::LiveLog;
 use crate::nvcc::Nvcc;
 use crate::probe::on_devices;
 use crate::shard_run::{self, ShardRun};
@@ -258,7 +259,10 @@ impl Build {
             gpu_slug(&gpu.name),
             autotune_spec::names::file_fragment(entry)
         ));
-        let mut log: Vec<u8> = Vec::new();
+        let mut log = LiveLog::create(&tuner.work_dir.join(format!(
+            "{}.log",
+            autotune_spec::names::file_fragment(entry)
+        )));
         let _ = writeln!(
             log,
             "autotune-build {}: tuning `{entry}` on {}{} (driver {}, {}), {}, nvcc {}, seed {}: {}",
@@ -294,7 +298,7 @@ impl Build {
             previous: table.kernels.get(entry.as_str()),
         };
         let result = tuner.tune(&job, &mut log);
-        table::write_text_atomic(&log_path, &String::from_utf8_lossy(&log))?;
+        table::write_text_atomic(&log_path, &log.text())?;
         result
     }
 }

@@ -429,11 +429,13 @@ impl<'a> Sweep<'a> {
                 key,
                 variant: plan.variants[variant].name.clone(),
                 outcome: found.get(&(key, variant)).cloned().unwrap_or_else(|| {
-                    OffGridOutcome::NotChecked {
-                        reason: record.rejected()[variant].as_ref().map_or_else(
-                            || "no case at this key".to_string(),
-                            |r| format!("out before this key was checked ({r})"),
-                        ),
+                    match &record.rejected()[variant] {
+                        Some(out) => OffGridOutcome::AlreadyOut {
+                            reason: out.to_string(),
+                        },
+                        None => OffGridOutcome::NotChecked {
+                            reason: "no case at this key".to_string(),
+                        },
                     }
                 }),
             })

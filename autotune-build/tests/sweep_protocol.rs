@@ -792,6 +792,16 @@ fn a_variant_that_skips_the_tail_is_out_though_right_at_every_size(work: &Path) 
         wrong.len() == 1 && wrong[0].variant == TAIL && !wrong[0].key.is_multiple_of(64),
         "{off_grid:?}"
     );
+    // The tail's other keys were not needed once it was out, and say so (not "no
+    // case": the H100 run of tests/sweep_faults.rs printed that for them).
+    assert!(
+        off_grid
+            .checks
+            .iter()
+            .filter(|c| c.variant == TAIL && !matches!(c.outcome, OffGridOutcome::Wrong { .. }))
+            .all(|c| matches!(c.outcome, OffGridOutcome::AlreadyOut { .. })),
+        "{off_grid:?}"
+    );
     for name in ["v=0", "v=1"] {
         let checked: Vec<&OffGridCheck> = off_grid
             .checks

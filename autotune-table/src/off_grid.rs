@@ -37,6 +37,9 @@ pub enum OffGridOutcome {
     /// Not checked there: the case could not be built (out of memory, say) or the
     /// wrapper refuses the key's arguments (and so would dispatch).
     NotChecked { reason: String },
+    /// Not checked there: the variant was already out, wrong at another key or in
+    /// the gate, so it is baked nowhere and a check would decide nothing.
+    AlreadyOut { reason: String },
 }
 
 impl OffGridRecord {
@@ -66,6 +69,10 @@ impl OffGridRecord {
             tally.push_str(&format!(
                 ", {skipped} not checked (no case, or refused arguments)"
             ));
+        }
+        let out = count(|o| matches!(o, OffGridOutcome::AlreadyOut { .. }));
+        if out > 0 {
+            tally.push_str(&format!(", {out} not needed (the variant was out already)"));
         }
         format!(
             "checked off the grid at {key}={}: {tally}; seed {}, {:.1} s",
@@ -106,14 +113,21 @@ mod tests {
                         reason: "out of memory".into(),
                     },
                 ),
+                check(
+                    1 << 40,
+                    "v=8",
+                    OffGridOutcome::AlreadyOut {
+                        reason: "relative error 1".into(),
+                    },
+                ),
             ],
             seconds: 0.42,
         };
         assert_eq!(
             record.describe("n"),
-            "checked off the grid at n=1031 (v=8), 1 (v=1), 1031 (v=1), 1099511627776 (v=1): \
-             2 right, 1 wrong (v=8 at n=1031), 1 not checked (no case, or refused arguments); \
-             seed 7, 0.4 s"
+            "checked off the grid at n=1031 (v=8), 1 (v=1), 1031 (v=1), 1099511627776 (v=1), \
+             1099511627776 (v=8): 2 right, 1 wrong (v=8 at n=1031), 1 not checked (no case, \
+             or refused arguments), 1 not needed (the variant was out already); seed 7, 0.4 s"
         );
         let text = serde_json::to_string(&record).unwrap_or_default();
         assert!(text.contains("\"outcome\":\"right\""), "{text}");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 27's GPU work (issues 52 and 48), from binaries built on a machine with
-# Rust and nvcc, carried in .gpu-bin/:
+# The retune under issue 48's timing, and the GPU tests of issues 52 and 48, from
+# binaries built on a machine with Rust and nvcc, carried in .gpu-bin/:
 #
-#   here: git apply bench/h200/session27-rotating.patch (the shipped cases name their
+#   here: git apply bench/h200/cold-retune-rotating.patch (the shipped cases name their
 #         cold inputs: the GEMM's weights, the indexers' keys; the carried tree must
 #         have it too, since the tables' fingerprints read its wrapper files), then
 #         the kernels' build script of the tree to retune, as
@@ -10,10 +10,17 @@
 #         target/release/build/autotune-kernels-*/build-script-build); the test
 #         binaries .gpu-bin/test-{sweep_faults,cold_inputs,rmsnorm_reference}
 #         (cargo test --release --test NAME --no-run); pwd > .gpu-bin/root
-#   GPU:  bash bench/h200/session27-gpu.sh all    tests, then the retune in the
-#                                                 background, waited for until the
-#                                                 call's end
-#         bash bench/h200/session27-gpu.sh wait   (back to back) the rest of the wait
+#   GPU:  bash bench/h200/cold-retune.sh all    tests, then the retune in the
+#                                               background, waited for until the
+#                                               call's end
+#         bash bench/h200/cold-retune.sh wait   (back to back) the rest of the wait;
+#                                               each call brings back the sweep's
+#                                               live logs and progress so far
+#
+# The retune writes its tables to /tmp/retune-tables, not into the tree: each call
+# sends the working tree again, and files a run wrote there did not survive the
+# next call (session 28, on an H100: the logs of the entries done were gone, and
+# the journal stopped the minute the second call began).
 #
 # Tests: tests/sweep_faults.rs (the planted variants; MODE 12, right only where 1024
 # divides the key, put out off the grid; the correct variant timed on rotated copies
@@ -36,15 +43,18 @@ fi
 wait_for_retune() {
   local deadline=$((SECONDS + ${1:-300}))
   while [ ! -f /tmp/retune-out/done ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 5; done
-  cp /tmp/retune-out/retune.txt "$out/" 2>/dev/null
+  cp /tmp/retune-out/retune.txt /tmp/retune-out/progress.jsonl "$out/" 2>/dev/null
+  mkdir -p "$out/live" && cp /tmp/autotune-kernels-out/autotune/sweep/*.log "$out/live/" 2>/dev/null
+  ls -l --time-style=+%T /tmp/autotune-kernels-out/autotune/sweep/ 2>/dev/null | tail -n +2 | cut -c30-
+  ps -eo pid,etime,pcpu,args | grep -E "build-script|worker" | grep -v grep | cut -c1-160
   if [ -f /tmp/retune-out/done ]; then
     cp /tmp/retune-out/*.tgz "$out/" 2>/dev/null
     echo "retune done ($(date +%T))"; tail -n 6 /tmp/retune-out/retune.txt | cut -c1-300
     grep -hE "^[a-z_]+(@[^:]*)?: key|sweep by phase|checked off the grid|challenger vs incumbent" \
-      /tmp/build-script-runs/retune/tables/*-report.txt | cut -c1-230 | head -n 80
+      /tmp/retune-tables/*-report.txt | cut -c1-230 | head -n 80
   else
     echo "retune still running ($(date +%T)):"
-    tail -n 3 /tmp/build-script-runs/retune/build.stderr 2>/dev/null | cut -c1-250
+    for log in "$out"/live/*.log; do [ -f "$log" ] && { echo "-- $log"; tail -n 3 "$log" | cut -c1-200; }; done
   fi
 }
 
@@ -64,9 +74,11 @@ case "${1:-}" in
     done
     [ -n "${NO_RETUNE:-}" ] && exit 0
     echo "== retune ($(date +%T))"
-    rm -rf /tmp/retune-out /tmp/build-script-runs && mkdir -p /tmp/retune-out
+    rm -rf /tmp/retune-out /tmp/build-script-runs /tmp/retune-tables && mkdir -p /tmp/retune-out
+    cp -r kernels/tuning /tmp/retune-tables
     (
-      AUTOTUNE_FORCE=all AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
+      AUTOTUNE_FORCE=${FORCE:-all} AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
+        AUTOTUNE_TABLES_DIR=/tmp/retune-tables AUTOTUNE_PROGRESS=/tmp/retune-out/progress.jsonl \
         OUT=/tmp/retune-out bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning retune
       touch /tmp/retune-out/done
     ) > /tmp/retune-out/retune.txt 2>&1 < /dev/null &
@@ -77,7 +89,7 @@ case "${1:-}" in
     wait_for_retune "${WAIT_S:-540}"
     ;;
   *)
-    echo "usage: session27-gpu.sh all | wait"
+    echo "usage: cold-retune.sh all | wait"
     exit 2
     ;;
 esac
