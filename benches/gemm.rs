@@ -108,10 +108,10 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             let mut c = stream.alloc_zeros::<bf16>(m * n)?;
             let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
             let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
-            autotune_runtime::poison(&stream, &mut c)?;
+            autotune_runtime::gate::poison(&stream, &mut c)?;
             kernel.launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)?;
             let expected = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k))?;
-            let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
+            let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(&c)?, &expected);
             if !verdict.passed() {
                 return Err(
                     format!("dispatch differs from cuBLAS at {m}x{n}x{k}: {verdict:?}").into(),

@@ -127,9 +127,9 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         };
         let mut points = Vec::new();
         for &(ref point, ref function, resident) in &functions {
-            autotune_runtime::poison(&stream, &mut c)?;
+            autotune_runtime::gate::poison(&stream, &mut c)?;
             gemm_hopper::launch(&stream, function, point, resident, &da, &db, &mut c, dims)?;
-            let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
+            let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(&c)?, &expected);
             if !verdict.passed() {
                 points.push(json!({"point": point.name(), "wrong": format!("{verdict:?}")}));
                 continue;

@@ -52,9 +52,9 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let dw = stream.clone_htod(&weight)?;
         let mut dy = stream.alloc_zeros::<bf16>(elements)?;
         let mut copy = stream.alloc_zeros::<bf16>(elements)?;
-        autotune_runtime::poison(&stream, &mut dy)?;
+        autotune_runtime::gate::poison(&stream, &mut dy)?;
         norm.launch(&stream, &dx, &dw, &mut dy, n_rows, TUNED_HIDDEN, TUNED_EPS)?;
-        let verdict = autotune_runtime::compare(
+        let verdict = autotune_runtime::gate::compare(
             &stream.clone_dtoh(&dy)?,
             &rmsnorm::reference(&x, &weight, TUNED_HIDDEN, TUNED_EPS),
         );

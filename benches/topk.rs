@@ -27,9 +27,9 @@ use autotune_kernels::topk::{
 };
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaGraph, CudaSlice, CudaStream};
+use autotune_runtime::gate::random::fill_uniform;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 use common::{Floor, python_anchor, time_ms};
 use flashinfer::FlashInfer;
 use serde_json::{Value, json};
@@ -54,7 +54,7 @@ fn checked(
     n_ctx: usize,
     launch: impl FnOnce(&mut CudaSlice<i32>) -> Result<(), Box<dyn std::error::Error>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    autotune_runtime::poison(stream, out)?;
+    autotune_runtime::gate::poison(stream, out)?;
     launch(out)?;
     let verdict = topk::check_top_k(scores, &stream.clone_dtoh(out)?);
     if !verdict.passed() {
@@ -217,7 +217,7 @@ fn batched_rows(
                     max_len,
                 )?)
             })?;
-            autotune_runtime::poison(stream, &mut out)?;
+            autotune_runtime::gate::poison(stream, &mut out)?;
             ours.launch()?;
             check_batch(stream, &out, &scores, "our batched dispatch")?;
             let ours_ms = time_ms(stream, flush, &mut || {
@@ -236,7 +236,7 @@ fn batched_rows(
                     })?;
                     let mut times = [0.0; 2];
                     for (time, graph) in times.iter_mut().zip([&pipeline, &select]) {
-                        autotune_runtime::poison(stream, &mut out)?;
+                        autotune_runtime::gate::poison(stream, &mut out)?;
                         graph.launch()?;
                         check_batch(stream, &out, &scores, "FlashInfer's ragged pipeline")?;
                         *time = time_ms(stream, flush, &mut || {

@@ -103,9 +103,9 @@ fn rms_norm(ctx: &Arc<CudaContext>) -> Checked {
         let (x, weight) = samples::rmsnorm(n_rows, TUNED_HIDDEN, n_rows as u64);
         let (dx, dw) = (stream.clone_htod(&x)?, stream.clone_htod(&weight)?);
         let mut out = stream.alloc_zeros::<bf16>(x.len())?;
-        autotune_runtime::poison(&stream, &mut out)?;
+        autotune_runtime::gate::poison(&stream, &mut out)?;
         norm.launch(&stream, &dx, &dw, &mut out, n_rows, TUNED_HIDDEN, TUNED_EPS)?;
-        let verdict = autotune_runtime::compare(
+        let verdict = autotune_runtime::gate::compare(
             &stream.clone_dtoh(&out)?,
             &rmsnorm::reference(&x, &weight, TUNED_HIDDEN, TUNED_EPS),
         );
@@ -146,7 +146,7 @@ fn topk_indexer(ctx: &Arc<CudaContext>) -> Checked {
         );
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx))?;
         let mut out = stream.alloc_zeros::<i32>(TOP_K)?;
-        autotune_runtime::poison(&stream, &mut out)?;
+        autotune_runtime::gate::poison(&stream, &mut out)?;
         indexer.launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)?;
         let verdict = topk::check_top_k(&topk::scores(&q, &w, &keys), &stream.clone_dtoh(&out)?);
         println!(
@@ -186,7 +186,7 @@ fn gemm(ctx: &Arc<CudaContext>) -> Checked {
             let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
             let mut c = stream.alloc_zeros::<bf16>(m * n)?;
             let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
-            autotune_runtime::poison(&stream, &mut c)?;
+            autotune_runtime::gate::poison(&stream, &mut c)?;
             kernel.launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)?;
             // The CPU for small products; cuBLAS (an independent implementation)
             // above, where the CPU would take minutes.
@@ -196,7 +196,7 @@ fn gemm(ctx: &Arc<CudaContext>) -> Checked {
                 let values = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k))?;
                 (values, "cuBLAS")
             };
-            let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c)?, &expected);
+            let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(&c)?, &expected);
             println!(
                 "    {:<20} {m:>8}  {:<46} {:.2e} vs {against} {}",
                 span(range),

@@ -2,9 +2,9 @@
 //! benchmarks and tests to check our dispatch against where the CPU would be slow.
 //! (The sweep's case computes its own, beside its wrapper.)
 
-use autotune_runtime::CaseError;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream};
+use autotune_runtime::gate::CaseError;
 use autotune_runtime::half::bf16;
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! Random inputs for the examples, benchmarks and tests, drawn the way the sweep's
 //! cases draw theirs (the cases live beside their wrappers and make their own).
 
+use autotune_runtime::gate::random::fill_uniform;
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 
 use crate::topk::{DIM, HEADS};
 

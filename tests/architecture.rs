@@ -1,5 +1,6 @@
-//! ARCHITECTURE.md describes the code as it is: its list of `autotune-build`'s
-//! modules names every module of that crate, and nothing that is not one.
+//! ARCHITECTURE.md describes the code as it is: its table of crates names every
+//! package of the workspace, and its list of `autotune-build`'s modules names every
+//! module of that crate, and nothing that is not one.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
@@ -41,4 +42,28 @@ fn the_build_crate_s_module_list_is_its_source_tree() {
         stray.is_empty(),
         "ARCHITECTURE.md lists {stray:?}, which are not modules"
     );
+}
+
+#[test]
+fn the_crate_table_is_the_workspace() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let start = manifest.find("members = [").expect("the members");
+    let members: Vec<&str> = manifest[start..start + manifest[start..].find(']').unwrap()]
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .collect();
+    assert!(members.len() >= 6, "{members:?}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `")?.split('`').next())
+        .collect();
+    for member in &members {
+        assert!(
+            rows.contains(member),
+            "ARCHITECTURE.md's table of crates has no row for `{member}`"
+        );
+    }
 }

@@ -11,10 +11,10 @@ mod device;
 use std::collections::BTreeSet;
 
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use autotune_runtime::gate::input::Input;
+use autotune_runtime::gate::random::fill_uniform;
+use autotune_runtime::gate::rotation::{Rotate, Rotating, copies_for};
 use autotune_runtime::half::bf16;
-use autotune_runtime::input::Input;
-use autotune_runtime::random::fill_uniform;
-use autotune_runtime::rotation::{Rotate, Rotating, copies_for};
 
 /// The device address `buffer` starts at.
 fn address<T>(buffer: &CudaSlice<T>, stream: &CudaStream) -> u64 {

@@ -1,4 +1,4 @@
-//! The runtime's own kernels (`autotune-runtime/kernels/device_kernels.cu`): the
+//! The gate's own kernels (`autotune-gate/kernels/device_kernels.cu`): the
 //! committed PTX is what nvcc makes of the source (nvcc, CI has it), and on a GPU
 //! the device comparisons give the host's verdicts, an [`Input`] keeps its draws,
 //! and the flush by reading runs. The GPU tests skip (and say so) without a GPU.
@@ -13,18 +13,18 @@ mod toolkit;
 use std::sync::Arc;
 
 use autotune_build::timing::{Flush, L2Flush};
-use autotune_runtime::case::{Element, compare, compare_blocks};
 use autotune_runtime::cudarc::driver::CudaStream;
-use autotune_runtime::device_kernels::{DeviceElement, DeviceKernels, PTX};
-use autotune_runtime::guard::describe_changes;
+use autotune_runtime::gate::case::{Element, compare, compare_blocks};
+use autotune_runtime::gate::device_kernels::{DeviceElement, DeviceKernels, PTX};
+use autotune_runtime::gate::guard::describe_changes;
+use autotune_runtime::gate::input::Input;
+use autotune_runtime::gate::random::{Rng, fill_uniform};
+use autotune_runtime::gate::{Inspection, poison};
 use autotune_runtime::half::{bf16, f16};
-use autotune_runtime::input::Input;
-use autotune_runtime::random::{Rng, fill_uniform};
-use autotune_runtime::{Inspection, poison};
 
 const SOURCE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/autotune-runtime/kernels/device_kernels.cu"
+    "/autotune-gate/kernels/device_kernels.cu"
 );
 
 #[test]
@@ -32,11 +32,11 @@ fn committed_ptx_is_what_nvcc_makes_of_the_source() {
     toolkit::assert_committed_ptx_is_current(
         SOURCE,
         PTX,
-        "autotune-runtime/kernels/device_kernels.ptx",
+        "autotune-gate/kernels/device_kernels.ptx",
     );
 }
 
-/// The GPU's stream and the runtime's kernels on it, or the test's skip.
+/// The GPU's stream and the gate's kernels on it, or the test's skip.
 fn kernels() -> Option<(Arc<CudaStream>, Arc<DeviceKernels>)> {
     let ctx = device::open_or_skip()?;
     let stream = ctx.default_stream();

@@ -11,8 +11,8 @@ use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::samples;
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaGraph, CudaStream};
+use autotune_runtime::gate::random::fill_uniform;
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 
 /// The GPU, held for the caller's test alone (or `None`: no GPU, test skipped).
 pub(crate) fn gpu() -> Option<(MutexGuard<'static, ()>, Arc<CudaContext>)> {
@@ -58,10 +58,10 @@ fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
             stream.clone_htod(&w).unwrap(),
         );
         let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
-        autotune_runtime::poison(&stream, &mut out).unwrap();
+        autotune_runtime::gate::poison(&stream, &mut out).unwrap();
         norm.launch(&stream, &dx, &dw, &mut out, n_rows, TUNED_HIDDEN, TUNED_EPS)
             .unwrap();
-        let verdict = autotune_runtime::compare(
+        let verdict = autotune_runtime::gate::compare(
             &stream.clone_dtoh(&out).unwrap(),
             &rmsnorm::reference(&x, &w, TUNED_HIDDEN, TUNED_EPS),
         );
@@ -82,10 +82,10 @@ fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
         stream.clone_htod(&w).unwrap(),
     );
     let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
-    autotune_runtime::poison(&stream, &mut out).unwrap();
+    autotune_runtime::gate::poison(&stream, &mut out).unwrap();
     norm.launch(&stream, &dx, &dw, &mut out, n_rows, hidden, 1e-6)
         .unwrap();
-    let verdict = autotune_runtime::compare(
+    let verdict = autotune_runtime::gate::compare(
         &stream.clone_dtoh(&out).unwrap(),
         &rmsnorm::reference(&x, &w, hidden, 1e-6),
     );
@@ -112,7 +112,7 @@ fn dispatch_works_inside_cuda_graph_capture() {
         let dx = stream.clone_htod(&x).unwrap();
         let dw = stream.clone_htod(&w).unwrap();
         let mut out = stream.alloc_zeros::<bf16>(x.len()).unwrap();
-        autotune_runtime::poison(&stream, &mut out).unwrap();
+        autotune_runtime::gate::poison(&stream, &mut out).unwrap();
         cases.push((n_rows, x, w, dx, dw, out));
     }
     let graph = capture(&stream, || {
@@ -132,7 +132,7 @@ fn dispatch_works_inside_cuda_graph_capture() {
     graph.launch().unwrap();
     stream.synchronize().unwrap();
     for (n_rows, x, w, _, _, out) in &cases {
-        let verdict = autotune_runtime::compare(
+        let verdict = autotune_runtime::gate::compare(
             &stream.clone_dtoh(out).unwrap(),
             &rmsnorm::reference(x, w, TUNED_HIDDEN, TUNED_EPS),
         );
@@ -185,7 +185,7 @@ mod topk {
             let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
             for name in ["dispatch", "keep_all"] {
                 let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
-                autotune_runtime::poison(&stream, &mut out).unwrap();
+                autotune_runtime::gate::poison(&stream, &mut out).unwrap();
                 match name {
                     "dispatch" => indexer
                         .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
@@ -249,7 +249,7 @@ mod topk {
         let (dq, dw, dk) = upload(&stream, &input).unwrap();
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
         let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
-        autotune_runtime::poison(&stream, &mut out).unwrap();
+        autotune_runtime::gate::poison(&stream, &mut out).unwrap();
         indexer
             .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
             .unwrap();
@@ -269,7 +269,7 @@ mod topk {
         let (dq, dw, dk) = upload(&stream, &input).unwrap();
         let mut scratch = stream.alloc_zeros::<u32>(topk::scratch_len(n_ctx)).unwrap();
         let mut out = stream.alloc_zeros::<i32>(TOP_K).unwrap();
-        autotune_runtime::poison(&stream, &mut out).unwrap();
+        autotune_runtime::gate::poison(&stream, &mut out).unwrap();
         let graph = super::capture(&stream, || {
             indexer
                 .launch(&stream, &dq, &dw, &dk, &mut out, &mut scratch, n_ctx)
@@ -352,11 +352,12 @@ mod gemm {
             for round in 0..2 {
                 // Twice: the workspace must come back zeroed for the second call.
                 let mut c = stream.alloc_zeros::<bf16>(m * n).unwrap();
-                autotune_runtime::poison(&stream, &mut c).unwrap();
+                autotune_runtime::gate::poison(&stream, &mut c).unwrap();
                 kernel
                     .launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)
                     .unwrap();
-                let verdict = autotune_runtime::compare(&stream.clone_dtoh(&c).unwrap(), &expected);
+                let verdict =
+                    autotune_runtime::gate::compare(&stream.clone_dtoh(&c).unwrap(), &expected);
                 assert!(
                     verdict.passed(),
                     "{m}x{n}x{k} round {round} via {} ({}): {verdict:?}",
@@ -418,7 +419,7 @@ mod gemm {
                 stream.clone_htod(&b).unwrap(),
             );
             let mut c = stream.alloc_zeros::<bf16>(m * n).unwrap();
-            autotune_runtime::poison(&stream, &mut c).unwrap();
+            autotune_runtime::gate::poison(&stream, &mut c).unwrap();
             let workspace = stream
                 .alloc_zeros::<f32>(gemm::workspace_len(m, n))
                 .unwrap();
@@ -436,7 +437,7 @@ mod gemm {
         graph.launch().unwrap();
         stream.synchronize().unwrap();
         for (m, _, _, c, _, expected) in &calls {
-            let verdict = autotune_runtime::compare(&stream.clone_dtoh(c).unwrap(), expected);
+            let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(c).unwrap(), expected);
             assert!(
                 verdict.passed(),
                 "graph replay at m = {m} ({}): {verdict:?}",

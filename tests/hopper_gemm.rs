@@ -146,14 +146,14 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
             let resident = gemm_hopper::resident_blocks(&stream, &function, point).unwrap();
             let mut out = stream.alloc_zeros::<bf16>(m * n).unwrap();
             for round in 0..2 {
-                autotune_runtime::poison(&stream, &mut out).unwrap();
+                autotune_runtime::gate::poison(&stream, &mut out).unwrap();
                 let dims = gemm::checked_dims(&da, &db, &out, m, n, k).unwrap();
                 gemm_hopper::launch(
                     &stream, &function, point, resident, &da, &db, &mut out, dims,
                 )
                 .unwrap();
                 let verdict =
-                    autotune_runtime::compare(&stream.clone_dtoh(&out).unwrap(), &expected);
+                    autotune_runtime::gate::compare(&stream.clone_dtoh(&out).unwrap(), &expected);
                 assert!(
                     verdict.passed(),
                     "{} at {m}x{n}x{k}, call {round}: {verdict:?}",

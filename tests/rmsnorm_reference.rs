@@ -13,11 +13,11 @@ mod toolkit;
 use autotune_kernels::rmsnorm::{
     self, ALTERNATE_HIDDEN, REFERENCE_PTX, RmsNormCase, TUNED_EPS, TUNED_HIDDEN,
 };
-use autotune_runtime::Case;
 use autotune_runtime::cudarc::driver::{LaunchConfig, PushKernelArg};
-use autotune_runtime::gpu_reference::GpuReference;
+use autotune_runtime::gate::Case;
+use autotune_runtime::gate::gpu_reference::GpuReference;
+use autotune_runtime::gate::random::fill_uniform;
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/rmsnorm_reference.cu");
 

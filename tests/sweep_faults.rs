@@ -24,11 +24,9 @@ use autotune_build::testing::{JobVariant, WORKER_ENV, emit_line, serve};
 use autotune_build::testing::{KeyRange, SweepPlan, run_sweep};
 use autotune_build::timing::{Flush, TimingConfig};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use autotune_runtime::rotation::{Rotate, Rotating};
-use autotune_runtime::{
-    Case, CaseError, Guarded, Inspection, Kernel, KernelSpec, LaunchError, Params, Variant,
-    Verdict, Work,
-};
+use autotune_runtime::gate::rotation::{Rotate, Rotating};
+use autotune_runtime::gate::{Case, CaseError, Guarded, Inspection, Verdict, Work};
+use autotune_runtime::{Kernel, KernelSpec, LaunchError, Params, Variant};
 use autotune_table::progress::Progress;
 use autotune_table::table::Stage;
 
@@ -69,7 +67,7 @@ impl Case for PlantedCase {
         })
     }
     fn randomize(&mut self, stream: &Arc<CudaStream>, seed: u64) -> Result<(), CaseError> {
-        autotune_runtime::random::fill_uniform(&mut self.host_x, seed, -1.0, 1.0);
+        autotune_runtime::gate::random::fill_uniform(&mut self.host_x, seed, -1.0, 1.0);
         stream.memcpy_htod(&self.host_x, &mut *self.x)?;
         Ok(())
     }
@@ -83,7 +81,7 @@ impl Case for PlantedCase {
     fn check(&mut self, stream: &Arc<CudaStream>) -> Result<Verdict, CaseError> {
         let y = stream.clone_dtoh(&*self.y)?;
         let reference: Vec<f64> = self.host_x.iter().map(|&x| 2.0 * f64::from(x)).collect();
-        Ok(autotune_runtime::compare(&y, &reference))
+        Ok(autotune_runtime::gate::compare(&y, &reference))
     }
     fn work(&self) -> Work {
         Work {

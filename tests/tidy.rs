@@ -17,6 +17,7 @@ const CRATES: &[&str] = &[
     ".",
     "autotune-spec",
     "autotune-macro",
+    "autotune-gate",
     "autotune-runtime",
     "autotune-table",
     "autotune-build",

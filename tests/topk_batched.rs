@@ -20,8 +20,9 @@ use std::sync::Arc;
 use autotune_build::testing::Nvcc;
 use autotune_kernels::topk::{BatchedTopkCase, TopkIndexerBatched, TopkIndexerBatchedParams};
 use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::gate::Case;
 use autotune_runtime::gpu::GpuIdentity;
-use autotune_runtime::{Case, Kernel, Shape, Variant};
+use autotune_runtime::{Kernel, Shape, Variant};
 
 /// Every point of the batched indexer, compiled for `arch` and loaded on `ctx`.
 fn variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkIndexerBatchedParams>> {

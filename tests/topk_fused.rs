@@ -95,7 +95,7 @@ impl Device {
         scores: &[f64],
         what: &str,
     ) {
-        autotune_runtime::poison(stream, &mut self.out).unwrap();
+        autotune_runtime::gate::poison(stream, &mut self.out).unwrap();
         self.launch(stream, variant, scores.len());
         self.check(stream, scores, &format!("{}, {what}", variant.name()));
     }
@@ -169,7 +169,7 @@ fn every_one_launch_point_replays_in_a_cuda_graph() {
     let scores = topk::scores(&input.q, &input.weights, &input.keys);
     let mut device = Device::new(&stream, &input, n_ctx);
     for variant in &variants {
-        autotune_runtime::poison(&stream, &mut device.out).unwrap();
+        autotune_runtime::gate::poison(&stream, &mut device.out).unwrap();
         stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
             .unwrap();

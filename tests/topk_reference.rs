@@ -12,10 +12,11 @@ mod toolkit;
 
 use autotune_kernels::topk::reference::{PTX, ScoresKernel};
 use autotune_kernels::topk::{self, BatchedTopkCase, DIM, HEADS, TopkCase};
+use autotune_runtime::Shape;
 use autotune_runtime::cudarc::driver::CudaStream;
+use autotune_runtime::gate::Case;
+use autotune_runtime::gate::random::fill_uniform;
 use autotune_runtime::half::bf16;
-use autotune_runtime::random::fill_uniform;
-use autotune_runtime::{Case, Shape};
 use std::sync::Arc;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/topk_reference.cu");

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use autotune_runtime::rotation::copies_for;
+use autotune_gate::rotation::copies_for;
+use autotune_gate::{Case, CaseError};
 use autotune_runtime::spec::Inputs;
-use autotune_runtime::{Case, CaseError};
 use cudarc::driver::CudaStream;
 
 use crate::timing::L2Flush;

@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
+use autotune_spec::guarded::write::create_log;
+
 /// The log of one entry's sweep.
 #[derive(Debug)]
 pub struct LiveLog {
@@ -22,8 +24,8 @@ impl LiveLog {
         let file = path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| File::create(path))
-            .ok();
+            .ok()
+            .and_then(|()| create_log(path).ok());
         Self {
             text: Vec::new(),
             file,

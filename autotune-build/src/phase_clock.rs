@@ -1,11 +1,11 @@
 //! The worker's stopwatch: wall time per part of a task, summed over a job, with
 //! the time the case spent computing references and drawing inputs (counted by
-//! `autotune_runtime::case::reference_phase` and `inputs_phase`) taken out of
+//! `autotune_gate::case::reference_phase` and `inputs_phase`) taken out of
 //! whichever part it fell in and counted as its own phase.
 
 use std::time::Instant;
 
-use autotune_runtime::case::{inputs_seconds, reference_seconds};
+use autotune_gate::case::{inputs_seconds, reference_seconds};
 use autotune_table::phases::Phases;
 
 /// A part of a task the worker times.
@@ -52,7 +52,7 @@ mod tests {
     use std::thread::sleep;
     use std::time::Duration;
 
-    use autotune_runtime::case::{Reference, inputs_phase};
+    use autotune_gate::case::{Reference, inputs_phase};
 
     use super::*;
 

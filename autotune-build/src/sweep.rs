@@ -129,7 +129,7 @@ pub struct SweepResult {
     /// How the variants that passed were checked ([`Verdict::describe_check`]),
     /// each way once, in the order first seen.
     ///
-    /// [`Verdict::describe_check`]: autotune_runtime::Verdict::describe_check
+    /// [`Verdict::describe_check`]: autotune_gate::Verdict::describe_check
     pub checks: Vec<String>,
     /// Where the workers' time went (the jobs a resumed sweep replayed from its
     /// journal are not in it).

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use autotune_runtime::device_kernels::DeviceKernels;
+use autotune_gate::device_kernels::DeviceKernels;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DriverError};
 use serde::{Deserialize, Serialize};

@@ -16,11 +16,10 @@ use crate::condition::Condition;
 use crate::nvml::Nvml;
 use crate::phase_clock::{Part, PhaseClock};
 use crate::timing::{self, FlushError, L2Flush, TimingConfig};
-use autotune_runtime::device_kernels::DeviceKernels;
-use autotune_runtime::random::Rng;
-use autotune_runtime::{
-    Case, Inspection, Kernel, LaunchError, Params, Variant, VendorCase, Verdict,
-};
+use autotune_gate::device_kernels::DeviceKernels;
+use autotune_gate::random::Rng;
+use autotune_gate::{Case, Inspection, Verdict};
+use autotune_runtime::{Kernel, LaunchError, Params, Variant, VendorCase};
 use autotune_table::clocks::ClockSample;
 use autotune_table::phases::Phases;
 use autotune_table::table::{Measurement, Stage};
@@ -313,7 +312,7 @@ impl<K: Kernel> Session<K> {
         shape: &[u64],
         key: u64,
         clock: &mut PhaseClock,
-    ) -> Result<(), autotune_runtime::CaseError> {
+    ) -> Result<(), autotune_gate::CaseError> {
         if self
             .case
             .as_ref()
@@ -326,7 +325,7 @@ impl<K: Kernel> Session<K> {
         let (case, alternates) = clock.during(Part::Inputs, || {
             let case = K::Case::with_shape(&self.stream, key, &dims)?;
             let alternates = K::Case::alternates_with_shape(&self.stream, key, &dims)?;
-            Ok::<_, autotune_runtime::CaseError>((case, alternates))
+            Ok::<_, autotune_gate::CaseError>((case, alternates))
         })?;
         self.case = Some(CaseAt {
             shape: shape.to_vec(),
@@ -964,7 +963,7 @@ fn prepare<K: Kernel>(
 }
 
 /// The case could not be given its inputs or poisoned outputs.
-fn preparing(error: autotune_runtime::CaseError) -> Failure {
+fn preparing(error: autotune_gate::CaseError) -> Failure {
     Failure::Out(Stage::Launch, format!("preparing the case: {error}"))
 }
 
@@ -976,7 +975,7 @@ fn verify<K: Kernel>(
     stream: &Arc<CudaStream>,
     inspect: bool,
 ) -> Result<Result<Verdict, String>, Failure> {
-    let failed = |e: autotune_runtime::CaseError| {
+    let failed = |e: autotune_gate::CaseError| {
         Failure::Out(Stage::WrongResult, format!("check failed: {e}"))
     };
     if inspect {

@@ -124,7 +124,7 @@ mod tunables;
 ///   `fallback`: an `#[autotune]` wrapper without parameters (`Variant<()>`) that
 ///   launches the way the library does (`examples/library`).
 ///
-/// **`case`** is a type implementing `autotune_runtime::Case` (generics allowed:
+/// **`case`** is a type implementing `autotune_runtime::prelude::Case` (generics allowed:
 /// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are
 /// what the sweep launches the wrapper with.
 ///

@@ -335,13 +335,13 @@ pub fn choose_in(plans: &[&'static Plan], shape: &[u64], key: u64) -> Choice {
 }
 
 /// Among one GPU's plans (one per tuned shape, never none), the plan of `shape`, else
-/// of the nearest tuned shape ([`crate::shape::nearest`]); and whether it was tuned
+/// of the nearest tuned shape ([`autotune_spec::shape::nearest`]); and whether it was tuned
 /// at `shape` itself.
 fn plan_for_shape(plans: &[&'static Plan], shape: &[u64]) -> (&'static Plan, bool) {
     if let [only] = plans {
         return (only, only.shape == shape);
     }
-    match crate::shape::nearest(plans.iter().map(|p| p.shape), shape) {
+    match autotune_spec::shape::nearest(plans.iter().map(|p| p.shape), shape) {
         Some((index, exact)) => (plans[index], exact),
         None => (plans[0], false),
     }
@@ -439,7 +439,7 @@ impl<P: Params> Loaded<P> {
         let lent = self.lent(plan);
         format!(
             "{asked} is not tuned: the plan of {tuned}, the nearest by sum of |log2 ratio| ({:.2}){lent}",
-            crate::shape::distance(plan.shape, shape)
+            autotune_spec::shape::distance(plan.shape, shape)
         )
     }
 

@@ -1,24 +1,8 @@
-//! The errors of the run-time side: a case that cannot be built or checked, a
-//! wrapper that refuses its arguments or fails to launch.
+//! The errors of the run-time side: a wrapper that refuses its arguments or fails
+//! to launch (a case that cannot be built is the gate's
+//! [`CaseError`](autotune_gate::CaseError)).
 
 use std::error::Error;
-
-use cudarc::driver::DriverError;
-
-/// A case could not be built or checked.
-#[derive(Debug, thiserror::Error)]
-pub enum CaseError {
-    #[error("CUDA driver: {0}")]
-    Driver(#[from] DriverError),
-    #[error("{0}")]
-    Other(String),
-}
-
-impl From<String> for CaseError {
-    fn from(message: String) -> Self {
-        Self::Other(message)
-    }
-}
 
 /// A wrapper's launch failed (its own error, boxed).
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,8 @@ use cudarc::driver::{CudaFunction, CudaStream};
 
 pub use crate::error::{KernelError, LaunchError};
 use crate::vendor::VendorCase;
-use crate::{Case, KernelSpec, Params, Variant};
+use crate::{KernelSpec, Params, Variant};
+use autotune_gate::Case;
 
 /// A kernel as the sweep sees it: its spec, its params type, its case, and how to
 /// launch a variant on a case. Implemented by the macro on the dispatch struct; the

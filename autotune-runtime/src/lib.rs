@@ -14,55 +14,52 @@
 //! norm.launch(&stream, /* ... */)?;      // a `match` on n_rows, no sync, no allocation
 //! ```
 
-pub mod case;
-pub mod device_kernels;
 pub mod dispatch;
 pub mod error;
 pub mod gpu;
-pub mod gpu_reference;
-pub mod guard;
-pub mod input;
 pub mod kernel;
-pub mod parallel;
 pub mod params;
-pub mod random;
-pub mod rotation;
-pub mod shape;
 pub mod spec;
 pub mod vendor;
 
+/// Is a variant right and how fast is it: cases, verdicts, guards, inputs and the
+/// references on the GPU, which a crate's wrapper files reach through [`prelude`].
+pub use autotune_gate as gate;
 pub use autotune_macro::{autotune, tunables};
-pub use case::{
-    Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, compare_blocks,
-    relative_error,
-};
+pub use autotune_spec::shape::{self, Shape};
 pub use cudarc;
 pub use dispatch::{Choice, LoadError, Selection};
-pub use error::{CaseError, KernelError, LaunchError};
-pub use guard::{Guarded, Inspection, poison};
+pub use error::{KernelError, LaunchError};
 pub use half;
 pub use kernel::Kernel;
 pub use params::{Params, Variant};
-pub use shape::Shape;
 pub use spec::KernelSpec;
 pub use vendor::{Vendor, VendorCase, VendorSpec};
 
+// 0.1's paths of what moved to autotune-gate: they still work, out of the docs.
+#[doc(hidden)]
+pub use autotune_gate::{
+    Bounds, Case, CaseError, Element, ErrorSum, Guarded, Inspection, Reference, Verdict, Work,
+    case, compare, compare_blocks, device_kernels, gpu_reference, guard, input, parallel, poison,
+    random, relative_error, rotation,
+};
+
 /// What a wrapper module usually needs.
 pub mod prelude {
-    pub use crate::case::{
+    pub use autotune_gate::case::{
         Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, compare_blocks,
         inputs_phase, reference_phase, sample_indices,
     };
-    pub use crate::device_kernels::DeviceKernels;
-    pub use crate::error::CaseError;
-    pub use crate::gpu_reference::GpuReference;
-    pub use crate::guard::{Guarded, Inspection, poison};
-    pub use crate::input::Input;
-    pub use crate::parallel;
+    pub use autotune_gate::device_kernels::DeviceKernels;
+    pub use autotune_gate::error::CaseError;
+    pub use autotune_gate::gpu_reference::GpuReference;
+    pub use autotune_gate::guard::{Guarded, Inspection, poison};
+    pub use autotune_gate::input::Input;
+    pub use autotune_gate::parallel;
 
-    pub use crate::random::{Rng, fill_normal, fill_uniform};
-    pub use crate::rotation::{Rotate, Rotating};
     pub use crate::{KernelError, Params, Shape, Variant, Vendor, autotune};
+    pub use autotune_gate::random::{Rng, fill_normal, fill_uniform};
+    pub use autotune_gate::rotation::{Rotate, Rotating};
     pub use cudarc::driver::{
         CudaContext, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
     };

@@ -24,8 +24,9 @@
 //! ```
 
 //!
-//! Feature `grammar` (default) holds the parser; without it, only [`above`], [`names`],
-//! [`range`], [`rng`] and [`source`] remain, for the run-time and tables crates. Feature
+//! Feature `grammar` (default) holds the parser; without it, only the vocabulary the
+//! other crates share remains ([`above`], [`inputs`], [`names`], [`range`], [`rng`],
+//! [`shape`], [`source`], ...), for the run-time, gate and tables crates. Feature
 //! `serde` makes [`KeyRange`] serializable (the tables crate's form of a range).
 
 pub mod above;
@@ -45,6 +46,7 @@ pub mod range;
 pub mod rng;
 #[cfg(feature = "grammar")]
 mod scan;
+pub mod shape;
 #[cfg(feature = "grammar")]
 mod shapes;
 #[cfg(feature = "grammar")]

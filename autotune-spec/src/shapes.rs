@@ -1,6 +1,6 @@
 //! `shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096)]`: the arguments besides
 //! the key that a kernel is tuned over a set of values of, each shape with a plan of
-//! its own (the run-time rule for other shapes is in `autotune_runtime::shape`).
+//! its own (the run-time value and the rule for other shapes are in [`crate::shape`]).
 
 use syn::{Expr, ExprLit, Ident, Lit};
 

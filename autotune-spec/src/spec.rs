@@ -328,7 +328,7 @@ fn parse_case(value: &Expr, diag: &mut Diagnostics) -> Option<Type> {
     type_value(value).or_else(|| {
         diag.at(
             value,
-            "`case` names a type implementing `autotune_runtime::Case`, e.g. `case = RmsNormCase`",
+            "`case` names a type implementing `autotune_runtime::prelude::Case`, e.g. `case = RmsNormCase`",
         );
         None
     })

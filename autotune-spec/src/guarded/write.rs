@@ -43,6 +43,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     commit.finish()
 }
 
+/// A log that grows line by line while a reader may look at it (a sweep's live
+/// log): `path` created afresh, never through a symlink (`O_NOFOLLOW`) and never
+/// over a folder. The one file this module writes other than whole.
+pub fn create_log(path: &Path) -> Result<File, WriteError> {
+    refuse_link_or_folder(path)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Linux's value, as `read` names its O_NONBLOCK: a link made between the
+        // check above and the open is refused by the kernel.
+        const O_NOFOLLOW: i32 = 0o400_000;
+        options.custom_flags(O_NOFOLLOW);
+    }
+    options.open(path).map_err(io("cannot create", path))
+}
+
 /// Several files written whole, or none of them: [`Commit::stage`] writes each into
 /// its temporary file (every check and every byte first), [`Commit::finish`]
 /// renames them all last. Dropped unfinished, it removes what it staged.
@@ -182,6 +200,26 @@ mod tests {
         assert_eq!(std::fs::read(&file).unwrap(), b"[package]\nname = \"k\"\n");
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
         assert_eq!(left.len(), 2, "no temporary file is left: {left:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_log_is_created_afresh_and_never_through_a_link() {
+        use std::io::Write as _;
+        let dir = std::env::temp_dir().join(format!("autotune-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("gemm.log");
+        create_log(&log).unwrap().write_all(b"first run\n").unwrap();
+        create_log(&log).unwrap().write_all(b"second\n").unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"second\n");
+        let target = dir.join("elsewhere");
+        std::os::unix::fs::symlink(&target, dir.join("linked.log")).unwrap();
+        assert!(matches!(
+            create_log(&dir.join("linked.log")),
+            Err(WriteError::Refused { .. })
+        ));
+        assert!(!target.exists());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(WARPS * 32) probe_kernel(const __nv_bfloat16* 
 
 __global__ void empty_kernel() {}
 
-// As the runtime's autotune_read_through (autotune-runtime/kernels/device_kernels.cu).
+// As the runtime's autotune_read_through (autotune-gate/kernels/device_kernels.cu).
 __global__ void read_through(const uint4* buffer, unsigned long long n, unsigned* sink) {
     unsigned acc = 0;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

@@ -36,7 +36,7 @@ pub const MAX_COPY_BYTES: u64 = 8 << 30;
 /// [`MAX_COPY_BYTES`] (or nothing rotates).
 ///
 /// ```
-/// # use autotune_runtime::rotation::copies_for;
+/// # use autotune_gate::rotation::copies_for;
 /// let l2 = 50 << 20;
 /// // 117 MiB of weights: 2 buffers (one round reads 234 MiB >= 150 MiB).
 /// assert_eq!(copies_for(117 << 20, l2), Some(2));

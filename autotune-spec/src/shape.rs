@@ -62,7 +62,7 @@ impl<'a> Shape<'a> {
     /// `gemm@n=4096,k=4096`: the table entry of `kernel` at this shape (the kernel's
     /// name alone without a shape).
     pub fn entry_name(&self, kernel: &str) -> String {
-        autotune_spec::names::shape_entry(kernel, &self.to_string())
+        crate::names::shape_entry(kernel, &self.to_string())
     }
 }
 

@@ -1,4 +1,4 @@
-//! The runtime's own kernels (`kernels/device_kernels.cu`, committed as PTX): the
+//! The gate's own kernels (`kernels/device_kernels.cu`, committed as PTX): the
 //! gate's comparisons run on the GPU, and a read that flushes L2.
 //!
 //! The sweep checks every variant several times at every key. On the host, each
@@ -56,7 +56,7 @@ impl DeviceElement for f64 {
 /// Why the kernels are not used on a context.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceKernelsError {
-    #[error("the runtime's PTX does not load (a driver older than CUDA 13?): {0}")]
+    #[error("the gate's PTX does not load (a driver older than CUDA 13?): {0}")]
     Load(DriverError),
     #[error("CUDA driver: {0}")]
     Driver(#[from] DriverError),
@@ -516,7 +516,7 @@ mod tests {
     }
 
     #[test]
-    fn the_ptx_names_every_kernel_the_runtime_launches() {
+    fn the_ptx_names_every_kernel_the_gate_launches() {
         let pairs = [
             "bf16_bf16",
             "bf16_f32",

@@ -11,7 +11,7 @@ use half::{bf16, f16};
 pub use crate::error::CaseError;
 pub use crate::guard::{Inspection, poison};
 use crate::parallel;
-use crate::shape::Shape;
+use autotune_spec::shape::Shape;
 
 /// A problem instance for the sweep, at one value of the key. The struct's fields
 /// named like the wrapper's arguments are what the sweep launches the wrapper with.
@@ -108,7 +108,7 @@ pub trait Case: Sized + 'static {
 /// that depends on the draw only (the top-k's k-th score, say), computed with it.
 ///
 /// ```
-/// # use autotune_runtime::case::Reference;
+/// # use autotune_gate::case::Reference;
 /// let mut reference = Reference::default();
 /// let mut computed = 0;
 /// for _variant in 0..3 {
@@ -160,7 +160,7 @@ impl<T> Reference<T> {
 /// which it must give the CPU's values before it is trusted with the rest.
 ///
 /// ```
-/// # use autotune_runtime::case::sample_indices;
+/// # use autotune_gate::case::sample_indices;
 /// assert_eq!(sample_indices(100, 4), [0, 33, 66, 99]);
 /// assert_eq!(sample_indices(3, 8), [0, 1, 2]);
 /// ```
