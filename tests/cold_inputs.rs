@@ -1,10 +1,13 @@
 //! Inputs timed cold (`inputs = cold`, `Case::rotating`): the copies the sweep
 //! rotates a case's input through hold the original's values, each launch reads
 //! another buffer, and the case reads its original again once timing is over. On a
-//! GPU; skips (and says so) without one.
+//! GPU; reported ignored without one.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 
@@ -22,7 +25,6 @@ fn address<T>(buffer: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     pointer
 }
 
-#[test]
 fn each_copy_holds_the_draw_and_each_launch_reads_another_buffer() {
     let Some(ctx) = device::open_or_skip() else {
         return;
@@ -73,7 +75,6 @@ fn each_copy_holds_the_draw_and_each_launch_reads_another_buffer() {
     assert_eq!(stream.clone_dtoh(&*input).unwrap(), input.host());
 }
 
-#[test]
 fn a_plain_rotating_buffer_rotates_the_same_way() {
     let Some(ctx) = device::open_or_skip() else {
         return;
@@ -92,4 +93,14 @@ fn a_plain_rotating_buffer_rotates_the_same_way() {
     assert_eq!(addresses.len(), 3);
     buffer.release();
     assert_eq!(buffer.bytes(), 4000);
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![],
+        trials![
+            each_copy_holds_the_draw_and_each_launch_reads_another_buffer,
+            a_plain_rotating_buffer_rotates_the_same_way
+        ],
+    )
 }

@@ -1,10 +1,13 @@
 //! The gate's own kernels (`autotune-gate/kernels/device_kernels.cu`): the
 //! committed PTX is what nvcc makes of the source (nvcc, CI has it), and on a GPU
 //! the device comparisons give the host's verdicts, an [`Input`] keeps its draws,
-//! and the flush by reading runs. The GPU tests skip (and say so) without a GPU.
+//! and the flush by reading runs. The GPU tests are reported ignored without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 #[path = "fixtures/toolkit.rs"]
@@ -27,7 +30,6 @@ const SOURCE: &str = concat!(
     "/autotune-gate/kernels/device_kernels.cu"
 );
 
-#[test]
 fn committed_ptx_is_what_nvcc_makes_of_the_source() {
     toolkit::assert_committed_ptx_is_current(
         SOURCE,
@@ -103,7 +105,6 @@ fn agrees<O: DeviceElement, R: DeviceElement>(
     }
 }
 
-#[test]
 fn device_comparison_gives_the_host_verdicts() {
     let Some((stream, kernels)) = kernels() else {
         return;
@@ -118,7 +119,6 @@ fn device_comparison_gives_the_host_verdicts() {
     }
 }
 
-#[test]
 fn row_blocks_give_the_host_verdicts_of_rows() {
     let Some((stream, kernels)) = kernels() else {
         return;
@@ -144,7 +144,6 @@ fn row_blocks_give_the_host_verdicts_of_rows() {
     }
 }
 
-#[test]
 fn device_changes_are_the_host_changes() {
     let Some((stream, kernels)) = kernels() else {
         return;
@@ -177,7 +176,6 @@ fn device_changes_are_the_host_changes() {
     );
 }
 
-#[test]
 fn an_input_draws_each_seed_once_and_puts_it_back_on_the_device() {
     let Some((stream, _kernels)) = kernels() else {
         return;
@@ -219,7 +217,6 @@ fn an_input_draws_each_seed_once_and_puts_it_back_on_the_device() {
     assert_eq!(fills, 4, "seeds 1, 2, 3, then 2 again (dropped by 3)");
 }
 
-#[test]
 fn the_flush_by_reading_runs_and_says_what_it_is() {
     let Some((stream, _kernels)) = kernels() else {
         return;
@@ -234,4 +231,17 @@ fn the_flush_by_reading_runs_and_says_what_it_is() {
     assert_eq!(memset.method(), Flush::Memset);
     memset.flush(&stream).unwrap();
     stream.synchronize().unwrap();
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![committed_ptx_is_what_nvcc_makes_of_the_source],
+        trials![
+            device_comparison_gives_the_host_verdicts,
+            row_blocks_give_the_host_verdicts_of_rows,
+            device_changes_are_the_host_changes,
+            an_input_draws_each_seed_once_and_puts_it_back_on_the_device,
+            the_flush_by_reading_runs_and_says_what_it_is
+        ],
+    )
 }

@@ -1,7 +1,11 @@
-//! GPU tests: they skip (and say so) where no CUDA GPU is present, and run on the
-//! H200 (see the issue notes for the runs). They take turns on the GPU: a graph
-//! capture in global mode forbids synchronous calls from every other thread.
+//! GPU tests: reported ignored where no CUDA GPU is present (tests/fixtures/harness.rs),
+//! run on the H200 (see the issue notes for the runs). They take turns on the GPU: a
+//! graph capture in global mode forbids synchronous calls from every other thread.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 
@@ -40,7 +44,6 @@ fn inputs(n_rows: usize, seed: u64) -> (Vec<bf16>, Vec<bf16>) {
     samples::rmsnorm(n_rows, TUNED_HIDDEN, seed)
 }
 
-#[test]
 fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
     let Some((_turn, ctx)) = gpu() else { return };
     let norm = RmsNorm::load(&ctx).unwrap();
@@ -92,7 +95,6 @@ fn dispatch_is_correct_in_every_range_and_on_odd_widths() {
     assert!(verdict.passed(), "hidden {hidden}: {verdict:?}");
 }
 
-#[test]
 fn dispatch_works_inside_cuda_graph_capture() {
     let Some((_turn, ctx)) = gpu() else { return };
     let norm = RmsNorm::load(&ctx).unwrap();
@@ -166,8 +168,7 @@ mod topk {
         ))
     }
 
-    #[test]
-    fn both_implementations_select_the_top_k_in_every_range() {
+    pub(super) fn both_implementations_select_the_top_k_in_every_range() {
         let Some((_turn, ctx)) = gpu() else { return };
         let indexer = TopkIndexer::load(&ctx).unwrap();
         let keep_all = TopkKeepAll::load(&ctx).unwrap();
@@ -207,8 +208,7 @@ mod topk {
     /// `Variant::with_dynamic_shared`, which the dispatch paths call on every launch:
     /// the driver is asked to raise an entry's limit the first time and for a launch
     /// that needs more, and not again for one that needs no more.
-    #[test]
-    fn an_entrys_shared_memory_limit_is_raised_once_and_then_kept() {
+    pub(super) fn an_entrys_shared_memory_limit_is_raised_once_and_then_kept() {
         use autotune_runtime::cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as LIMIT;
         let Some((_turn, ctx)) = gpu() else { return };
         let indexer = TopkIndexer::load(&ctx).unwrap();
@@ -233,8 +233,7 @@ mod topk {
         assert!(variant.with_dynamic_shared(99, 1).is_err(), "no entry 99");
     }
 
-    #[test]
-    fn all_equal_scores_take_the_overflow_path_and_stay_correct() {
+    pub(super) fn all_equal_scores_take_the_overflow_path_and_stay_correct() {
         let Some((_turn, ctx)) = gpu() else { return };
         let indexer = TopkIndexer::load(&ctx).unwrap();
         let stream = ctx.default_stream();
@@ -257,8 +256,7 @@ mod topk {
         assert!(verdict.passed(), "{verdict:?}");
     }
 
-    #[test]
-    fn the_multi_kernel_dispatch_replays_in_a_cuda_graph() {
+    pub(super) fn the_multi_kernel_dispatch_replays_in_a_cuda_graph() {
         let Some((_turn, ctx)) = gpu() else { return };
         let indexer = TopkIndexer::load(&ctx).unwrap();
         // SAFETY: one stream only.
@@ -313,8 +311,7 @@ mod gemm {
         references::gemm_by_cublas(stream, &blas, a, b, dims).unwrap()
     }
 
-    #[test]
-    fn dispatch_is_correct_in_every_range_of_every_shape_and_on_tails() {
+    pub(super) fn dispatch_is_correct_in_every_range_of_every_shape_and_on_tails() {
         let Some((_turn, ctx)) = gpu() else { return };
         let kernel = Gemm::load(&ctx).unwrap();
         let stream = ctx.default_stream();
@@ -368,8 +365,7 @@ mod gemm {
         }
     }
 
-    #[test]
-    fn an_unseen_shape_uses_the_nearest_plan() {
+    pub(super) fn an_unseen_shape_uses_the_nearest_plan() {
         let Some((_turn, ctx)) = gpu() else { return };
         let kernel = Gemm::load(&ctx).unwrap();
         if !matches!(kernel.selection(), Selection::Tuned { .. }) {
@@ -401,8 +397,7 @@ mod gemm {
         }
     }
 
-    #[test]
-    fn dispatch_with_the_cublas_fallback_replays_in_a_cuda_graph() {
+    pub(super) fn dispatch_with_the_cublas_fallback_replays_in_a_cuda_graph() {
         let Some((_turn, ctx)) = gpu() else { return };
         let kernel = Gemm::load(&ctx).unwrap();
         // SAFETY: one stream only.
@@ -445,4 +440,21 @@ mod gemm {
             );
         }
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![],
+        trials![
+            dispatch_is_correct_in_every_range_and_on_odd_widths,
+            dispatch_works_inside_cuda_graph_capture,
+            topk::both_implementations_select_the_top_k_in_every_range,
+            topk::an_entrys_shared_memory_limit_is_raised_once_and_then_kept,
+            topk::all_equal_scores_take_the_overflow_path_and_stay_correct,
+            topk::the_multi_kernel_dispatch_replays_in_a_cuda_graph,
+            gemm::dispatch_is_correct_in_every_range_of_every_shape_and_on_tails,
+            gemm::an_unseen_shape_uses_the_nearest_plan,
+            gemm::dispatch_with_the_cublas_fallback_replays_in_a_cuda_graph
+        ],
+    )
 }

@@ -9,6 +9,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 #[path = "fixtures/hopper.rs"]
@@ -49,7 +52,6 @@ fn cuobjdump() -> Option<PathBuf> {
     toolkit::tools_dir(&["cuobjdump", "nvdisasm"]).map(|dir| dir.join("cuobjdump"))
 }
 
-#[test]
 fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
     let Some(compiled) = compiled() else { return };
     let cuobjdump = cuobjdump();
@@ -103,7 +105,6 @@ fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
     }
 }
 
-#[test]
 fn every_point_matches_cublas_on_a_hopper_gpu() {
     let Some(ctx) = device::open_or_skip() else {
         return;
@@ -163,4 +164,11 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
         }
         println!("{m}x{n}x{k}: every point matches cuBLAS");
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma],
+        trials![every_point_matches_cublas_on_a_hopper_gpu],
+    )
 }

@@ -1,10 +1,13 @@
 //! The RMSNorm case's reference on the GPU (`kernels/rmsnorm_reference.cu`): the
 //! committed PTX is what nvcc makes of the source (nvcc, CI has it), and on a GPU
 //! the kernel gives the CPU's float64 reference narrowed to f32 on every row, and
-//! the case uses it. The GPU test skips (and says so) without a GPU.
+//! the case uses it. The GPU test is reported ignored without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 #[path = "fixtures/toolkit.rs"]
@@ -21,7 +24,6 @@ use autotune_runtime::half::bf16;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/rmsnorm_reference.cu");
 
-#[test]
 fn committed_ptx_is_what_nvcc_makes_of_the_source() {
     toolkit::assert_committed_ptx_is_current(
         SOURCE,
@@ -30,7 +32,6 @@ fn committed_ptx_is_what_nvcc_makes_of_the_source() {
     );
 }
 
-#[test]
 fn the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it() {
     let Some(ctx) = device::open_or_skip() else {
         return;
@@ -96,7 +97,6 @@ fn the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it() {
 /// Issue 50, item 15: a committed PTX (or an entry) with a NUL byte reached
 /// cudarc's `CString::new(..).unwrap()` and would have panicked inside the case;
 /// it is refused, and the reference stays on the CPU.
-#[test]
 fn a_reference_with_a_nul_byte_is_refused_not_a_panic() {
     let Some(ctx) = device::open_or_skip() else {
         return;
@@ -106,4 +106,14 @@ fn a_reference_with_a_nul_byte_is_refused_not_a_panic() {
     assert!(!GpuReference::load(&ctx, &poisoned, "rmsnorm_reference").in_use());
     assert!(!GpuReference::load(&ctx, REFERENCE_PTX, "rmsnorm\0reference").in_use());
     assert!(GpuReference::load(&ctx, REFERENCE_PTX, "rmsnorm_reference").in_use());
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![committed_ptx_is_what_nvcc_makes_of_the_source],
+        trials![
+            the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it,
+            a_reference_with_a_nul_byte_is_refused_not_a_panic
+        ],
+    )
 }

@@ -8,6 +8,9 @@
 //! without a GPU or nvcc.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 
@@ -29,7 +32,6 @@ fn variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkIndexerBatche
     points::compiled_variants::<TopkIndexerBatched>(ctx, arch, "topk-batched", |_| true)
 }
 
-#[test]
 fn every_point_selects_each_query_of_a_ragged_batch() {
     let Some(ctx) = device::open_or_skip() else {
         return;
@@ -79,4 +81,11 @@ fn every_point_selects_each_query_of_a_ragged_batch() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![],
+        trials![every_point_selects_each_query_of_a_ragged_batch],
+    )
 }

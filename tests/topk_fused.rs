@@ -8,6 +8,9 @@
 //! replayed in a CUDA graph. Skips (and says so) without a GPU or nvcc.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 
@@ -116,7 +119,6 @@ impl Device {
     }
 }
 
-#[test]
 fn every_one_launch_point_selects_the_top_k_twice_in_a_row_at_every_length() {
     let Some((ctx, variants)) = setup() else {
         return;
@@ -135,7 +137,6 @@ fn every_one_launch_point_selects_the_top_k_twice_in_a_row_at_every_length() {
     }
 }
 
-#[test]
 fn every_one_launch_point_is_right_when_every_score_is_equal() {
     let Some((ctx, variants)) = setup() else {
         return;
@@ -156,7 +157,6 @@ fn every_one_launch_point_is_right_when_every_score_is_equal() {
     }
 }
 
-#[test]
 fn every_one_launch_point_replays_in_a_cuda_graph() {
     let Some((ctx, variants)) = setup() else {
         return;
@@ -187,4 +187,15 @@ fn every_one_launch_point_replays_in_a_cuda_graph() {
             &format!("{}, graph replay", variant.name()),
         );
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![],
+        trials![
+            every_one_launch_point_selects_the_top_k_twice_in_a_row_at_every_length,
+            every_one_launch_point_is_right_when_every_score_is_equal,
+            every_one_launch_point_replays_in_a_cuda_graph
+        ],
+    )
 }

@@ -1,10 +1,13 @@
 //! The top-k cases' scores on the GPU (`kernels/topk_reference.cu`): the committed
 //! PTX is what nvcc makes of the source (nvcc, CI has it), and on a GPU the kernel
 //! gives the CPU's scores to the bit for every key of a ragged batch, and both cases
-//! use it. The GPU test skips (and says so) without a GPU.
+//! use it. The GPU test is reported ignored without a GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 #[path = "fixtures/device.rs"]
 mod device;
 #[path = "fixtures/toolkit.rs"]
@@ -21,12 +24,10 @@ use std::sync::Arc;
 
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/topk_reference.cu");
 
-#[test]
 fn committed_ptx_is_what_nvcc_makes_of_the_source() {
     toolkit::assert_committed_ptx_is_current(SOURCE, PTX, "kernels/topk_reference.ptx");
 }
 
-#[test]
 fn the_gpu_scores_are_the_cpu_scores_to_the_bit_and_the_cases_use_them() {
     let Some(ctx) = device::open_or_skip() else {
         return;
@@ -104,4 +105,11 @@ fn uses_the_gpu<C: Case>(stream: &Arc<CudaStream>, mut case: C, on_gpu: fn(&C) -
     let verdict = case.check(stream).unwrap();
     assert!(!verdict.passed(), "{verdict:?}");
     assert!(on_gpu(&case), "the GPU's scores differed from the CPU's");
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        trials![committed_ptx_is_what_nvcc_makes_of_the_source],
+        trials![the_gpu_scores_are_the_cpu_scores_to_the_bit_and_the_cases_use_them],
+    )
 }
