@@ -17,7 +17,6 @@ mod bake;
 mod board;
 mod builder;
 mod codegen;
-mod condition;
 mod error;
 mod fingerprint;
 mod image;
@@ -36,10 +35,12 @@ mod skip;
 mod step;
 mod sweep;
 mod tail_keys;
-pub mod timing;
 mod tunables;
 mod tune;
 pub mod variants;
+
+/// The sweep's timing, as the benches use it: in `autotune-gate` (feature `timing`).
+pub use autotune_gate::timing;
 mod warning;
 mod watch;
 mod worker;

@@ -7,7 +7,7 @@ use autotune_table::shard::{NotAShard, Shard};
 use autotune_table::strategy::{Budget, Strategy};
 use autotune_table::vars::{self, Var};
 
-use crate::timing::{Flush, TimingConfig};
+use autotune_gate::timing::{Flush, TimingConfig};
 
 /// The most input draws a build checks each variant on.
 pub const MAX_CHECK_SEEDS: u32 = 16;

@@ -34,9 +34,9 @@ use crate::error::BuildError;
 use crate::record::{self, Facts, Outcome, Record, TaskId};
 use crate::served::{self, Beyond};
 use crate::tail_keys;
-use crate::timing::TimingConfig;
 use crate::worker::{Event, Job, JobVariant, Task};
 use crate::worker_process::Worker;
+use autotune_gate::timing::TimingConfig;
 
 /// A size of the grid (or of refinement) is split across GPUs when each gets at
 /// least this many points of it: each share costs its GPU two timings of the

@@ -12,12 +12,12 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 
-use crate::condition::Condition;
 use crate::nvml::Nvml;
 use crate::phase_clock::{Part, PhaseClock};
-use crate::timing::{self, FlushError, L2Flush, TimingConfig};
+use autotune_gate::condition::Condition;
 use autotune_gate::device_kernels::DeviceKernels;
 use autotune_gate::random::Rng;
+use autotune_gate::timing::{self, FlushError, L2Flush, TimingConfig, TimingError};
 use autotune_gate::{Case, Inspection, Verdict};
 use autotune_runtime::{Kernel, LaunchError, Params, Variant, VendorCase};
 use autotune_table::clocks::ClockSample;
@@ -652,7 +652,7 @@ fn timed_in_condition<K: Kernel>(
                 },
             )
         }
-        .map_err(|e| Failure::from(launch_error(e)))
+        .map_err(|e| Failure::from(launch_error(e.to_string())))
     });
     condition.release(case);
     Ok((timed?, condition))
@@ -744,7 +744,7 @@ fn duel_rounds<K: Kernel>(
         order_seed,
         [&mut || side(0, &count_a), &mut || side(1, &count_b)],
     )
-    .map_err(|e| Failure::Out(Stage::Launch, e))
+    .map_err(|e| Failure::Out(Stage::Launch, e.to_string()))
 }
 
 /// One launch of `variant` captured into a CUDA graph on `stream`. A launch that
@@ -936,16 +936,15 @@ fn timed_gate<K: Kernel>(
 ) -> Result<(Result<Verdict, String>, timing::Samples), Failure> {
     clock.during(Part::Check, || prepare::<K>(case, stream, seed))?;
     let sample = clock.during(Part::Time, || {
-        // The launch's own failure (refused arguments: unfit here) is kept; the
-        // message stands for the rest (the events, the flush, the synchronization).
-        let mut failed = None;
+        // The launch's own failure (refused arguments: unfit here) is kept as it is;
+        // the driver's (the events, the flush, the synchronization) puts it out.
         timing::time_once(stream, Some(flush), &mut || {
-            first_launch::<K>(case, stream, variant).map_err(|failure| {
-                failed = Some(failure);
-                "the launch failed".to_string()
-            })
+            first_launch::<K>(case, stream, variant)
         })
-        .map_err(|e| failed.take().unwrap_or(Failure::Out(Stage::Launch, e)))
+        .map_err(|e| match e {
+            TimingError::Launch(failure) => failure,
+            TimingError::Driver(e) => Failure::Out(Stage::Launch, format!("CUDA: {e}")),
+        })
     })?;
     let verdict = clock.during(Part::Check, || verify::<K>(case, stream, false))?;
     Ok((verdict, sample))

@@ -10,9 +10,13 @@
 //! [`DeviceKernels`](device_kernels::DeviceKernels) keep the checks off the CPU.
 //!
 //! Wrapper files reach all of this through `autotune_runtime::prelude`; the build
-//! side runs it in its worker.
+//! side runs it in its worker, with feature `timing`: [`timing`] (CUDA events
+//! around each launch, the L2 flush, repeats, interleaved rounds) and
+//! [`condition`] (each timed launch's inputs rotated cold, flushed, or warm).
 
 pub mod case;
+#[cfg(feature = "timing")]
+pub mod condition;
 pub mod device_kernels;
 pub mod error;
 pub mod gpu_reference;
@@ -21,6 +25,8 @@ pub mod input;
 pub mod parallel;
 pub mod random;
 pub mod rotation;
+#[cfg(feature = "timing")]
+pub mod timing;
 
 pub use case::{
     Bounds, Case, Element, ErrorSum, Reference, Verdict, Work, compare, compare_blocks,

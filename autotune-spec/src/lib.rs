@@ -42,6 +42,7 @@ pub mod guarded;
 pub mod image;
 pub mod inputs;
 pub mod names;
+pub mod quantile;
 pub mod range;
 pub mod rng;
 #[cfg(feature = "grammar")]

@@ -122,17 +122,9 @@ impl Duel {
     }
 }
 
-/// The `q` quantile of `sorted` (ascending; linear interpolation between the two
-/// nearest, `0 <= q <= 1`); NaN when empty. The timing's `Samples` take theirs
-/// through it too.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let (low, high) = (position.floor() as usize, position.ceil() as usize);
-    sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
-}
+/// The quantile the timing's samples take too (one definition, in
+/// `autotune-spec`).
+pub use autotune_spec::quantile::quantile;
 
 /// The distribution-free interval of the median of `sorted` (ascending) at
 /// `confidence`: `(r₍ⱼ₎, r₍ₙ₋ⱼ₊₁₎)` for the largest `j` with

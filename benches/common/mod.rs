@@ -28,7 +28,8 @@ pub fn time_ms(
     flush: &mut L2Flush,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<f64, String> {
-    Ok(timing::measure(stream, Some(flush), &TIMING, None, launch)?.median() / 1e3)
+    let samples = timing::measure(stream, Some(flush), &TIMING, None, launch);
+    Ok(samples.map_err(|e| e.to_string())?.median() / 1e3)
 }
 
 /// Median milliseconds of `launch(i)`, the i-th launch using copy `i % copies` of
@@ -44,7 +45,8 @@ pub fn time_rotated_ms(
     let samples = timing::measure(stream, None, &TIMING, None, &mut || {
         i += 1;
         launch(i % copies.max(1))
-    })?;
+    })
+    .map_err(|e| e.to_string())?;
     Ok(samples.median() / 1e3)
 }
 

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use autotune_gate::rotation::copies_for;
-use autotune_gate::{Case, CaseError};
-use autotune_runtime::spec::Inputs;
+use autotune_spec::inputs::Inputs;
 use cudarc::driver::CudaStream;
 
+use crate::rotation::copies_for;
 use crate::timing::L2Flush;
+use crate::{Case, CaseError};
 
 /// The condition one variant is timed in at one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

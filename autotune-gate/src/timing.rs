@@ -1,14 +1,26 @@
 //! Timing one variant: CUDA events around each launch, the L2 flushed before each
 //! (a memset or a read of twice its size, outside the events), warm-up first, the number of
 //! repeats sized to a time budget, the median and quartiles kept. Without a flush
-//! (benches that rotate their inputs through copies instead), the same otherwise.
+//! (inputs rotated through copies instead, [`crate::condition`]), the same otherwise.
 
 use std::sync::Arc;
 
-use autotune_gate::device_kernels::DeviceKernels;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DriverError};
 use serde::{Deserialize, Serialize};
+
+use crate::device_kernels::DeviceKernels;
+
+/// Why a timing did not finish: the launch's own error (`E`, whatever the caller's
+/// launch returns), or the driver's around it (an event, the flush, the
+/// synchronization).
+#[derive(Debug, thiserror::Error)]
+pub enum TimingError<E> {
+    #[error("{0}")]
+    Launch(E),
+    #[error("CUDA: {0}")]
+    Driver(#[from] DriverError),
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimingConfig {
@@ -95,7 +107,7 @@ impl Samples {
 
     /// The `q` quantile (linear interpolation), `0 <= q <= 1`.
     pub fn quantile(&self, q: f64) -> f64 {
-        autotune_table::duel::quantile(&self.sorted(), q)
+        autotune_spec::quantile::quantile(&self.sorted(), q)
     }
 
     pub fn median(&self) -> f64 {
@@ -234,39 +246,38 @@ impl L2Flush {
 /// Times `launch`, with the L2 flushed before each launch where `flush` is given.
 /// `best_us` is the best median so far at the same key: a variant whose first
 /// launch is `config.hopeless` times slower is timed no further (one sample).
-/// Errors from `launch` come back as `Err(message)`.
-pub fn measure(
+/// An error from `launch` comes back as [`TimingError::Launch`].
+pub fn measure<E>(
     stream: &Arc<CudaStream>,
     flush: Option<&mut L2Flush>,
     config: &TimingConfig,
     best_us: Option<f64>,
-    launch: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Samples, String> {
+    launch: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<Samples, TimingError<E>> {
     measure_after(stream, flush, config, best_us, None, launch)
 }
 
 /// One launch timed as [`measure`] times each: the L2 flushed before it (where
 /// `flush` is given), CUDA events around it. The stream is synchronized.
-pub fn time_once(
+pub fn time_once<E>(
     stream: &Arc<CudaStream>,
     flush: Option<&mut L2Flush>,
-    launch: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Samples, String> {
+    launch: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<Samples, TimingError<E>> {
     timed_runs(stream, flush, 1, launch)
 }
 
 /// [`measure`], its first timed launch `first` already run ([`time_once`]) where
 /// given: the sweep times the launch that checks a variant, and a hopeless variant
 /// is then launched once in all.
-pub fn measure_after(
+pub fn measure_after<E>(
     stream: &Arc<CudaStream>,
     mut flush: Option<&mut L2Flush>,
     config: &TimingConfig,
     best_us: Option<f64>,
     first: Option<Samples>,
-    launch: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Samples, String> {
-    let driver = |e: DriverError| format!("CUDA: {e}");
+    launch: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<Samples, TimingError<E>> {
     let first = match first {
         Some(first) => first,
         None => timed_runs(stream, flush.as_deref_mut(), 1, launch)?,
@@ -281,18 +292,18 @@ pub fn measure_after(
         config.warmup
     };
     for _ in 0..warmup {
-        launch()?;
+        launch().map_err(TimingError::Launch)?;
     }
-    stream.synchronize().map_err(driver)?;
+    stream.synchronize()?;
     // A first estimate of a flushed launch and of the flush itself sizes the repeats.
     let probe = timed_runs(stream, flush.as_deref_mut(), 3, launch)?;
     let flush_us = match flush.as_deref_mut() {
         Some(flush) => {
-            let (flush_start, flush_end) = event_pair(stream).map_err(driver)?;
-            flush_start.record(stream).map_err(driver)?;
-            flush.flush(stream).map_err(driver)?;
-            flush_end.record(stream).map_err(driver)?;
-            f64::from(flush_start.elapsed_ms(&flush_end).map_err(driver)?) * 1e3
+            let (flush_start, flush_end) = event_pair(stream)?;
+            flush_start.record(stream)?;
+            flush.flush(stream)?;
+            flush_end.record(stream)?;
+            f64::from(flush_start.elapsed_ms(&flush_end)?) * 1e3
         }
         None => 0.0,
     };
@@ -306,21 +317,20 @@ pub fn measure_after(
 /// once, in an order drawn from `seed` for the round, each launch with the L2
 /// flushed first (where `flush` is given) and CUDA events around it. The times of
 /// round `i` are `times[0][i]` and `times[1][i]`: paired, so that what drifts over
-/// the rounds (clocks, temperature) moves both ([`autotune_table::duel`]). Both
+/// the rounds (clocks, temperature) moves both (the duel in `autotune_table::duel`). Both
 /// launches are warmed up first (`warmup` each).
-pub fn interleaved(
+pub fn interleaved<E>(
     stream: &Arc<CudaStream>,
     mut flush: Option<&mut L2Flush>,
     warmup: u32,
     rounds: u32,
     seed: u64,
-    launches: [&mut dyn FnMut() -> Result<(), String>; 2],
-) -> Result<[Samples; 2], String> {
-    let driver = |e: DriverError| format!("CUDA: {e}");
+    launches: [&mut dyn FnMut() -> Result<(), E>; 2],
+) -> Result<[Samples; 2], TimingError<E>> {
     let [first, second] = launches;
     for _ in 0..warmup {
-        first()?;
-        second()?;
+        first().map_err(TimingError::Launch)?;
+        second().map_err(TimingError::Launch)?;
     }
     let mut rng = autotune_spec::rng::Rng::new(seed);
     let mut events: [Vec<(CudaEvent, CudaEvent)>; 2] = [Vec::new(), Vec::new()];
@@ -331,25 +341,21 @@ pub fn interleaved(
             [1, 0]
         };
         for side in order {
-            let (start, end) = event_pair(stream).map_err(driver)?;
+            let (start, end) = event_pair(stream)?;
             if let Some(flush) = flush.as_deref_mut() {
-                flush.flush(stream).map_err(driver)?;
+                flush.flush(stream)?;
             }
-            start.record(stream).map_err(driver)?;
-            if side == 0 {
-                first()?
-            } else {
-                second()?
-            };
-            end.record(stream).map_err(driver)?;
+            start.record(stream)?;
+            if side == 0 { first() } else { second() }.map_err(TimingError::Launch)?;
+            end.record(stream)?;
             events[side].push((start, end));
         }
     }
-    stream.synchronize().map_err(driver)?;
-    let times = |side: &[(CudaEvent, CudaEvent)]| -> Result<Samples, String> {
+    stream.synchronize()?;
+    let times = |side: &[(CudaEvent, CudaEvent)]| -> Result<Samples, DriverError> {
         let mut times_us = Vec::with_capacity(side.len());
         for (start, end) in side {
-            times_us.push(f64::from(start.elapsed_ms(end).map_err(driver)?) * 1e3);
+            times_us.push(f64::from(start.elapsed_ms(end)?) * 1e3);
         }
         Ok(Samples { times_us })
     };
@@ -365,28 +371,27 @@ fn event_pair(stream: &Arc<CudaStream>) -> Result<(CudaEvent, CudaEvent), Driver
     ))
 }
 
-fn timed_runs(
+fn timed_runs<E>(
     stream: &Arc<CudaStream>,
     mut flush: Option<&mut L2Flush>,
     repeats: u32,
-    launch: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Samples, String> {
-    let driver = |e: DriverError| format!("CUDA: {e}");
+    launch: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<Samples, TimingError<E>> {
     let mut events = Vec::with_capacity(repeats as usize);
     for _ in 0..repeats {
-        let (start, end) = event_pair(stream).map_err(driver)?;
+        let (start, end) = event_pair(stream)?;
         if let Some(flush) = flush.as_deref_mut() {
-            flush.flush(stream).map_err(driver)?;
+            flush.flush(stream)?;
         }
-        start.record(stream).map_err(driver)?;
-        launch()?;
-        end.record(stream).map_err(driver)?;
+        start.record(stream)?;
+        launch().map_err(TimingError::Launch)?;
+        end.record(stream)?;
         events.push((start, end));
     }
-    stream.synchronize().map_err(driver)?;
+    stream.synchronize()?;
     let mut times_us = Vec::with_capacity(events.len());
     for (start, end) in &events {
-        times_us.push(f64::from(start.elapsed_ms(end).map_err(driver)?) * 1e3);
+        times_us.push(f64::from(start.elapsed_ms(end)?) * 1e3);
     }
     Ok(Samples { times_us })
 }
