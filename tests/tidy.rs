@@ -1,6 +1,7 @@
 //! Tidiness of the library code, checked on every test run (as rust-analyzer's
-//! `tidy`): no function longer than can be read at once, and no import loops
-//! between the modules of a crate. Test code (`#[cfg(test)]` modules, `tests/`)
+//! `tidy`): no function longer than can be read at once, no import loops
+//! between the modules of a crate, and no more `Result<_, String>` than counted
+//! (their number only goes down). Test code (`#[cfg(test)]` modules, `tests/`)
 //! is not library code and is not checked.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -462,5 +463,72 @@ fn library_code_reads_writes_and_runs_only_through_the_guards() {
         "reads, writes and runs outside autotune_spec::guarded (use guarded::read, \
          guarded::write, guarded::run):\n{}",
         unguarded.join("\n")
+    );
+}
+
+/// `Result<_, String>` in the types of library code (signatures, fields, aliases),
+/// outside `#[cfg(test)]`: an outcome told as prose, which callers can only print
+/// or match on by wording (issue 47: outcomes as data, errors as closed enums).
+#[derive(Default)]
+struct StringErrors {
+    found: Vec<usize>,
+}
+
+impl<'ast> Visit<'ast> for StringErrors {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if !is_cfg_test(&item.attrs) {
+            syn::visit::visit_item_fn(self, item);
+        }
+    }
+    fn visit_type_path(&mut self, ty: &'ast syn::TypePath) {
+        if let Some(last) = ty.path.segments.last()
+            && last.ident == "Result"
+            && let syn::PathArguments::AngleBracketed(args) = &last.arguments
+            && let Some(syn::GenericArgument::Type(syn::Type::Path(error))) =
+                args.args.iter().nth(1)
+            && error.path.is_ident("String")
+        {
+            self.found.push(lines(last.ident.span()).0);
+        }
+        syn::visit::visit_type_path(self, ty);
+    }
+}
+
+/// How many `Result<_, String>` library code still has. Lowered each time one is
+/// typed, never raised: the test fails on any change, naming every one, so that a
+/// new one is refused and a typed one lowers the count.
+const STRING_ERRORS: usize = 20;
+
+#[test]
+fn string_errors_only_go_down() {
+    let mut found = Vec::new();
+    for krate in CRATES {
+        for (path, file) in sources(krate) {
+            let mut errors = StringErrors::default();
+            errors.visit_file(&file);
+            let shown = path
+                .strip_prefix(root())
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            found.extend(
+                errors
+                    .found
+                    .into_iter()
+                    .map(|line| format!("{shown}:{line}")),
+            );
+        }
+    }
+    assert!(
+        found.len() == STRING_ERRORS,
+        "{} `Result<_, String>` in library code where STRING_ERRORS says {STRING_ERRORS} \
+         (a new one: give it a typed error; one typed: lower STRING_ERRORS):\n{}",
+        found.len(),
+        found.join("\n")
     );
 }

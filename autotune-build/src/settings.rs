@@ -175,13 +175,15 @@ impl Settings {
         if strategy.is_some() || budget.is_some() {
             let budget = budget
                 .map(|text| {
-                    Budget::parse(&text)
-                        .map_err(|reason| SettingsError::new(vars::BUDGET.name, &text, reason))
+                    Budget::parse(&text).map_err(|reason| {
+                        SettingsError::new(vars::BUDGET.name, &text, reason.to_string())
+                    })
                 })
                 .transpose()?;
             let name = strategy.unwrap_or_else(|| self.strategy.name().to_string());
-            self.strategy = Strategy::parse(&name, budget, self.seed)
-                .map_err(|reason| SettingsError::new(vars::STRATEGY.name, &name, reason))?;
+            self.strategy = Strategy::parse(&name, budget, self.seed).map_err(|reason| {
+                SettingsError::new(vars::STRATEGY.name, &name, reason.to_string())
+            })?;
         }
         self.validate()?;
         Ok(self)

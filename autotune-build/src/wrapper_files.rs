@@ -54,12 +54,37 @@ pub fn module_file(folder: &Path, paths: &[PathBuf]) -> Option<(PathBuf, bool)> 
     Some((path, mod_rs))
 }
 
+/// Why a wrapper file's dependencies cannot be followed, so that no fingerprint is
+/// made that would miss a file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfollowable {
+    /// The file is not Rust tokens.
+    #[error("not Rust tokens: {0}")]
+    NotRust(String),
+    /// `include!` or `include_str!` with a path that is not a string literal.
+    #[error(
+        "`{call}` reads a file whose path is not a string literal: the tuning fingerprint \
+         cannot follow it (write the path as a literal, relative to this file)"
+    )]
+    IncludePath { call: String },
+    /// A `#[path]` that is not `#[path = "file.rs"]`.
+    #[error(
+        "`#[{attribute}]` is not `#[path = \"file.rs\"]`: the tuning fingerprint cannot \
+         follow the module"
+    )]
+    PathAttribute { attribute: String },
+}
+
 /// The dependencies of `text`, the contents of `file` (`mod_rs`: see
 /// [`is_mod_rs`]). A path that is not a string literal
 /// (`include!(concat!(env!("OUT_DIR"), ...))`) cannot be followed: an error, rather
 /// than a fingerprint that misses a file.
-pub fn dependencies(text: &str, file: &Path, mod_rs: bool) -> Result<Vec<Dependency>, String> {
-    let tokens = TokenStream::from_str(text).map_err(|e| e.to_string())?;
+pub fn dependencies(
+    text: &str,
+    file: &Path,
+    mod_rs: bool,
+) -> Result<Vec<Dependency>, Unfollowable> {
+    let tokens = TokenStream::from_str(text).map_err(|e| Unfollowable::NotRust(e.to_string()))?;
     // Where this file's own `mod name;` declarations live.
     let modules = if mod_rs {
         PathBuf::new()
@@ -86,7 +111,11 @@ struct Scope {
     inline: bool,
 }
 
-fn collect(tokens: TokenStream, scope: &Scope, found: &mut Vec<Dependency>) -> Result<(), String> {
+fn collect(
+    tokens: TokenStream,
+    scope: &Scope,
+    found: &mut Vec<Dependency>,
+) -> Result<(), Unfollowable> {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     // The body of an inline module, read in its own scope, not again as a group.
     let mut inline_body = None;
@@ -143,12 +172,9 @@ fn collect(tokens: TokenStream, scope: &Scope, found: &mut Vec<Dependency>) -> R
                     continue;
                 }
                 let path = syn::parse2::<IncludeArgs>(args.stream()).map_err(|_| {
-                    format!(
-                        "`{ident}!({})` reads a file whose path is not a string literal: the \
-                         tuning fingerprint cannot follow it (write the path as a literal, \
-                         relative to this file)",
-                        args.stream()
-                    )
+                    Unfollowable::IncludePath {
+                        call: format!("{ident}!({})", args.stream()),
+                    }
                 })?;
                 found.push(Dependency::Include(PathBuf::from(path.0)));
             }
@@ -189,7 +215,7 @@ fn outer_attributes(before: &[TokenTree]) -> Vec<proc_macro2::Group> {
 }
 
 /// The value of a `#[path = "..."]` among a module's attributes.
-fn path_attribute(attributes: &[proc_macro2::Group]) -> Result<Option<String>, String> {
+fn path_attribute(attributes: &[proc_macro2::Group]) -> Result<Option<String>, Unfollowable> {
     for attribute in attributes {
         if !matches!(attribute.stream().into_iter().next(), Some(TokenTree::Ident(p)) if p == "path")
         {
@@ -206,11 +232,9 @@ fn path_attribute(attributes: &[proc_macro2::Group]) -> Result<Option<String>, S
             });
         return match value {
             Some(path) => Ok(Some(path)),
-            None => Err(format!(
-                "`#[{}]` is not `#[path = \"file.rs\"]`: the tuning fingerprint cannot \
-                 follow the module",
-                attribute.stream()
-            )),
+            None => Err(Unfollowable::PathAttribute {
+                attribute: attribute.stream().to_string(),
+            }),
         };
     }
     Ok(None)
@@ -259,7 +283,10 @@ mod tests {
         );
         let opaque = "include!(concat!(env!(\"OUT_DIR\"), \"/plan.rs\"));";
         let error = dependencies(opaque, Path::new("src/x.rs"), false).unwrap_err();
-        assert!(error.contains("not a string literal"), "{error}");
+        assert!(
+            matches!(&error, Unfollowable::IncludePath { call } if call.starts_with("include!")),
+            "{error:?}"
+        );
     }
 
     /// The gap of session 6: `src/gemm.rs` declares `#[path = "gemm_hopper.rs"] pub
@@ -324,6 +351,9 @@ mod tests {
             true,
         )
         .unwrap_err();
-        assert!(error.contains("cannot follow"), "{error}");
+        assert!(
+            matches!(&error, Unfollowable::PathAttribute { attribute } if attribute.starts_with("path")),
+            "{error:?}"
+        );
     }
 }

@@ -20,11 +20,22 @@ pub enum Budget {
     Seconds(f64),
 }
 
+/// Why a strategy or a budget was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrategyError {
+    #[error("budget `{0}` is neither points (`28`) nor seconds (`60s`)")]
+    Budget(String),
+    #[error("strategy `{0}` needs a budget (`28` points per key, or `60s`)")]
+    NoBudget(String),
+    #[error("unknown strategy `{0}` (grid, random, local)")]
+    Unknown(String),
+}
+
 impl Budget {
     /// `28` (points per key) or `60s` (seconds for the kernel).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, StrategyError> {
         let text = text.trim();
-        let invalid = || format!("budget `{text}` is neither points (`28`) nor seconds (`60s`)");
+        let invalid = || StrategyError::Budget(text.to_string());
         if let Some(seconds) = text.strip_suffix('s') {
             let seconds: f64 = seconds.trim().parse().map_err(|_| invalid())?;
             if !(seconds.is_finite() && seconds >= 0.0) {
@@ -96,12 +107,8 @@ impl Strategy {
     }
 
     /// `grid`, `random` or `local`, the last two with a budget.
-    pub fn parse(name: &str, budget: Option<Budget>, seed: u64) -> Result<Self, String> {
-        let need = || {
-            budget.ok_or_else(|| {
-                format!("strategy `{name}` needs a budget (`28` points per key, or `60s`)")
-            })
-        };
+    pub fn parse(name: &str, budget: Option<Budget>, seed: u64) -> Result<Self, StrategyError> {
+        let need = || budget.ok_or_else(|| StrategyError::NoBudget(name.to_string()));
         match name {
             "grid" => Ok(Self::Grid),
             "random" => Ok(Self::Random {
@@ -112,7 +119,7 @@ impl Strategy {
                 budget: need()?,
                 seed,
             }),
-            other => Err(format!("unknown strategy `{other}` (grid, random, local)")),
+            other => Err(StrategyError::Unknown(other.to_string())),
         }
     }
 
@@ -511,8 +518,14 @@ mod tests {
             25
         );
         assert_eq!(calls, 2);
-        assert!(Strategy::parse("local", None, 0).is_err());
-        assert!(Strategy::parse("annealing", Some(Budget::Points(3)), 0).is_err());
+        assert_eq!(
+            Strategy::parse("local", None, 0),
+            Err(StrategyError::NoBudget("local".into()))
+        );
+        assert_eq!(
+            Strategy::parse("annealing", Some(Budget::Points(3)), 0),
+            Err(StrategyError::Unknown("annealing".into()))
+        );
     }
 
     #[test]
@@ -554,7 +567,7 @@ mod tests {
         assert_eq!(Budget::parse("60s"), Ok(Budget::Seconds(60.0)));
         assert_eq!(Budget::parse(" 2.5s "), Ok(Budget::Seconds(2.5)));
         for bad in ["0", "-3", "60m", "s", "-1s", "infs"] {
-            assert!(Budget::parse(bad).is_err(), "{bad}");
+            assert_eq!(Budget::parse(bad), Err(StrategyError::Budget(bad.into())));
         }
         assert_eq!(
             Strategy::parse("local", Some(Budget::Seconds(60.0)), 1).map(|s| s.seconds()),

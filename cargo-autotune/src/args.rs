@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use autotune_table::shard::Shard;
-use autotune_table::strategy::Budget;
+use autotune_table::strategy::{Budget, StrategyError};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::CliError;
@@ -161,7 +161,7 @@ fn parse_runs(text: &str) -> Result<usize, String> {
     }
 }
 
-fn parse_budget(text: &str) -> Result<(String, Budget), String> {
+fn parse_budget(text: &str) -> Result<(String, Budget), StrategyError> {
     Budget::parse(text).map(|budget| (text.to_string(), budget))
 }
 

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use autotune_table::strategy::{Budget, Strategy};
+use autotune_table::strategy::{Budget, Strategy, StrategyError};
 use autotune_table::table::{self, KernelTable, Role};
 
 use crate::args::SimulateArgs;
@@ -71,7 +71,7 @@ pub struct Replay {
 /// Replays `strategy(seed)` `runs` times at each fully timed key of `kernel`.
 pub fn replay(
     kernel: &KernelTable,
-    strategy: impl Fn(u64) -> Result<Strategy, String>,
+    strategy: impl Fn(u64) -> Result<Strategy, StrategyError>,
     runs: usize,
 ) -> Result<Replay, String> {
     let points: Vec<_> = kernel
@@ -96,7 +96,7 @@ pub fn replay(
             .fold(f64::INFINITY, |a, &b| a.min(b));
         let mut regrets = Vec::with_capacity(runs);
         for run in 0..runs {
-            let strategy = strategy(run as u64 + 1)?;
+            let strategy = strategy(run as u64 + 1).map_err(|e| e.to_string())?;
             let mut measure = |batch: &[usize]| batch.iter().map(|&i| medians[i]).collect();
             // A replay looks timings up: only a budget of points means anything.
             let timed = strategy.search(&values, start, &[], &mut measure, &|| false);
