@@ -13,6 +13,7 @@
 #   GPU:  bash bench/h200/cold-retune.sh all    tests, then the retune in the
 #                                               background, waited for until the
 #                                               call's end
+#         SHARDS=4 bash bench/h200/cold-retune.sh all   the same in 4 shards, in turn
 #         bash bench/h200/cold-retune.sh wait   (back to back) the rest of the wait;
 #                                               each call brings back the sweep's
 #                                               live logs and progress so far
@@ -43,7 +44,7 @@ fi
 wait_for_retune() {
   local deadline=$((SECONDS + ${1:-300}))
   while [ ! -f /tmp/retune-out/done ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 5; done
-  cp /tmp/retune-out/retune.txt /tmp/retune-out/progress.jsonl "$out/" 2>/dev/null
+  cp /tmp/retune-out/retune.txt /tmp/retune-out/progress.jsonl /tmp/retune-out/tables-after-*.tgz "$out/" 2>/dev/null
   mkdir -p "$out/live" && cp /tmp/autotune-kernels-out/autotune/sweep/*.log "$out/live/" 2>/dev/null
   ls -l --time-style=+%T /tmp/autotune-kernels-out/autotune/sweep/ 2>/dev/null | tail -n +2 | cut -c30-
   ps -eo pid,etime,pcpu,args | grep -E "build-script|worker" | grep -v grep | cut -c1-160
@@ -76,10 +77,18 @@ case "${1:-}" in
     echo "== retune ($(date +%T))"
     rm -rf /tmp/retune-out /tmp/build-script-runs /tmp/retune-tables && mkdir -p /tmp/retune-out
     cp -r kernels/tuning /tmp/retune-tables
+    # SHARDS=N: the run in N shards one after another (AUTOTUNE_SHARD=i/N), each
+    # shard's table written when it ends (/tmp/retune-tables/shards/), so that a
+    # run cut short by the device budget still brings back what it finished; the
+    # shards are joined here with `cargo autotune merge` (docs/fleet.md).
     (
-      AUTOTUNE_FORCE=${FORCE:-all} AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
-        AUTOTUNE_TABLES_DIR=/tmp/retune-tables AUTOTUNE_PROGRESS=/tmp/retune-out/progress.jsonl \
-        OUT=/tmp/retune-out bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning retune
+      for shard in $(seq 1 "${SHARDS:-1}"); do
+        [ "${SHARDS:-1}" -gt 1 ] && export AUTOTUNE_SHARD="$shard/$SHARDS"
+        AUTOTUNE_FORCE=${FORCE:-all} AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
+          AUTOTUNE_TABLES_DIR=/tmp/retune-tables AUTOTUNE_PROGRESS=/tmp/retune-out/progress.jsonl \
+          OUT=/tmp/retune-out bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning "retune-$shard"
+        tar czf /tmp/retune-out/tables-after-shard-$shard.tgz -C /tmp retune-tables
+      done
       touch /tmp/retune-out/done
     ) > /tmp/retune-out/retune.txt 2>&1 < /dev/null &
     disown
