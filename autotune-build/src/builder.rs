@@ -7,6 +7,7 @@ use autotune_table::strategy::Strategy;
 
 use crate::settings::{Devices, Settings};
 use crate::tunables::Tunables;
+use crate::worker::Invitation;
 use crate::{BuildError, step, worker};
 
 /// The build step, configured in `build.rs`; every option is overridden by its
@@ -108,9 +109,9 @@ impl Builder {
     /// Runs the build step over `tunables`. See the crate documentation.
     pub fn tune(self, tunables: Tunables) -> Result<(), BuildError> {
         let stray_worker = match worker::invited() {
-            Ok(Some(kernel)) => std::process::exit(worker_main(&tunables, &kernel)),
-            Ok(None) => None,
-            Err(why) => Some(why),
+            Invitation::Worker { kernel } => std::process::exit(worker_main(&tunables, &kernel)),
+            Invitation::Build => None,
+            Invitation::Stray => Some(Invitation::STRAY.to_string()),
         };
         step::run(self.tables_dir, self.settings, tunables, stray_worker)
     }

@@ -28,23 +28,38 @@ use autotune_table::vars;
 /// The environment variable that makes `tune()` serve jobs for the kernel it names.
 pub const WORKER_ENV: &str = vars::WORKER.name;
 
-/// The kernel this process serves as a sweep worker, when its supervisor started
-/// it so: `AUTOTUNE_WORKER` names the kernel and `AUTOTUNE_WORKER_SUPERVISOR` the
-/// parent process, which the worker must see as its parent: a stray
-/// `AUTOTUNE_WORKER` in a user's environment (which made the build script exit at
-/// once, and the crate fail to compile) is ignored, with the reason as `Err`.
-pub fn invited() -> Result<Option<String>, String> {
+/// What this process was started as, by `AUTOTUNE_WORKER`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invitation {
+    /// A build script, as cargo runs it.
+    Build,
+    /// A sweep worker for `kernel`, started by its supervisor.
+    Worker { kernel: String },
+    /// `AUTOTUNE_WORKER` is set, but not by a sweep (its supervisor is not this
+    /// process's parent): a stray variable in a user's environment, which made the
+    /// build script exit at once and the crate fail to compile. Ignored, and said.
+    Stray,
+}
+
+impl Invitation {
+    /// What the build says of a stray `AUTOTUNE_WORKER`.
+    pub const STRAY: &str =
+        "AUTOTUNE_WORKER is set but this build was not started by a sweep: ignored (unset it)";
+}
+
+/// What this process was started as: a worker only where `AUTOTUNE_WORKER` names
+/// the kernel and `AUTOTUNE_WORKER_SUPERVISOR` the parent process, which the
+/// worker must see as its parent.
+pub fn invited() -> Invitation {
     let Some(kernel) = vars::WORKER.os() else {
-        return Ok(None);
+        return Invitation::Build;
     };
     let parent = std::os::unix::process::parent_id().to_string();
     match vars::WORKER_SUPERVISOR.text() {
-        Ok(Some(supervisor)) if supervisor == parent => {
-            Ok(Some(kernel.to_string_lossy().into_owned()))
-        }
-        _ => Err(format!(
-            "{WORKER_ENV} is set but this build was not started by a sweep: ignored (unset it)"
-        )),
+        Ok(Some(supervisor)) if supervisor == parent => Invitation::Worker {
+            kernel: kernel.to_string_lossy().into_owned(),
+        },
+        _ => Invitation::Stray,
     }
 }
 

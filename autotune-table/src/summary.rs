@@ -3,7 +3,7 @@
 //! (which finds `OUT_DIR` through `cargo build --message-format=json`). Tools decide
 //! from these fields, never from the text of cargo's warnings.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -79,19 +79,36 @@ impl KernelSummary {
     }
 }
 
+/// Why a build summary could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    #[error("{}: {reason}", path.display())]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("{} is not a build summary: {reason}", path.display())]
+    NotASummary { path: PathBuf, reason: String },
+    #[error("{} has summary format {format}; this version reads {SUMMARY_FORMAT}", path.display())]
+    Format { path: PathBuf, format: u32 },
+}
+
 impl BuildSummary {
     /// Reads a summary file.
-    pub fn read(path: &Path) -> Result<Self, String> {
+    pub fn read(path: &Path) -> Result<Self, SummaryError> {
         use autotune_spec::guarded::read;
-        let text = read::read_to_string(path, read::MAX_SOURCE_BYTES).map_err(|e| e.to_string())?;
-        let summary: Self = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not a build summary: {e}", path.display()))?;
+        let text = read::read_to_string(path, read::MAX_SOURCE_BYTES).map_err(|e| {
+            SummaryError::Unreadable {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }
+        })?;
+        let summary: Self = serde_json::from_str(&text).map_err(|e| SummaryError::NotASummary {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
         if summary.format != SUMMARY_FORMAT {
-            return Err(format!(
-                "{} has summary format {}; this version reads {SUMMARY_FORMAT}",
-                path.display(),
-                summary.format
-            ));
+            return Err(SummaryError::Format {
+                path: path.to_path_buf(),
+                format: summary.format,
+            });
         }
         Ok(summary)
     }

@@ -21,7 +21,7 @@ pub fn read(messages: &str) -> Result<Vec<BuildSummary>, CliError> {
             summaries.push(
                 BuildSummary::read(&path).map_err(|reason| CliError::Unreadable {
                     path: path.display().to_string(),
-                    reason,
+                    reason: reason.to_string(),
                 })?,
             );
         }
