@@ -111,7 +111,7 @@ impl Builder {
         let stray_worker = match worker::invited() {
             Invitation::Worker { kernel } => std::process::exit(worker_main(&tunables, &kernel)),
             Invitation::Build => None,
-            Invitation::Stray => Some(Invitation::STRAY.to_string()),
+            Invitation::Stray => Some(Invitation::stray_note()),
         };
         step::run(self.tables_dir, self.settings, tunables, stray_worker)
     }

@@ -43,8 +43,9 @@ pub enum Invitation {
 
 impl Invitation {
     /// What the build says of a stray `AUTOTUNE_WORKER`.
-    pub const STRAY: &str =
-        "AUTOTUNE_WORKER is set but this build was not started by a sweep: ignored (unset it)";
+    pub fn stray_note() -> String {
+        format!("{WORKER_ENV} is set but this build was not started by a sweep: ignored (unset it)")
+    }
 }
 
 /// What this process was started as: a worker only where `AUTOTUNE_WORKER` names
