@@ -154,10 +154,15 @@ impl StrategyName {
 /// The most replays `simulate` runs per key.
 pub const MAX_RUNS: usize = 100_000;
 
-fn parse_runs(text: &str) -> Result<usize, String> {
+/// A `--runs` that is not a whole number from 1 to [`MAX_RUNS`].
+#[derive(Debug, thiserror::Error)]
+#[error("a whole number from 1 to {MAX_RUNS}")]
+pub struct RunsOutOfRange;
+
+fn parse_runs(text: &str) -> Result<usize, RunsOutOfRange> {
     match text.parse::<usize>() {
         Ok(runs) if (1..=MAX_RUNS).contains(&runs) => Ok(runs),
-        _ => Err(format!("a whole number from 1 to {MAX_RUNS}")),
+        _ => Err(RunsOutOfRange),
     }
 }
 

@@ -28,7 +28,7 @@ pub fn run(args: &SimulateArgs) -> Result<ExitCode, CliError> {
         |seed| Strategy::parse(strategy_name, budget, seed),
         runs,
     )
-    .map_err(CliError::Refused)?;
+    .map_err(|e| CliError::Refused(e.to_string()))?;
     let header = format!(
         "{name} on {}: {strategy_name}, budget {} of {} points, {runs} runs per key",
         table.gpu.name,
@@ -73,7 +73,7 @@ pub fn replay(
     kernel: &KernelTable,
     strategy: impl Fn(u64) -> Result<Strategy, StrategyError>,
     runs: usize,
-) -> Result<Replay, String> {
+) -> Result<Replay, StrategyError> {
     let points: Vec<_> = kernel
         .variants
         .iter()
@@ -96,7 +96,7 @@ pub fn replay(
             .fold(f64::INFINITY, |a, &b| a.min(b));
         let mut regrets = Vec::with_capacity(runs);
         for run in 0..runs {
-            let strategy = strategy(run as u64 + 1).map_err(|e| e.to_string())?;
+            let strategy = strategy(run as u64 + 1)?;
             let mut measure = |batch: &[usize]| batch.iter().map(|&i| medians[i]).collect();
             // A replay looks timings up: only a budget of points means anything.
             let timed = strategy.search(&values, start, &[], &mut measure, &|| false);
