@@ -474,50 +474,44 @@ impl KernelTable {
     /// ranges are contiguous from 0 to `u64::MAX`, and each names a valid variant of
     /// the table measured inside the range or at a timed key next to it (or the
     /// fallback, when one is declared).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidTable> {
         if self.ranges.len() > MAX_RANGES {
-            return Err(format!(
-                "{} ranges: a plan has at most {MAX_RANGES} (each is an arm of the generated match)",
-                self.ranges.len()
-            ));
+            return Err(InvalidTable::TooManyRanges {
+                ranges: self.ranges.len(),
+            });
         }
         let mut names = std::collections::BTreeSet::new();
         for variant in &self.variants {
             if !names.insert(variant.name.as_str()) {
-                return Err(format!(
-                    "variant `{}` appears twice",
-                    variant.name.escape_debug()
-                ));
+                return Err(InvalidTable::DuplicateVariant {
+                    name: variant.name.clone(),
+                });
             }
             let vendor = variant.role == Role::Vendor
                 && variant.values.is_empty()
                 && variant.name.starts_with(&format!("{VENDOR}:"));
             if variant.role == Role::Vendor && !vendor {
-                return Err(format!(
-                    "vendor variant `{}` must be named `{VENDOR}:<library>` and have no values",
-                    variant.name.escape_debug()
-                ));
+                return Err(InvalidTable::VendorVariant {
+                    name: variant.name.clone(),
+                });
             }
             if !vendor && !name_says_values(&variant.name, &variant.values) {
-                return Err(format!(
-                    "variant `{}` has values {:?}, which its name does not say",
-                    variant.name.escape_debug(),
-                    variant.values
-                ));
+                return Err(InvalidTable::NameDoesNotSayValues {
+                    name: variant.name.clone(),
+                    values: variant.values.clone(),
+                });
             }
         }
         match parse_date(&self.tuned_on) {
             None => {
-                return Err(format!(
-                    "tuned_on {:?} is not a date (YYYY-MM-DD)",
-                    self.tuned_on.escape_debug().to_string()
-                ));
+                return Err(InvalidTable::NotADate {
+                    tuned_on: self.tuned_on.clone(),
+                });
             }
             Some(date) if in_the_future(date) => {
-                return Err(format!(
-                    "tuned_on {} is in the future",
-                    self.tuned_on.escape_debug()
-                ));
+                return Err(InvalidTable::FutureDate {
+                    tuned_on: self.tuned_on.clone(),
+                });
             }
             Some(_) => {}
         }
@@ -525,11 +519,11 @@ impl KernelTable {
             for m in &variant.measurements {
                 let times = [m.median_us, m.p25_us, m.p75_us, m.min_us];
                 if !times.iter().all(|t| t.is_finite() && *t > 0.0) {
-                    return Err(format!(
-                        "variant `{}` has a time at key {} that is not a positive number: {times:?}",
-                        variant.name.escape_debug(),
-                        m.key
-                    ));
+                    return Err(InvalidTable::NotPositive {
+                        name: variant.name.clone(),
+                        key: m.key,
+                        times,
+                    });
                 }
             }
         }
@@ -539,7 +533,7 @@ impl KernelTable {
     /// The ranges: contiguous from 0 to `u64::MAX`, each naming a valid variant
     /// measured in or next to it, that won a key inside it (or the default or the
     /// fallback), and that was not slower than the default throughout.
-    fn validate_ranges(&self) -> Result<(), String> {
+    fn validate_ranges(&self) -> Result<(), InvalidTable> {
         let timed: Vec<u64> = self
             .variants
             .iter()
@@ -548,10 +542,12 @@ impl KernelTable {
         let mut next = 0u64;
         for (index, range) in self.ranges.iter().enumerate() {
             if range.first != next || range.last < range.first {
-                return Err(format!(
-                    "range {index} ({}..={}) does not continue from {next}",
-                    range.first, range.last
-                ));
+                return Err(InvalidTable::Gap {
+                    index,
+                    first: range.first,
+                    last: range.last,
+                    next,
+                });
             }
             let known = self
                 .variants
@@ -559,30 +555,30 @@ impl KernelTable {
                 .any(|v| v.name == range.choice && v.rejected.is_none())
                 || (range.choice == FALLBACK && self.fallback.is_some());
             if !known {
-                return Err(format!(
-                    "range {index} names `{}`, which is not a valid variant of the table",
-                    range.choice.escape_debug()
-                ));
+                return Err(InvalidTable::UnknownChoice {
+                    index,
+                    choice: range.choice.clone(),
+                });
             }
             if let Some(variant) = self.variant(&range.choice)
                 && !measured_in_or_next_to(variant, range, &timed)
             {
-                return Err(format!(
-                    "range {index} ({}..={}) names `{}`, which was not measured in it or next to it",
-                    range.first,
-                    range.last,
-                    range.choice.escape_debug()
-                ));
+                return Err(InvalidTable::NotMeasuredNear {
+                    index,
+                    first: range.first,
+                    last: range.last,
+                    choice: range.choice.clone(),
+                });
             }
             if let Some(key) = self.lost_throughout(range) {
-                return Err(format!(
-                    "range {index} ({}..={}) names `{}`, which was slower than the default `{}` \
-                     at every key measured in it (first at {key})",
-                    range.first,
-                    range.last,
-                    range.choice.escape_debug(),
-                    self.default.escape_debug()
-                ));
+                return Err(InvalidTable::LostThroughout {
+                    index,
+                    first: range.first,
+                    last: range.last,
+                    choice: range.choice.clone(),
+                    default: self.default.clone(),
+                    key,
+                });
             }
             // A tuned pick owns a range only where it won a measured key inside it;
             // the default and the fallback own what nothing won.
@@ -592,25 +588,23 @@ impl KernelTable {
                 .iter()
                 .any(|s| range.contains(s.key) && s.winner == range.choice);
             if !incumbent && !won_inside {
-                return Err(format!(
-                    "range {index} ({}..={}) names `{}`, which won no measured key inside it",
-                    range.first,
-                    range.last,
-                    range.choice.escape_debug()
-                ));
+                return Err(InvalidTable::WonNothingInside {
+                    index,
+                    first: range.first,
+                    last: range.last,
+                    choice: range.choice.clone(),
+                });
             }
             if range.last == u64::MAX {
                 return if index + 1 == self.ranges.len() {
                     Ok(())
                 } else {
-                    Err("ranges continue past u64::MAX".to_string())
+                    Err(InvalidTable::PastMax)
                 };
             }
             next = range.last + 1;
         }
-        Err(format!(
-            "ranges stop at {next} instead of covering every key"
-        ))
+        Err(InvalidTable::StopsShort { next })
     }
 
     /// The first key where `range`'s variant lost to the default, if it lost at
@@ -760,7 +754,7 @@ pub fn read(path: &Path) -> Result<TuningTable, Unreadable> {
         Some(format) if format.as_u64() == Some(1) => {
             let table: TuningTable = serde_json::from_value(from_format_1(value))
                 .map_err(|e| unreadable(format!("format 1: {e}")))?;
-            return validated(table).map_err(unreadable);
+            return validated(table).map_err(|e| unreadable(e.to_string()));
         }
         Some(format) => {
             return Err(unreadable(format!(
@@ -771,17 +765,109 @@ pub fn read(path: &Path) -> Result<TuningTable, Unreadable> {
     }
     // From the text, not the value: errors then say where (line and column).
     let table: TuningTable = serde_json::from_str(&text).map_err(|e| unreadable(e.to_string()))?;
-    validated(table).map_err(unreadable)
+    validated(table).map_err(|e| unreadable(e.to_string()))
 }
 
-/// `table`, if every kernel passes [`KernelTable::validate`].
-fn validated(table: TuningTable) -> Result<TuningTable, String> {
+/// `table`, if every kernel passes [`KernelTable::validate`]; else the first
+/// kernel that does not, and why.
+fn validated(table: TuningTable) -> Result<TuningTable, InvalidKernel> {
     for (name, kernel) in &table.kernels {
-        kernel
-            .validate()
-            .map_err(|e| format!("kernel `{}`: {e}", name.escape_debug()))?;
+        kernel.validate().map_err(|why| InvalidKernel {
+            kernel: name.clone(),
+            why,
+        })?;
     }
     Ok(table)
+}
+
+/// A kernel of a table that [`KernelTable::validate`] refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("kernel `{}`: {why}", .kernel.escape_debug())]
+pub struct InvalidKernel {
+    pub kernel: String,
+    pub why: InvalidTable,
+}
+
+/// Why [`KernelTable::validate`] refuses a kernel's table: what serde cannot
+/// check. Each names the variant, range or date at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidTable {
+    #[error(
+        "{ranges} ranges: a plan has at most {MAX_RANGES} (each is an arm of the generated match)"
+    )]
+    TooManyRanges { ranges: usize },
+    #[error("variant `{}` appears twice", .name.escape_debug())]
+    DuplicateVariant { name: String },
+    #[error(
+        "vendor variant `{}` must be named `{VENDOR}:<library>` and have no values",
+        .name.escape_debug()
+    )]
+    VendorVariant { name: String },
+    #[error("variant `{}` has values {values:?}, which its name does not say", .name.escape_debug())]
+    NameDoesNotSayValues { name: String, values: Vec<u32> },
+    #[error("tuned_on {:?} is not a date (YYYY-MM-DD)", .tuned_on.escape_debug().to_string())]
+    NotADate { tuned_on: String },
+    #[error("tuned_on {} is in the future", .tuned_on.escape_debug())]
+    FutureDate { tuned_on: String },
+    #[error(
+        "variant `{}` has a time at key {key} that is not a positive number: {times:?}",
+        .name.escape_debug()
+    )]
+    NotPositive {
+        name: String,
+        key: u64,
+        times: [f64; 4],
+    },
+    #[error("range {index} ({first}..={last}) does not continue from {next}")]
+    Gap {
+        index: usize,
+        first: u64,
+        last: u64,
+        next: u64,
+    },
+    #[error(
+        "range {index} names `{}`, which is not a valid variant of the table",
+        .choice.escape_debug()
+    )]
+    UnknownChoice { index: usize, choice: String },
+    #[error(
+        "range {index} ({first}..={last}) names `{}`, which was not measured in it or next to it",
+        .choice.escape_debug()
+    )]
+    NotMeasuredNear {
+        index: usize,
+        first: u64,
+        last: u64,
+        choice: String,
+    },
+    #[error(
+        "range {index} ({first}..={last}) names `{}`, which was slower than the default `{}` \
+         at every key measured in it (first at {key})",
+        .choice.escape_debug(),
+        .default.escape_debug()
+    )]
+    LostThroughout {
+        index: usize,
+        first: u64,
+        last: u64,
+        choice: String,
+        default: String,
+        key: u64,
+    },
+    #[error(
+        "range {index} ({first}..={last}) names `{}`, which won no measured key inside it",
+        .choice.escape_debug()
+    )]
+    WonNothingInside {
+        index: usize,
+        first: u64,
+        last: u64,
+        choice: String,
+    },
+    #[error("ranges continue past u64::MAX")]
+    PastMax,
+    #[error("ranges stop at {next} instead of covering every key")]
+    StopsShort { next: u64 },
 }
 
 /// A format-1 table as format 2: its fingerprints (`source_sha256`,
@@ -1012,17 +1098,22 @@ pub(crate) mod tests {
         let name = "rms_norm";
         let mut negative = base.kernels[name].clone();
         negative.variants[0].measurements[0].median_us = -6.98;
-        assert!(
-            negative
-                .validate()
-                .is_err_and(|e| e.contains("not a positive number"))
-        );
+        assert!(matches!(
+            negative.validate(),
+            Err(InvalidTable::NotPositive { key, .. })
+                if key == base.kernels[name].variants[0].measurements[0].key
+        ));
         let mut nan = base.kernels[name].clone();
         nan.variants[0].measurements[0].p75_us = f64::NAN;
         assert!(nan.validate().is_err());
         let mut undated = base.kernels[name].clone();
         undated.tuned_on = "zzzz".into();
-        assert!(undated.validate().is_err_and(|e| e.contains("not a date")));
+        assert_eq!(
+            undated.validate(),
+            Err(InvalidTable::NotADate {
+                tuned_on: "zzzz".into()
+            })
+        );
         assert_eq!(parse_date("2026-12-03"), Some((2026, 12, 3)));
         assert_eq!(parse_date("2026-13-03"), None);
 
@@ -1047,8 +1138,7 @@ pub(crate) mod tests {
             choice: slowest,
         }];
         assert!(
-            lost.validate()
-                .is_err_and(|e| e.contains("slower than the default")),
+            matches!(lost.validate(), Err(InvalidTable::LostThroughout { ref default, .. }) if *default == lost.default),
             "{:?}",
             lost.validate()
         );
@@ -1185,7 +1275,10 @@ pub(crate) mod tests {
         };
         k.ranges[1].first = 8;
         let error = k.validate().unwrap_err();
-        assert!(error.contains("won no measured key inside it"), "{error}");
+        assert!(
+            matches!(&error, InvalidTable::WonNothingInside { index: 0, choice, .. } if choice == "block=128"),
+            "{error}"
+        );
         for (date, valid) in [
             ("2026-02-30", false),
             ("2026-02-29", false),
@@ -1325,20 +1418,23 @@ pub(crate) mod tests {
         let mut wrong_values = sample();
         let k = wrong_values.kernels.get_mut("k").unwrap();
         k.variants[1].values = vec![512];
-        assert!(
-            k.validate()
-                .unwrap_err()
-                .contains("`block=128` has values [512]")
+        assert_eq!(
+            k.validate(),
+            Err(InvalidTable::NameDoesNotSayValues {
+                name: "block=128".into(),
+                values: vec![512]
+            })
         );
 
         let mut twice = sample();
         let k = twice.kernels.get_mut("k").unwrap();
         k.variants[1].name = "block=64".into();
         k.variants[1].values = vec![64];
-        assert!(
-            k.validate()
-                .unwrap_err()
-                .contains("`block=64` appears twice")
+        assert_eq!(
+            k.validate(),
+            Err(InvalidTable::DuplicateVariant {
+                name: "block=64".into()
+            })
         );
 
         let mut far = sample();
@@ -1347,9 +1443,7 @@ pub(crate) mod tests {
         k.variants[1].measurements[0].key = 8192;
         // block=128 owns 0..=99 but was timed only at 8192, past the next key (4096).
         assert!(
-            k.validate()
-                .unwrap_err()
-                .contains("not measured in it or next to it"),
+            matches!(k.validate(), Err(InvalidTable::NotMeasuredNear { index: 0, ref choice, .. }) if choice == "block=128"),
             "{:?}",
             k.validate()
         );
@@ -1425,7 +1519,12 @@ pub(crate) mod tests {
                 choice: "block=64".into(),
             })
             .collect();
-        assert!(k.validate().unwrap_err().contains("4097 ranges"));
+        assert_eq!(
+            k.validate(),
+            Err(InvalidTable::TooManyRanges {
+                ranges: MAX_RANGES + 1
+            })
+        );
     }
 
     /// A kernel without parameters (a library's own launch as a fallback) has one
