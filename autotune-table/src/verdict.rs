@@ -111,15 +111,24 @@ fn is_candidate(variant: &VariantRecord) -> bool {
     source_index(&variant.name).is_some_and(|index| index > 0)
 }
 
+/// A kernel whose table holds no candidate variants to judge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{kernel}` has no candidate variants in this table: list the candidate in its \
+     attribute (`source = [\"old.cu\", \"new.cu\"]`) and tune it"
+)]
+pub struct NoCandidates {
+    pub kernel: String,
+}
+
 /// Judges the candidate variants of `kernel` (named `source=N,...`, N >= 1).
-pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, String> {
+pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, NoCandidates> {
     let candidates: Vec<&VariantRecord> =
         kernel.variants.iter().filter(|v| is_candidate(v)).collect();
     if candidates.is_empty() {
-        return Err(format!(
-            "`{name}` has no candidate variants in this table: list the candidate in its \
-             attribute (`source = [\"old.cu\", \"new.cu\"]`) and tune it"
-        ));
+        return Err(NoCandidates {
+            kernel: name.to_string(),
+        });
     }
     let rejected: Vec<String> = candidates
         .iter()
@@ -399,10 +408,9 @@ mod tests {
     #[test]
     fn a_kernel_without_candidates_is_an_error() {
         let k = crate::table::tests::sample().kernels["k"].clone();
-        assert!(
-            judge("k", &k)
-                .unwrap_err()
-                .contains("no candidate variants")
+        assert_eq!(
+            judge("k", &k).map(|_| ()),
+            Err(NoCandidates { kernel: "k".into() })
         );
         assert_eq!(source_index("source=2,block=64"), Some(2));
         assert_eq!(source_index("block=64"), None);

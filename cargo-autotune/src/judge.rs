@@ -137,7 +137,9 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
 fn judge_all(judged: &[(String, KernelTable)]) -> Result<Vec<Judgement>, CliError> {
     judged
         .iter()
-        .map(|(name, entry)| verdict::judge(name, entry).map_err(CliError::Refused))
+        .map(|(name, entry)| {
+            verdict::judge(name, entry).map_err(|e| CliError::Refused(e.to_string()))
+        })
         .collect()
 }
 
