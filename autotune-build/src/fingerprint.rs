@@ -291,7 +291,10 @@ impl KernelInputs {
     /// scanner found; the nvcc version, where nvcc is missing, is taken as the
     /// recorded one (nothing can be compiled then, and the plan is still valid);
     /// so is a vendor library's version where the library is not on this machine.
-    pub fn fingerprint(&self, recorded: Option<&Fingerprint>) -> Result<Fingerprint, String> {
+    pub fn fingerprint(
+        &self,
+        recorded: Option<&Fingerprint>,
+    ) -> Result<Fingerprint, Unfingerprintable> {
         let files: Vec<PathBuf> = match (&self.nvcc_sources, recorded) {
             (Some(list), _) => list.clone(),
             // A committed table names what is read: only files inside the crate.
@@ -300,8 +303,7 @@ impl KernelInputs {
                 .iter()
                 .filter(|shown| !self.images.iter().any(|(written, _)| written == *shown))
                 .map(|shown| {
-                    let outside =
-                        || format!("the table names a source outside the crate: {shown:?}");
+                    let outside = || Unfingerprintable::Outside(shown.clone());
                     let path = inside_crate(shown)
                         .then(|| self.root.join(shown))
                         .ok_or_else(outside)?;
@@ -321,7 +323,10 @@ impl KernelInputs {
         for file in &files {
             let text =
                 autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
-                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                    .map_err(|e| Unfingerprintable::Unreadable {
+                        path: file.clone(),
+                        reason: e.to_string(),
+                    })?;
             let name = relative(file, &self.root);
             sources.update(name.as_bytes());
             sources.update([0]);
@@ -334,7 +339,10 @@ impl KernelInputs {
         for (written, file) in &self.images {
             let bytes =
                 autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
-                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                    .map_err(|e| Unfingerprintable::Unreadable {
+                        path: file.clone(),
+                        reason: e.to_string(),
+                    })?;
             sources.update(written.as_bytes());
             sources.update([0]);
             sources.update(&bytes);
@@ -374,7 +382,7 @@ impl KernelInputs {
     pub fn differences(&self, recorded: &Fingerprint) -> Vec<String> {
         match self.fingerprint(Some(recorded)) {
             Ok(current) => recorded.differences(&current),
-            Err(reason) => vec![reason],
+            Err(reason) => vec![reason.to_string()],
         }
     }
 }
@@ -455,14 +463,24 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
     hex(&hash.finalize())
 }
 
+/// Why a fingerprint cannot be taken now: a source the table names is outside the
+/// crate, or a file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Unfingerprintable {
+    #[error("the table names a source outside the crate: {0:?}")]
+    Outside(String),
+    #[error("cannot read {}: {reason}", .path.display())]
+    Unreadable { path: PathBuf, reason: String },
+}
+
 /// The most files a wrapper may pull in through `include!` and its kin.
 const MAX_INCLUDED: usize = 64;
 
 /// A digest of the Rust items in `text`: its tokens with every doc attribute
 /// (`///`, `//!`, `#[doc = ...]`) removed, written in a fixed form of our own.
 /// Comments and whitespace never become tokens, so neither counts.
-pub fn rust_items_digest(text: &str) -> Result<[u8; 32], String> {
-    let tokens = TokenStream::from_str(text).map_err(|e| e.to_string())?;
+pub fn rust_items_digest(text: &str) -> Result<[u8; 32], proc_macro2::LexError> {
+    let tokens = TokenStream::from_str(text)?;
     let mut out = String::new();
     write_tokens(tokens, &mut out);
     Ok(Sha256::digest(out.as_bytes()).into())
@@ -603,7 +621,7 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
         let fingerprint = inputs.and_then(|i| {
             i.fingerprint(None).map_err(|e| BuildError::Kernel {
                 kernel: "tuned".into(),
-                message: e,
+                message: e.to_string(),
             })
         });
         let sources = fingerprint

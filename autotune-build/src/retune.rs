@@ -38,12 +38,10 @@ impl Build {
         let shown = fingerprint::relative(&path, &self.root);
         let mut kernels = Vec::new();
         for (spec, inputs) in inputs {
-            let fingerprint = inputs
-                .fingerprint(None)
-                .map_err(|message| BuildError::Kernel {
-                    kernel: spec.name.to_string(),
-                    message,
-                })?;
+            let fingerprint = inputs.fingerprint(None).map_err(|why| BuildError::Kernel {
+                kernel: spec.name.to_string(),
+                message: why.to_string(),
+            })?;
             kernels.push(Fingerprinted {
                 spec,
                 inputs,
