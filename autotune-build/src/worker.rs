@@ -234,8 +234,30 @@ pub fn serve<K: Kernel>(
     }
 }
 
-/// A loaded binary by its path; `Err` holds a load error not yet reported.
-type LoadedBinary<P, C> = (PathBuf, Result<Runnable<P, C>, String>);
+/// A loaded binary by its path; `Err` holds why it could not be loaded, `None`
+/// once that was reported.
+type LoadedBinary<P, C> = (PathBuf, Result<Runnable<P, C>, Option<LoadFailure>>);
+
+/// Why a variant's binary (or the vendor's library) could not be loaded.
+#[derive(Debug, thiserror::Error)]
+enum LoadFailure {
+    #[error("cannot read {}: {reason}", .path.display())]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("cannot load {entries:?} from {}: {error}", .path.display())]
+    Module {
+        entries: Vec<String>,
+        path: PathBuf,
+        error: DriverError,
+    },
+    #[error("{name} has no entry")]
+    NoEntry { name: String },
+    #[error("{name} does not fit the params type")]
+    Params { name: String },
+    #[error("`{kernel}` declares no vendor")]
+    NoVendor { kernel: &'static str },
+    #[error("cannot load the vendor library: {0}")]
+    Vendor(LaunchError),
+}
 
 /// The case at one shape and key, and its alternates.
 struct CaseAt<C> {
@@ -311,11 +333,13 @@ impl<K: Kernel> Session<K> {
         let loaded = if variant.vendor {
             match K::load_vendor(&self.stream) {
                 Ok(Some(vendor)) => Ok(Runnable::Vendor(vendor)),
-                Ok(None) => Err(format!("`{}` declares no vendor", K::SPEC.name)),
-                Err(error) => Err(format!("cannot load the vendor library: {error}")),
+                Ok(None) => Err(Some(LoadFailure::NoVendor {
+                    kernel: K::SPEC.name,
+                })),
+                Err(error) => Err(Some(LoadFailure::Vendor(error))),
             }
         } else {
-            Runnable::load(&self.ctx, variant)
+            Runnable::load(&self.ctx, variant).map_err(Some)
         };
         self.loaded.push((variant.binary.clone(), loaded));
         self.loaded.len() - 1
@@ -377,15 +401,17 @@ impl<K: Kernel> Session<K> {
             let opponent = self.opponent(job, index, task)?;
             match &mut self.loaded[slot].1 {
                 Ok(_) => {}
-                Err(reason) if !reason.is_empty() => {
-                    emit(Event::Rejected {
-                        task: index,
-                        stage: Stage::Load,
-                        reason: std::mem::take(reason),
-                    });
+                Err(why) => {
+                    // Said once, at the variant's first task.
+                    if let Some(why) = why.take() {
+                        emit(Event::Rejected {
+                            task: index,
+                            stage: Stage::Load,
+                            reason: why.to_string(),
+                        });
+                    }
                     continue;
                 }
-                Err(_) => continue,
             }
             let at = (job.shape.clone(), task.key);
             if self.failed_keys.contains(&at) {
@@ -564,7 +590,7 @@ fn run_task<K: Kernel>(
                 gate::<K>(case, stream, variant, own_seed, false)
             })?
         }
-        .map_err(|f| wrong_result::<K>(task.key, f, ""))?;
+        .or_wrong(|f| wrong_result::<K>(task.key, f, ""))?;
         error = verdict.error;
         emit(Event::Checked {
             task: index,
@@ -848,7 +874,7 @@ fn gate<K: Kernel>(
     variant: &Runnable<K::Params, K::Case>,
     seed: u64,
     inspect: bool,
-) -> Result<Result<Verdict, String>, Failure> {
+) -> Result<Checked, Failure> {
     prepare::<K>(case, stream, seed)?;
     first_launch::<K>(case, stream, variant)?;
     stream
@@ -880,7 +906,7 @@ fn check_in_full<K: Kernel>(
         " (after the last of {} timed launches)",
         samples.times_us.len()
     );
-    verify::<K>(case, stream, true)?.map_err(|f| wrong(f, &timed))?;
+    verify::<K>(case, stream, true)?.or_wrong(|f| wrong(f, &timed))?;
     alternates_and_draws::<K>(job, key, case, alternates, stream, variant)
 }
 
@@ -900,8 +926,8 @@ fn alternates_and_draws<K: Kernel>(
     let own_seed = draw_seed(job.seed, key, 0);
     for (number, alternate) in alternates.iter_mut().enumerate() {
         match gate::<K>(alternate, stream, variant, own_seed, true) {
-            Ok(Ok(_)) | Err(Failure::Unfit(_)) => {}
-            Ok(Err(failure)) => {
+            Ok(Checked::Right(_)) | Err(Failure::Unfit(_)) => {}
+            Ok(Checked::Wrong(failure)) => {
                 return Err(wrong(failure, &format!(" (alternate case {})", number + 1)));
             }
             Err(failure) => return Err(failure),
@@ -910,7 +936,7 @@ fn alternates_and_draws<K: Kernel>(
     for draw in 1..job.check_seeds {
         let seed = draw_seed(job.seed, key, draw);
         let when = format!(" (input draw {draw}, after timing)");
-        gate::<K>(case, stream, variant, seed, true)?.map_err(|f| wrong(f, &when))?;
+        gate::<K>(case, stream, variant, seed, true)?.or_wrong(|f| wrong(f, &when))?;
     }
     Ok(())
 }
@@ -930,13 +956,13 @@ fn verify_task<K: Kernel>(
     let wrong = |failure: String, when: &str| wrong_result::<K>(key, failure, when);
     let off_grid = " (checked off the timed grid)";
     let own_seed = draw_seed(job.seed, key, 0);
-    gate::<K>(case, stream, variant, own_seed, true)?.map_err(|f| wrong(f, off_grid))?;
+    gate::<K>(case, stream, variant, own_seed, true)?.or_wrong(|f| wrong(f, off_grid))?;
     launch::<K>(case, stream, variant).map_err(|e| Failure::Out(Stage::Launch, e.to_string()))?;
     stream
         .synchronize()
         .map_err(|e| Failure::Out(Stage::Launch, format!("after launch: {e}")))?;
     verify::<K>(case, stream, true)?
-        .map_err(|f| wrong(f, " (second launch, checked off the timed grid)"))?;
+        .or_wrong(|f| wrong(f, " (second launch, checked off the timed grid)"))?;
     alternates_and_draws::<K>(job, key, case, alternates, stream, variant)
 }
 
@@ -949,7 +975,7 @@ fn timed_gate<K: Kernel>(
     seed: u64,
     flush: &mut L2Flush,
     clock: &mut PhaseClock,
-) -> Result<(Result<Verdict, String>, timing::Samples), Failure> {
+) -> Result<(Checked, timing::Samples), Failure> {
     clock.during(Part::Check, || prepare::<K>(case, stream, seed))?;
     let sample = clock.during(Part::Time, || {
         // The launch's own failure (refused arguments: unfit here) is kept as it is;
@@ -989,7 +1015,7 @@ fn verify<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
     inspect: bool,
-) -> Result<Result<Verdict, String>, Failure> {
+) -> Result<Checked, Failure> {
     let failed = |e: autotune_gate::CaseError| {
         Failure::Out(Stage::WrongResult, format!("check failed: {e}"))
     };
@@ -997,13 +1023,13 @@ fn verify<K: Kernel>(
         let mut memory = Inspection::new(stream);
         case.inspect(&mut memory).map_err(failed)?;
         if let Some(failure) = memory.into_failure() {
-            return Ok(Err(failure));
+            return Ok(Checked::Wrong(failure));
         }
     }
     let verdict = case.check(stream).map_err(failed)?;
     Ok(match verdict.failure() {
-        Some(failure) => Err(failure),
-        None => Ok(verdict),
+        Some(failure) => Checked::Wrong(failure),
+        None => Checked::Right(verdict),
     })
 }
 
@@ -1018,6 +1044,23 @@ fn launch<K: Kernel>(
             K::launch_fallback(case, stream, functions, values)
         }
         Runnable::Vendor(vendor) => vendor.launch_case(case, stream),
+    }
+}
+
+/// What a check of a launch found: right (the verdict, with its numbers), or wrong
+/// (what the gate saw, as the report says it).
+enum Checked {
+    Right(Verdict),
+    Wrong(String),
+}
+
+impl Checked {
+    /// The verdict, or the failure `wrong` makes of what was seen.
+    fn or_wrong(self, wrong: impl FnOnce(String) -> Failure) -> Result<Verdict, Failure> {
+        match self {
+            Self::Right(verdict) => Ok(verdict),
+            Self::Wrong(seen) => Err(wrong(seen)),
+        }
     }
 }
 
@@ -1051,12 +1094,15 @@ enum Runnable<P, C> {
 }
 
 impl<P: Params, C> Runnable<P, C> {
-    fn load(ctx: &Arc<CudaContext>, variant: &JobVariant) -> Result<Self, String> {
+    fn load(ctx: &Arc<CudaContext>, variant: &JobVariant) -> Result<Self, LoadFailure> {
         let image = autotune_spec::guarded::read::read(
             &variant.binary,
             autotune_spec::guarded::read::MAX_SOURCE_BYTES,
         )
-        .map_err(|e| format!("cannot read {}: {e}", variant.binary.display()))?;
+        .map_err(|e| LoadFailure::Unreadable {
+            path: variant.binary.clone(),
+            reason: e.to_string(),
+        })?;
         let load = || -> Result<Vec<CudaFunction>, DriverError> {
             let module = ctx.load_module(Ptx::from_binary(image))?;
             variant
@@ -1065,15 +1111,15 @@ impl<P: Params, C> Runnable<P, C> {
                 .map(|entry| module.load_function(entry))
                 .collect()
         };
-        let functions = load().map_err(|e| {
-            format!(
-                "cannot load {:?} from {}: {e}",
-                variant.entries,
-                variant.binary.display()
-            )
+        let functions = load().map_err(|error| LoadFailure::Module {
+            entries: variant.entries.clone(),
+            path: variant.binary.clone(),
+            error,
         })?;
         if functions.is_empty() {
-            return Err(format!("{} has no entry", variant.name));
+            return Err(LoadFailure::NoEntry {
+                name: variant.name.clone(),
+            });
         }
         if variant.fallback {
             return Ok(Self::Fallback {
@@ -1081,8 +1127,9 @@ impl<P: Params, C> Runnable<P, C> {
                 values: variant.values.clone(),
             });
         }
-        let params = P::from_values(&variant.values)
-            .ok_or_else(|| format!("{} does not fit the params type", variant.name))?;
+        let params = P::from_values(&variant.values).ok_or_else(|| LoadFailure::Params {
+            name: variant.name.clone(),
+        })?;
         Ok(Self::Tuned(Variant::with_entries(
             variant.name.clone(),
             params,
