@@ -816,13 +816,14 @@ fn parse_sizes(value: &Expr, max_sizes: u64, diag: &mut Diagnostics) -> Option<V
 /// The string form of `where` under the unquoted form's limits, checked before it
 /// is parsed: a thousand nested parentheses or a 20 000-term sum in the string
 /// overflowed the compiler's stack (the unquoted form is checked token by token).
-fn where_text_fits(text: &str) -> Result<(), String> {
+fn where_text_fits(literal: &syn::LitStr) -> syn::Result<()> {
     use crate::args::{MAX_DEPTH, MAX_WHERE_TOKENS};
+    let text = literal.value();
     // A token is at least one character, and most are one or two.
     if text.len() > 4 * MAX_WHERE_TOKENS {
-        return Err(format!(
-            "`where` is longer than {} characters",
-            4 * MAX_WHERE_TOKENS
+        return Err(syn::Error::new(
+            literal.span(),
+            format!("`where` is longer than {} characters", 4 * MAX_WHERE_TOKENS),
         ));
     }
     let (mut depth, mut deepest) = (0usize, 0usize);
@@ -837,7 +838,10 @@ fn where_text_fits(text: &str) -> Result<(), String> {
         }
     }
     if deepest > MAX_DEPTH {
-        return Err(format!("`where` nests brackets deeper than {MAX_DEPTH}"));
+        return Err(syn::Error::new(
+            literal.span(),
+            format!("`where` nests brackets deeper than {MAX_DEPTH}"),
+        ));
     }
     let tokens = text
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -848,7 +852,10 @@ fn where_text_fits(text: &str) -> Result<(), String> {
             .filter(|c| c.is_ascii_punctuation() && *c != '_')
             .count();
     if tokens > MAX_WHERE_TOKENS {
-        return Err(format!("`where` is longer than {MAX_WHERE_TOKENS} tokens"));
+        return Err(syn::Error::new(
+            literal.span(),
+            format!("`where` is longer than {MAX_WHERE_TOKENS} tokens"),
+        ));
     }
     Ok(())
 }
@@ -858,10 +865,7 @@ fn parse_constraint(value: &Expr, names: &[String], diag: &mut Diagnostics) -> O
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
             ..
-        }) => match where_text_fits(&text.value())
-            .map_err(|why| syn::Error::new(text.span(), why))
-            .and_then(|()| text.parse::<Expr>())
-        {
+        }) => match where_text_fits(text).and_then(|()| text.parse::<Expr>()) {
             Ok(expr) => Constraint::compile(&expr, names)
                 .map_err(|e| syn::Error::new(text.span(), format!("in `where`: {e}"))),
             Err(e) => Err(syn::Error::new(
