@@ -58,10 +58,10 @@ pub enum NvccError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// The job was another's too (points that differ only in launch-only values),
-    /// which failed so.
+    /// The job's image failed so: one image serves every point that differs only in
+    /// launch-only values, and each of its jobs carries the one failure.
     #[error("{0}")]
-    Shared(String),
+    Shared(std::sync::Arc<NvccError>),
 }
 
 /// The architectures a build bakes machine code for when `AUTOTUNE_ARCH` names
@@ -1006,22 +1006,16 @@ impl Nvcc {
             })
             .collect();
         let (results, seconds) = self.compile_each(&unique, cache_dir, progress);
-        // What a later job of the same image gets: the compiled image, or the
-        // first one's failure as text.
-        let shared: Vec<Result<Compiled, String>> = results
-            .iter()
-            .map(|result| result.as_ref().map_err(ToString::to_string).cloned())
+        // Every job of an image gets the compiled image, or the one failure it
+        // shares with the image's other jobs.
+        let shared: Vec<Result<Compiled, std::sync::Arc<NvccError>>> = results
+            .into_iter()
+            .map(|result| result.map_err(std::sync::Arc::new))
             .collect();
-        let mut results: Vec<Option<Result<Compiled, NvccError>>> =
-            results.into_iter().map(Some).collect();
-        let mut out = Vec::with_capacity(jobs.len());
-        for slot in slots {
-            out.push(
-                results[slot]
-                    .take()
-                    .unwrap_or_else(|| shared[slot].clone().map_err(NvccError::Shared)),
-            );
-        }
+        let out = slots
+            .into_iter()
+            .map(|slot| shared[slot].clone().map_err(NvccError::Shared))
+            .collect();
         (out, seconds)
     }
 

@@ -33,9 +33,20 @@ use crate::tune::compile_jobs;
 pub struct CompiledVariant {
     /// The point's name (`block=128,stages=2`, or `fallback:...`).
     pub name: String,
-    pub result: Result<Resources, String>,
+    pub result: Result<Resources, VariantFailure>,
     /// Seconds nvcc took (now, or when the cached image was made).
     pub seconds: f64,
+}
+
+/// Why a variant has no resources to show.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum VariantFailure {
+    /// nvcc could not compile it (its log in the error).
+    #[error("{0}")]
+    Nvcc(std::sync::Arc<NvccError>),
+    /// It compiled, but ptxas's `-v` report named no resources for it.
+    #[error("ptxas reported no resources")]
+    NoResources,
 }
 
 /// Every variant of one kernel, compiled for one architecture.
@@ -139,11 +150,9 @@ pub fn compile_all(
         .map(|(point, result)| CompiledVariant {
             name: point.name.clone(),
             seconds: result.as_ref().map_or(0.0, |compiled| compiled.seconds),
-            result: result.map_err(|e| e.to_string()).and_then(|compiled| {
-                compiled
-                    .resources
-                    .ok_or_else(|| "ptxas reported no resources".to_string())
-            }),
+            result: result
+                .map_err(|e| VariantFailure::Nvcc(std::sync::Arc::new(e)))
+                .and_then(|compiled| compiled.resources.ok_or(VariantFailure::NoResources)),
         })
         .collect();
     Ok(VariantReport {

@@ -76,7 +76,10 @@ pub struct DeviceKernels {
 
 /// What [`DeviceKernels::get`] found on each context so far: the kernels while
 /// someone holds them, or why there are none.
-type Loaded = Vec<(Weak<CudaContext>, Result<Weak<DeviceKernels>, String>)>;
+type Loaded = Vec<(
+    Weak<CudaContext>,
+    Result<Weak<DeviceKernels>, Arc<DeviceKernelsError>>,
+)>;
 static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
 
 impl DeviceKernels {
@@ -109,7 +112,7 @@ impl DeviceKernels {
                 Some(kernels)
             }
             Err(error) => {
-                loaded.push((Arc::downgrade(ctx), Err(error.to_string())));
+                loaded.push((Arc::downgrade(ctx), Err(Arc::new(error))));
                 None
             }
         }
@@ -123,7 +126,7 @@ impl DeviceKernels {
                 .upgrade()
                 .is_some_and(|c| Arc::ptr_eq(&c, stream.context()));
             match found {
-                Err(reason) if same => Some(reason.clone()),
+                Err(reason) if same => Some(reason.to_string()),
                 _ => None,
             }
         })
