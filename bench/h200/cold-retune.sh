@@ -36,9 +36,16 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-root=$(cat .gpu-bin/root)
-if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then
-  mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
+# `all` runs from a copy of the tree in /tmp: the next call sends the working tree
+# again, which in session 28 (the first kernels swept by 05:13, the last journal
+# line at 05:16, the second call at 05:17) stopped the run that was using it.
+# The path the binaries were built at (.gpu-bin/root) then points at that copy.
+if [ "${1:-}" = all ]; then
+  rm -rf /tmp/tree && cp -a . /tmp/tree && cd /tmp/tree || exit 1
+  root=$(cat .gpu-bin/root)
+  if [ "$root" != "$PWD" ]; then
+    mkdir -p "$(dirname "$root")" && rm -f "$root" && ln -s "$PWD" "$root"
+  fi
 fi
 
 wait_for_retune() {
