@@ -48,6 +48,18 @@ fn sources(krate: &str) -> Vec<(PathBuf, syn::File)> {
         .collect()
 }
 
+/// Every library source file of [`CRATES`], its path shown from the root.
+fn library_files() -> Vec<(String, syn::File)> {
+    CRATES
+        .iter()
+        .flat_map(|krate| sources(krate))
+        .map(|(path, file)| {
+            let shown = path.strip_prefix(root()).unwrap_or(&path).display();
+            (shown.to_string(), file)
+        })
+        .collect()
+}
+
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|attr| {
         attr.path().is_ident("cfg")
@@ -105,16 +117,13 @@ impl<'ast> Visit<'ast> for Functions {
 #[test]
 fn no_function_of_library_code_is_longer_than_120_lines() {
     let mut long = Vec::new();
-    for krate in CRATES {
-        for (path, file) in sources(krate) {
-            let mut functions = Functions::default();
-            functions.visit_file(&file);
-            for (name, first, last) in functions.found {
-                let span = last - first + 1;
-                if span > MAX_FUNCTION_LINES {
-                    let shown = path.strip_prefix(root()).unwrap_or(&path).display();
-                    long.push(format!("{shown}:{first} `{name}` spans {span} lines"));
-                }
+    for (shown, file) in library_files() {
+        let mut functions = Functions::default();
+        functions.visit_file(&file);
+        for (name, first, last) in functions.found {
+            let span = last - first + 1;
+            if span > MAX_FUNCTION_LINES {
+                long.push(format!("{shown}:{first} `{name}` spans {span} lines"));
             }
         }
     }
@@ -444,18 +453,11 @@ impl<'ast> Visit<'ast> for Unguarded {
 #[test]
 fn library_code_reads_writes_and_runs_only_through_the_guards() {
     let mut unguarded = Vec::new();
-    for krate in CRATES {
-        for (path, file) in sources(krate) {
-            let mut calls = Unguarded::default();
-            calls.visit_file(&file);
-            let shown = path
-                .strip_prefix(root())
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            for (call, line) in calls.found {
-                unguarded.push(format!("{shown}:{line} {call}"));
-            }
+    for (shown, file) in library_files() {
+        let mut calls = Unguarded::default();
+        calls.visit_file(&file);
+        for (call, line) in calls.found {
+            unguarded.push(format!("{shown}:{line} {call}"));
         }
     }
     assert!(
@@ -502,22 +504,10 @@ impl<'ast> Visit<'ast> for StringErrors {
 #[test]
 fn library_code_has_no_string_errors() {
     let mut found = Vec::new();
-    for krate in CRATES {
-        for (path, file) in sources(krate) {
-            let mut errors = StringErrors::default();
-            errors.visit_file(&file);
-            let shown = path
-                .strip_prefix(root())
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            found.extend(
-                errors
-                    .found
-                    .into_iter()
-                    .map(|line| format!("{shown}:{line}")),
-            );
-        }
+    for (shown, file) in library_files() {
+        let mut errors = StringErrors::default();
+        errors.visit_file(&file);
+        found.extend(errors.found.iter().map(|line| format!("{shown}:{line}")));
     }
     assert!(
         found.is_empty(),
