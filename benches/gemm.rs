@@ -15,9 +15,15 @@
 //! TB/s and as a fraction of that copy rate, and again with L2 left clean before
 //! each launch (a read of twice the L2 instead of a memset, whose dirty lines the
 //! launch otherwise writes back).
+//!
+//! Decode rows (M <= 64) also duel dispatch and cuBLAS with the weights cold, as a
+//! decode step reads them: B rotated through copies that cover the L2 three times,
+//! nothing flushed, one rotation shared by both sides so that every launch reads a
+//! copy the launch before it did not.
 
 mod common;
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -28,7 +34,8 @@ use autotune_kernels::{references, samples};
 use autotune_runtime::Selection;
 use autotune_runtime::Vendor;
 use autotune_runtime::cudarc::cublas::CudaBlas;
-use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use autotune_runtime::gate::rotation;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
 use autotune_table::duel::Duel;
@@ -56,6 +63,8 @@ const ROUNDS: u32 = 100;
 
 /// M of each row: decode to prefill.
 const ROWS: [usize; 7] = [1, 16, 64, 256, 1024, 4096, 8192];
+/// The largest M timed with the weights cold by rotation too (the decode rows).
+const ROTATED_MAX_M: usize = 64;
 
 fn main() -> ExitCode {
     common::bench_main("gemm", run)
@@ -77,6 +86,73 @@ fn sweep_best(
         .filter(|v| v.role == Role::Tuned && v.rejected.is_none())
         .filter_map(|v| Some((v.median_at(m as u64)? / 1e3, v.name.clone())))
         .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// Dispatch against cuBLAS at one decode row with the weights cold: B rotated
+/// through copies (the original and `buffers - 1` more) that together cover the
+/// L2 [`rotation::COLD_FACTOR`] times, nothing flushed, interleaved rounds.
+struct Rotated {
+    buffers: usize,
+    dispatch_ms: f64,
+    cublas_ms: f64,
+    duel: Duel,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rotated_duel(
+    stream: &Arc<CudaStream>,
+    kernel: &Gemm,
+    vendor: &CublasGemm,
+    da: &CudaSlice<bf16>,
+    b: &[bf16],
+    (m, n, k): (usize, usize, usize),
+    l2_bytes: u64,
+) -> Result<Option<Rotated>, Box<dyn std::error::Error>> {
+    let Some(buffers) = rotation::copies_for((b.len() * 2) as u64, l2_bytes) else {
+        return Ok(None);
+    };
+    let weights = (0..buffers)
+        .map(|_| stream.clone_htod(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut c = stream.alloc_zeros::<bf16>(m * n)?;
+    let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
+    let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
+    let mut unused = stream.alloc_zeros::<f32>(1)?;
+    // One rotation for both sides: the launch after any launch reads another copy.
+    let next = Cell::new(0usize);
+    let take = || {
+        let i = next.get();
+        next.set((i + 1) % weights.len());
+        &weights[i]
+    };
+    let [cublas_times, dispatch_times] = timing::interleaved(
+        stream,
+        None,
+        common::TIMING.warmup,
+        ROUNDS,
+        (m * 37 + n * 11 + k) as u64,
+        [
+            &mut || {
+                vendor
+                    .launch(stream, da, take(), &mut cublas_out, &mut unused, m, n, k)
+                    .map_err(|e| e.to_string())
+            },
+            &mut || {
+                kernel
+                    .launch(stream, da, take(), &mut c, &mut workspace, m, n, k)
+                    .map_err(|e| e.to_string())
+            },
+        ],
+    )?;
+    let Some(duel) = Duel::from_rounds(&cublas_times.times_us, &dispatch_times.times_us) else {
+        return Ok(None);
+    };
+    Ok(Some(Rotated {
+        buffers: weights.len(),
+        dispatch_ms: dispatch_times.median() / 1e3,
+        cublas_ms: cublas_times.median() / 1e3,
+        duel,
+    }))
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
@@ -170,6 +246,19 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 ],
             )?;
             let interleaved = Duel::from_rounds(&cublas_times.times_us, &dispatch_times.times_us);
+            let rotated = if m <= ROTATED_MAX_M {
+                rotated_duel(
+                    &stream,
+                    &kernel,
+                    &vendor,
+                    &da,
+                    &b,
+                    (m, n, k),
+                    flush.l2_bytes(),
+                )?
+            } else {
+                None
+            };
             let (dispatch_clean, cublas_clean) = match clean.as_mut().filter(|_| m <= 16) {
                 Some(clean) => dispatch_and_cublas(clean)?,
                 None => (f64::NAN, f64::NAN),
@@ -219,6 +308,12 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 "dispatch_copy_fraction": floor.copy_fraction(bytes, dispatch),
                 "cublas_copy_fraction": floor.copy_fraction(bytes, cublas),
                 "ours_best_copy_fraction": floor.copy_fraction(bytes, ours_best_ms),
+                "dispatch_vs_cublas_rotated": rotated.as_ref().map(|r| json!({
+                    "buffers": r.buffers,
+                    "dispatch_ms": r.dispatch_ms, "cublas_ms": r.cublas_ms,
+                    "rounds": r.duel.rounds, "ratio": r.duel.ratio, "low": r.duel.low,
+                    "high": r.duel.high, "spread": r.duel.spread,
+                })),
                 "dispatch_clean_ms": dispatch_clean,
                 "cublas_clean_ms": cublas_clean,
                 "dispatch_clean_copy_fraction": floor.copy_fraction(bytes, dispatch_clean),
@@ -231,7 +326,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "selection": kernel.selection().to_string(),
         "command": COMMAND,
         "floor": floor.to_json(),
-        "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; *_clean (decode rows): the same with L2 flushed by a read of 2x L2, which leaves it holding clean lines; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = CublasGemm::launch, as dispatch's fallback calls it (cublasGemmEx bf16 in/out, f32 compute, its default algorithm, the 32 MiB workspace set at load), same buffers; dispatch_vs_cublas_interleaved: 100 rounds of both in an order drawn per round, the median of cuBLAS's time over dispatch's per round with its 95% distribution-free interval; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
+        "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; *_clean (decode rows): the same with L2 flushed by a read of 2x L2, which leaves it holding clean lines; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = CublasGemm::launch, as dispatch's fallback calls it (cublasGemmEx bf16 in/out, f32 compute, its default algorithm, the 32 MiB workspace set at load), same buffers; dispatch_vs_cublas_interleaved: 100 rounds of both in an order drawn per round, the median of cuBLAS's time over dispatch's per round with its 95% distribution-free interval; dispatch_vs_cublas_rotated (M <= 64): the same duel with nothing flushed and B (the weights) rotated through `buffers` copies that together cover the L2 3 times, one shared rotation so that each launch, of either side, reads another copy (a decode step's condition: each layer's weights come from HBM, L2 holds clean lines of other weights), medians of each side's rounds in dispatch_ms and cublas_ms; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
         "cublas_workspace_bytes": 32 << 20,
         "rows": rows,
     });
@@ -312,6 +407,35 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             f("cublas_clean_ms") / f("dispatch_clean_ms"),
             f("dispatch_clean_copy_fraction") * 100.0,
             f("cublas_clean_copy_fraction") * 100.0,
+        );
+    }
+    println!(
+        "decode rows with the weights cold by rotation (nothing flushed; {ROUNDS} interleaved rounds, 95% interval):"
+    );
+    println!(
+        "{:>6} {:>6} {:>6} {:>7} {:>9} {:>9} {:>9} {:>17} {:>9}",
+        "M", "N", "K", "buffers", "dispatch", "cuBLAS", "disp/cuB", "interval", "memset"
+    );
+    for row in &rows {
+        let rotated = &row["dispatch_vs_cublas_rotated"];
+        if rotated.is_null() {
+            continue;
+        }
+        let f = |key: &str| rotated[key].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:>6} {:>6} {:>6} {:>7} {:>9.4} {:>9.4} {:>8.3}x {:>7.3}x-{:>7.3}x {:>8.3}x",
+            row["m"],
+            row["n"],
+            row["k"],
+            rotated["buffers"],
+            f("dispatch_ms"),
+            f("cublas_ms"),
+            f("ratio"),
+            f("low"),
+            f("high"),
+            row["dispatch_vs_cublas_interleaved"]["ratio"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
         );
     }
     for (n, k) in SHAPES {

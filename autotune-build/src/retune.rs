@@ -1,6 +1,7 @@
 //! Retuning what is stale: every kernel entry whose table entry is missing or
-//! stale on this GPU, tuned under the tables lock, the table written once with
-//! every entry; a table measured under other conditions kept whole beside it.
+//! stale on this GPU, tuned under the tables lock, the table written after each
+//! entry (a killed run keeps what it finished) and its report and plots at the
+//! end; a table measured under other conditions kept whole beside it.
 
 use std::io::Write;
 use std::path::Path;
@@ -23,7 +24,7 @@ use crate::{BuildError, Tunables, tune};
 
 impl Build {
     /// Tunes every kernel whose entry in this GPU's table is missing or stale,
-    /// under the tables lock, writing the table once with every entry.
+    /// under the tables lock, writing the table after each entry.
     pub(crate) fn tune_stale(
         &self,
         tunables: &Tunables,
@@ -91,24 +92,24 @@ impl Build {
             settings: &self.settings,
             exe,
         };
-        let mut done = Vec::new();
-        let mut failed = None;
-        for stale in &todo {
-            match self.tune_one(&tuner, stale, &kernels, &table) {
-                Ok(tuned) => {
-                    done.push(format!("{} in {:.1} s", stale.entry, tuned.seconds.total));
-                    table.kernels.insert(stale.entry.clone(), tuned);
+        // Each entry's result is on disk before the next begins: a run killed
+        // later keeps what it finished (see `in_turn`).
+        let (done, failed) = in_turn(
+            &todo,
+            &mut table,
+            |stale, table| {
+                let tuned = self.tune_one(&tuner, stale, &kernels, table)?;
+                Ok(Finished {
+                    shown: format!("{} in {:.1} s", stale.entry, tuned.seconds.total),
+                    entry: stale.entry.clone(),
                     // A kernel that gained shapes: its entry from before them is superseded.
-                    if !stale.spec.shapes.is_empty() {
-                        table.kernels.remove(stale.spec.name);
-                    }
-                }
-                Err(error) => {
-                    failed = Some(error);
-                    break;
-                }
-            }
-        }
+                    supersedes: (!stale.spec.shapes.is_empty())
+                        .then(|| stale.spec.name.to_string()),
+                    tuned,
+                })
+            },
+            |table| self.keep_finished(&path, table, shard_run.as_ref()),
+        )?;
         let written = self.write_tuned(&path, &shown, &table, shard_run.as_ref(), &done)?;
         if let Some(error) = failed {
             return Err(error);
@@ -120,10 +121,31 @@ impl Build {
         ))
     }
 
-    /// Writes what was tuned, once: the table with every entry (the ones kept and
-    /// the ones tuned before any failure) and its report and plots; or, for a
-    /// shard, its partial table (written even when its part is empty, so that the
-    /// merge sees every shard). Returns the file written, as shown.
+    /// Writes the table as it stands (for a shard, its partial table): called after
+    /// each entry, and once more at the end.
+    fn keep_finished(
+        &self,
+        path: &Path,
+        table: &TuningTable,
+        shard_run: Option<&ShardRun>,
+    ) -> Result<(), BuildError> {
+        match shard_run {
+            Some(run) => {
+                let path = run.path(&self.tables_dir, &table.gpu);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(BuildError::io("cannot create", dir))?;
+                }
+                table::write_atomic(&path, &run.table(table))?;
+            }
+            None => table::write_atomic(path, table)?,
+        }
+        Ok(())
+    }
+
+    /// Writes what was tuned at the end of the run: the table with every entry (the
+    /// ones kept and the ones tuned before any failure) and its report and plots;
+    /// or, for a shard, its partial table (written even when its part is empty, so
+    /// that the merge sees every shard). Returns the file written, as shown.
     fn write_tuned(
         &self,
         path: &Path,
@@ -133,19 +155,15 @@ impl Build {
         done: &[String],
     ) -> Result<String, BuildError> {
         if let Some(run) = shard_run {
-            let path = run.path(&self.tables_dir, &table.gpu);
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(BuildError::io("cannot create", dir))?;
-            }
-            table::write_atomic(&path, &run.table(table))?;
+            self.keep_finished(path, table, Some(run))?;
             return Ok(format!(
                 "{} (shard {}; `cargo autotune merge` joins the shards into {shown})",
-                fingerprint::relative(&path, &self.root),
+                fingerprint::relative(&run.path(&self.tables_dir, &table.gpu), &self.root),
                 run.record.shard
             ));
         }
         if !done.is_empty() {
-            table::write_atomic(path, table)?;
+            self.keep_finished(path, table, None)?;
             // The committed report and plots follow the table they show.
             artifacts::write_beside(&self.tables_dir, shown, table)?;
         }
@@ -332,6 +350,46 @@ impl Stale {
     }
 }
 
+/// One entry tuned: its result and what it replaces in the table.
+struct Finished {
+    /// `entry in 12.3 s`, for the build's line.
+    shown: String,
+    entry: String,
+    /// An entry of the same kernel from before it gained shapes.
+    supersedes: Option<String>,
+    tuned: table::KernelTable,
+}
+
+/// Tunes `todo` in order, each result put into `table` as it comes and `table`
+/// handed to `keep` (which writes it) before the next entry begins. A run killed
+/// in the middle (a machine's time running out, a CI job's timeout) so leaves
+/// the table with every entry it finished: a build run again finds those fresh
+/// and sweeps only the rest, the entry it was in resuming from its journal.
+/// The first entry that fails ends the run: its error is returned beside the
+/// entries done, which stay in `table`.
+fn in_turn<T>(
+    todo: &[T],
+    table: &mut TuningTable,
+    mut tune: impl FnMut(&T, &TuningTable) -> Result<Finished, BuildError>,
+    mut keep: impl FnMut(&TuningTable) -> Result<(), BuildError>,
+) -> Result<(Vec<String>, Option<BuildError>), BuildError> {
+    let mut done = Vec::new();
+    for item in todo {
+        match tune(item, table) {
+            Ok(finished) => {
+                table.kernels.insert(finished.entry, finished.tuned);
+                if let Some(old) = finished.supersedes {
+                    table.kernels.remove(&old);
+                }
+                keep(table)?;
+                done.push(finished.shown);
+            }
+            Err(error) => return Ok((done, Some(error))),
+        }
+    }
+    Ok((done, None))
+}
+
 /// The table to tune into on `gpu`: `table` itself with the facts it predates
 /// filled in from this GPU, or, when it was measured under other conditions
 /// (driver, L2, memory), a fresh one and the old one whole, to keep beside it.
@@ -361,6 +419,80 @@ mod tests {
 
     fn committed() -> TuningTable {
         autotune_table::testing::fixture_table()
+    }
+
+    /// A retune killed in its second entry kept nothing of the first: the table
+    /// was written once, at the end (session 29, on an H100: killed in its last
+    /// entry, the ten it had finished were lost).
+    #[test]
+    fn each_finished_entry_is_on_disk_before_the_next_begins() {
+        let fixture = committed();
+        let entries: Vec<(&String, &table::KernelTable)> = fixture.kernels.iter().collect();
+        assert!(entries.len() >= 2, "the fixture has two entries");
+        let path = autotune_table::testing::scratch("retune-in-turn").join("gpu.json");
+        let mut table = fresh_table(&fixture.gpu);
+        let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            in_turn(
+                &entries[..2],
+                &mut table,
+                |(entry, tuned), _| {
+                    if *entry == entries[1].0 {
+                        panic!("killed in the second entry");
+                    }
+                    Ok(Finished {
+                        shown: entry.to_string(),
+                        entry: entry.to_string(),
+                        supersedes: None,
+                        tuned: (*tuned).clone(),
+                    })
+                },
+                |table| Ok(table::write_atomic(&path, table)?),
+            )
+        }));
+        assert!(killed.is_err());
+        let kept = table::read(&path).unwrap_or_else(|e| panic!("no table kept: {}", e.reason));
+        assert_eq!(
+            kept.kernels.keys().collect::<Vec<_>>(),
+            [entries[0].0],
+            "the finished entry is on disk, the killed one is not"
+        );
+    }
+
+    /// The first failing entry ends the run; the entries before it stay, and what
+    /// a finished entry supersedes is gone.
+    #[test]
+    fn a_failure_ends_the_run_and_keeps_the_entries_before_it() {
+        let fixture = committed();
+        let entries: Vec<(&String, &table::KernelTable)> = fixture.kernels.iter().collect();
+        let mut table = fresh_table(&fixture.gpu);
+        table
+            .kernels
+            .insert("before-shapes".into(), entries[0].1.clone());
+        let mut writes = 0;
+        let (done, failed) = in_turn(
+            &entries[..2],
+            &mut table,
+            |(entry, tuned), _| {
+                if *entry == entries[1].0 {
+                    return Err(BuildError::Worker("planted".into()));
+                }
+                Ok(Finished {
+                    shown: format!("{entry} in 1.0 s"),
+                    entry: entry.to_string(),
+                    supersedes: Some("before-shapes".into()),
+                    tuned: (*tuned).clone(),
+                })
+            },
+            |_| {
+                writes += 1;
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(done, [format!("{} in 1.0 s", entries[0].0)]);
+        assert!(matches!(failed, Some(BuildError::Worker(_))));
+        assert_eq!(writes, 1);
+        assert_eq!(table.kernels.keys().collect::<Vec<_>>(), [entries[0].0]);
     }
 
     /// A tuning build on a GPU whose driver differs from the table's replaced the

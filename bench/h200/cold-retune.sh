@@ -9,19 +9,27 @@
 #         .gpu-bin/autotune-kernels-build-script (cargo build --release;
 #         target/release/build/autotune-kernels-*/build-script-build); the test
 #         binaries .gpu-bin/test-{sweep_faults,cold_inputs,rmsnorm_reference}
-#         (cargo test --release --test NAME --no-run); pwd > .gpu-bin/root
-#   GPU:  bash bench/h200/cold-retune.sh all    tests, then the retune in the
-#                                               background, waited for until the
-#                                               call's end
-#         SHARDS=4 bash bench/h200/cold-retune.sh all   the same in 4 shards, in turn
-#         bash bench/h200/cold-retune.sh wait   (back to back) the rest of the wait;
-#                                               each call brings back the sweep's
-#                                               live logs and progress so far
+#         (cargo test --release --test NAME --no-run); for `bench`, .gpu-bin/bench-gemm
+#         (cargo bench --bench gemm --no-run, built WITHOUT the patch, so that it
+#         bakes the committed tables); pwd > .gpu-bin/root
+#   GPU:  bash bench/h200/cold-retune.sh all      the tests, then the retune until
+#                                                 the call's end (CALL_S, 570 s)
+#         bash bench/h200/cold-retune.sh resume   (back to back) the retune goes on:
+#                                                 what is left, the entry it was in
+#                                                 resumed from its journal
+#         bash bench/h200/cold-retune.sh bench    the GEMM bench, into
+#                                                 $OUT/bench-gemm.{txt,json}
 #
-# The retune writes its tables to /tmp/retune-tables, not into the tree: each call
-# sends the working tree again, and files a run wrote there did not survive the
-# next call (session 28, on an H100: the logs of the entries done were gone, and
-# the journal stopped the minute the second call began).
+# A run lives only as long as the call that started it: in sessions 28 and 29 a
+# retune started in the background (and `disown`ed) stopped as its call ended, and
+# the table, written once at its end, was lost with every entry it had finished.
+# So each call runs the retune in the foreground, stops it before the call's end,
+# and brings back what it has (retune.tgz: the tables so far, the live logs, the
+# progress). The build script writes the table after each entry, and the next call
+# (`resume`, no AUTOTUNE_FORCE) finds those entries fresh and sweeps the rest. The
+# tables live in /tmp/retune-tables, the work in /tmp/tree: each call sends the
+# working tree again. Calls must come back to back (the machine and its /tmp go
+# back 30 s after a call).
 #
 # Tests: tests/sweep_faults.rs (the planted variants; MODE 12, right only where 1024
 # divides the key, put out off the grid; the correct variant timed on rotated copies
@@ -30,40 +38,44 @@
 # Retune: every kernel (AUTOTUNE_FORCE=all, seed 20261201, local search, 36 points
 # per key) with the timing of issue 48: inputs cold by rotation where a case names
 # them (the GEMM's weights, the indexers' keys), a key given away only on 60
-# interleaved rounds. The tables come back in $OUT/retune.tgz.
+# interleaved rounds.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
+here=$PWD
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-# `all` runs from a copy of the tree in /tmp: the next call sends the working tree
-# again, which in session 28 (the first kernels swept by 05:13, the last journal
-# line at 05:16, the second call at 05:17) stopped the run that was using it.
-# The path the binaries were built at (.gpu-bin/root) then points at that copy.
-if [ "${1:-}" = all ]; then
-  rm -rf /tmp/tree && cp -a . /tmp/tree && cd /tmp/tree || exit 1
-  root=$(cat .gpu-bin/root)
-  if [ "$root" != "$PWD" ]; then
-    mkdir -p "$(dirname "$root")" && rm -f "$root" && ln -s "$PWD" "$root"
-  fi
+# The work runs from a copy of the tree in /tmp, made by `all` (or by a `bench` on
+# a fresh machine); the path the binaries were built at (.gpu-bin/root) points at
+# it where it can (a symlink; where that path is this call's tree, it stays).
+if [ "${1:-}" = all ] || [ ! -d /tmp/tree ]; then
+  rm -rf /tmp/tree && cp -a . /tmp/tree || exit 1
+fi
+cd /tmp/tree || exit 1
+root=$(cat .gpu-bin/root)
+if [ "$root" != "$PWD" ] && [ ! -d "$root" ]; then
+  mkdir -p "$(dirname "$root")" && rm -f "$root" && ln -s "$PWD" "$root"
 fi
 
-wait_for_retune() {
-  local deadline=$((SECONDS + ${1:-300}))
-  while [ ! -f /tmp/retune-out/done ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 5; done
-  cp /tmp/retune-out/retune.txt /tmp/retune-out/progress.jsonl /tmp/retune-out/tables-after-*.tgz "$out/" 2>/dev/null
-  mkdir -p "$out/live" && cp /tmp/autotune-kernels-out/autotune/sweep/*.log "$out/live/" 2>/dev/null
-  ls -l --time-style=+%T /tmp/autotune-kernels-out/autotune/sweep/ 2>/dev/null | tail -n +2 | cut -c30-
-  ps -eo pid,etime,pcpu,args | grep -E "build-script|worker" | grep -v grep | cut -c1-160
-  if [ -f /tmp/retune-out/done ]; then
-    cp /tmp/retune-out/*.tgz "$out/" 2>/dev/null
-    echo "retune done ($(date +%T))"; tail -n 6 /tmp/retune-out/retune.txt | cut -c1-300
-    grep -hE "^[a-z_]+(@[^:]*)?: key|sweep by phase|checked off the grid|challenger vs incumbent" \
-      /tmp/retune-tables/*-report.txt | cut -c1-230 | head -n 80
-  else
-    echo "retune still running ($(date +%T)):"
-    for log in "$out"/live/*.log; do [ -f "$log" ] && { echo "-- $log"; tail -n 3 "$log" | cut -c1-200; }; done
+# One step of the retune, in the foreground, stopped CALL_S seconds into the call;
+# $1: AUTOTUNE_FORCE for this step (`all` at the start, empty to go on).
+retune_step() {
+  local left=$((${CALL_S:-570} - SECONDS - 20))
+  echo "== retune step (force: ${1:-none}; $left s; $(date +%T))"
+  mkdir -p /tmp/retune-out
+  if [ "$left" -gt 30 ]; then
+    AUTOTUNE_FORCE=$1 AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
+      AUTOTUNE_TABLES_DIR=/tmp/retune-tables AUTOTUNE_PROGRESS=/tmp/retune-out/progress.jsonl \
+      OUT=/tmp/retune-out timeout "$left" \
+      bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning retune >> /tmp/retune-out/retune.txt 2>&1
+    echo "exit $? ($(date +%T))"
   fi
+  tail -n 4 /tmp/retune-out/retune.txt | cut -c1-300
+  mkdir -p /tmp/retune-out/live && cp /tmp/autotune-kernels-out/autotune/sweep/*.log /tmp/retune-out/live/ 2>/dev/null
+  ls -l --time-style=+%T /tmp/autotune-kernels-out/autotune/sweep/ 2>/dev/null | tail -n +2 | cut -c30-
+  tar czf "$out/retune.tgz" -C /tmp retune-tables retune-out
+  grep -hE "^[a-z_]+(@[^:]*)?: key|sweep by phase|checked off the grid" \
+    /tmp/retune-tables/*-report.txt 2>/dev/null | cut -c1-230 | head -n 60
 }
 
 case "${1:-}" in
@@ -81,31 +93,22 @@ case "${1:-}" in
       grep -E "^test |SKIPPED|panicked|test result" "$out/$test.txt" | cut -c1-250
     done
     [ -n "${NO_RETUNE:-}" ] && exit 0
-    echo "== retune ($(date +%T))"
-    rm -rf /tmp/retune-out /tmp/build-script-runs /tmp/retune-tables && mkdir -p /tmp/retune-out
+    rm -rf /tmp/retune-out /tmp/build-script-runs /tmp/retune-tables /tmp/autotune-kernels-out
     cp -r kernels/tuning /tmp/retune-tables
-    # SHARDS=N: the run in N shards one after another (AUTOTUNE_SHARD=i/N), each
-    # shard's table written when it ends (/tmp/retune-tables/shards/), so that a
-    # run cut short by the device budget still brings back what it finished; the
-    # shards are joined here with `cargo autotune merge` (docs/fleet.md).
-    (
-      for shard in $(seq 1 "${SHARDS:-1}"); do
-        [ "${SHARDS:-1}" -gt 1 ] && export AUTOTUNE_SHARD="$shard/$SHARDS"
-        AUTOTUNE_FORCE=${FORCE:-all} AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local AUTOTUNE_BUDGET=36 \
-          AUTOTUNE_TABLES_DIR=/tmp/retune-tables AUTOTUNE_PROGRESS=/tmp/retune-out/progress.jsonl \
-          OUT=/tmp/retune-out bash bench/build-script-on-gpu.sh . autotune-kernels kernels/tuning "retune-$shard"
-        tar czf /tmp/retune-out/tables-after-shard-$shard.tgz -C /tmp retune-tables
-      done
-      touch /tmp/retune-out/done
-    ) > /tmp/retune-out/retune.txt 2>&1 < /dev/null &
-    disown
-    wait_for_retune $((${CALL_S:-570} - SECONDS))
+    retune_step "${FORCE:-all}"
     ;;
-  wait)
-    wait_for_retune "${WAIT_S:-540}"
+  resume)
+    [ -d /tmp/retune-tables ] || { echo "no retune on this machine to go on with (a fresh one?)"; exit 1; }
+    retune_step ""
+    ;;
+  bench)
+    echo "== bench gemm ($(date +%T))"
+    timeout "${BENCH_S:-420}" "$here/.gpu-bin/bench-gemm" --out "$out/bench-gemm.json" > "$out/bench-gemm.txt" 2>&1
+    echo "exit $? ($(date +%T))"
+    grep -A 40 "^decode rows with L2 left clean" "$out/bench-gemm.txt" | cut -c1-200
     ;;
   *)
-    echo "usage: cold-retune.sh all | wait"
+    echo "usage: cold-retune.sh all | resume | bench"
     exit 2
     ;;
 esac
