@@ -4,6 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
+
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
@@ -76,7 +80,6 @@ fn h200() -> GpuIdentity {
 /// Issue 49: where no table speaks (another GPU), a kernel with a declared
 /// fallback runs it, the vendor's or the library's launch, not the default point:
 /// nothing changes for users who never tune.
-#[test]
 fn without_a_table_a_kernel_with_a_fallback_runs_the_fallback() {
     let b200 = GpuIdentity {
         name: "NVIDIA B200".into(),
@@ -114,7 +117,6 @@ fn check_selection(baked: &'static Baked, name: &str) {
     }
 }
 
-#[test]
 fn the_committed_h200_table_is_what_dispatch_bakes() {
     check(RmsNorm::baked(), &RmsNorm::SPEC);
     check(TopkIndexer::baked(), &TopkIndexer::SPEC);
@@ -129,7 +131,6 @@ fn the_committed_h200_table_is_what_dispatch_bakes() {
 /// 4096 x 4096's split-K point for M = 1, which led cuBLAS by 1.09x there and ran at
 /// 0.81x at 6144. A shape that was not tuned gets one of our variants only where it
 /// led the fallback by `BORROW_LEAD` at every key measured inside its range.
-#[test]
 fn a_shape_not_tuned_borrows_only_ranges_that_led_cublas_by_the_swing() {
     let baked = Gemm::baked();
     let (plans, _) = baked.plans_for(&h200());
@@ -176,7 +177,6 @@ fn a_shape_not_tuned_borrows_only_ranges_that_led_cublas_by_the_swing() {
     }
 }
 
-#[test]
 fn baked_variants_are_compiled_points_of_their_space() {
     for (baked, spec) in [
         (RmsNorm::baked(), &RmsNorm::SPEC),
@@ -206,30 +206,16 @@ fn baked_variants_are_compiled_points_of_their_space() {
     }
 }
 
-/// `cuobjdump`, beside nvcc (`PATH`, or the toolkit's `bin`), if any.
-fn cuobjdump() -> Option<std::path::PathBuf> {
-    toolkit::tools_dir(&["cuobjdump"]).map(|dir| dir.join("cuobjdump"))
-}
-
 /// A build on a machine without a GPU bakes machine code for every default
 /// architecture that this nvcc has (sm_80 ... sm_120 with CUDA 13), plus PTX, so
 /// that a GPU nobody tuned for loads the module and runs the defaults; and sm_90a,
 /// the committed H200 table's own arch-specific target, whose code is the Hopper
-/// GEMM's HGMMA path wherever a plan picks it (read with `nvdisasm`, if present).
-#[test]
+/// GEMM's HGMMA path wherever a plan picks it (read with `nvdisasm`). Needs nvcc,
+/// cuobjdump and nvdisasm (reported ignored without them).
 fn baked_images_carry_every_default_architecture() {
-    let Some(cuobjdump) = cuobjdump() else {
-        assert!(
-            std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
-            "AUTOTUNE_REQUIRE_NVCC is set but cuobjdump is not on PATH"
-        );
-        autotune_build::skip("no cuobjdump on PATH");
-        return;
-    };
-    let sass_readable = toolkit::tools_dir(&["cuobjdump", "nvdisasm"]).is_some();
-    if !sass_readable {
-        autotune_build::skip("no nvdisasm beside cuobjdump: the Hopper GEMM's SASS is not read");
-    }
+    let cuobjdump = harness::tools_dir(&["cuobjdump", "nvdisasm"])
+        .map(|dir| dir.join("cuobjdump"))
+        .expect("the harness runs this test only where cuobjdump is found");
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("baked-archs");
     std::fs::create_dir_all(&dir).unwrap();
     for (baked, name) in [
@@ -284,7 +270,7 @@ fn baked_images_carry_every_default_architecture() {
                 image.name
             );
             // A plan's Hopper GEMM runs wgmma from its sm_90a code, not mma.sync.
-            if image.name.starts_with("algo=2,") && sass_readable {
+            if image.name.starts_with("algo=2,") {
                 let sass = listed("-sass");
                 assert!(
                     sass.contains("HGMMA.64x") && sass.contains("UTMALDG"),
@@ -298,7 +284,6 @@ fn baked_images_carry_every_default_architecture() {
 
 /// The main job lists every kernel's plans and gives a reason nothing was compiled
 /// once: `describe_plans` leaves it out (it stood under each of four kernels).
-#[test]
 fn a_listing_of_plans_gives_the_not_compiled_reason_once() {
     let all = [
         RmsNorm::baked(),
@@ -315,4 +300,23 @@ fn a_listing_of_plans_gives_the_not_compiled_reason_once() {
             assert_eq!(whole.matches(reason).count(), 1, "{whole}");
         }
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[
+        (
+            harness::Need::Nothing,
+            trials![
+                without_a_table_a_kernel_with_a_fallback_runs_the_fallback,
+                the_committed_h200_table_is_what_dispatch_bakes,
+                a_shape_not_tuned_borrows_only_ranges_that_led_cublas_by_the_swing,
+                baked_variants_are_compiled_points_of_their_space,
+                a_listing_of_plans_gives_the_not_compiled_reason_once
+            ],
+        ),
+        (
+            harness::Need::Tools(&["nvcc", "cuobjdump", "nvdisasm"]),
+            trials![baked_images_carry_every_default_architecture],
+        ),
+    ])
 }

@@ -5,6 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -69,7 +73,6 @@ fn warning(output: &Output) -> String {
 
 /// `NVCC` naming nothing is an error of its own (never a quiet fall back to another
 /// nvcc), so this holds on a machine with CUDA installed too.
-#[test]
 fn without_nvcc_the_defaults_are_baked_with_one_warning() {
     let dir = fixture("no-nvcc");
     let line = warning(&build(&dir, &[], true));
@@ -85,19 +88,13 @@ fn without_nvcc_the_defaults_are_baked_with_one_warning() {
     );
 }
 
-#[test]
 fn the_autotune_feature_without_a_gpu_tunes_nothing_and_still_builds() {
     let dir = fixture("feature-no-gpu");
     let line = warning(&build(&dir, &["--features", "autotune"], false));
-    if autotune_runtime::gpu::driver_present() {
-        autotune_build::skip("this machine has a CUDA driver");
-        return;
-    }
     assert!(line.contains("nothing tuned: no CUDA driver"), "{line}");
     assert!(line.contains("scale: defaults (block=128)"), "{line}");
 }
 
-#[test]
 fn a_corrupt_table_is_named_not_used_and_left_alone() {
     let dir = fixture("corrupt");
     let table = dir.join("tuning/nvidia-h200.json");
@@ -202,7 +199,6 @@ fn foreign(package: &str) -> Fingerprint {
     }
 }
 
-#[test]
 fn a_table_with_a_foreign_fingerprint_is_not_used() {
     let dir = fixture("stale");
     let path = dir.join("tuning/nvidia-h200.json");
@@ -229,18 +225,6 @@ fn a_table_with_a_foreign_fingerprint_is_not_used() {
         before,
         "the table is not rewritten"
     );
-}
-
-/// Whether nvcc is on `PATH` for the tests that build with it; says SKIPPED
-/// when not (CI sets `AUTOTUNE_REQUIRE_NVCC`, and then the build must find it).
-fn nvcc_on_path() -> bool {
-    if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some()
-        || Command::new("nvcc").arg("--version").output().is_ok()
-    {
-        return true;
-    }
-    autotune_build::skip("no nvcc on PATH");
-    false
 }
 
 /// The `include_bytes!` paths (the compiled images) of the plan the build generated
@@ -274,11 +258,7 @@ fn baked_images(output: &Output) -> Vec<String> {
 /// Reproduces the stale-header bug: a header that nvcc finds only through a `-I`
 /// flag (`kernels/sub/scale.cu` includes `"factor.cuh"`, which lives in `kernels/`).
 /// Editing it must rerun the build script and compile new images.
-#[test]
 fn a_header_found_through_an_include_flag_is_watched_and_compiled_in() {
-    if !nvcc_on_path() {
-        return;
-    }
     let dir = fixture("include-flag");
     std::fs::create_dir_all(dir.join("kernels/sub")).unwrap();
     let kernel = std::fs::read_to_string(dir.join("kernels/scale.cu"))
@@ -314,11 +294,7 @@ fn a_header_found_through_an_include_flag_is_watched_and_compiled_in() {
 /// Reproduces a build that failed whole with `nvcc fatal : Unsupported gpu
 /// architecture 'compute_60'`: a table for a GPU this nvcc cannot target is
 /// skipped with a warning, and the build goes on.
-#[test]
 fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
-    if !nvcc_on_path() {
-        return;
-    }
     let dir = fixture("old-arch");
     let mut p100 = table(Fingerprint {
         spec_sha256: String::new(),
@@ -346,11 +322,7 @@ fn a_table_for_an_arch_nvcc_cannot_target_is_skipped() {
 /// The variables nvcc reads itself change the compiled images, so they must rerun
 /// the build script and key the compile cache: before, `NVCC_APPEND_FLAGS` changed
 /// binaries without cargo noticing.
-#[test]
 fn the_environment_nvcc_reads_reruns_the_build_and_recompiles() {
-    if !nvcc_on_path() {
-        return;
-    }
     let dir = fixture("nvcc-environment");
     let json = ["--message-format=json"];
     let plain = baked_images(&build(&dir, &json, false));
@@ -374,7 +346,6 @@ fn the_environment_nvcc_reads_reruns_the_build_and_recompiles() {
 /// cargo directive and a terminal escape; a second table for the same GPU model;
 /// a kernel the crate does not have. The build says each in its one warning line,
 /// uses none of them, and nothing reaches cargo as a directive.
-#[test]
 fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
     let dir = fixture("hostile");
     let mut stale = table(Fingerprint {
@@ -453,7 +424,6 @@ fn summary_notes(output: &Output) -> String {
 /// recompiled the crate (the folder was watched through its parent, the crate's
 /// root, whose target/ changes with every build). A file appearing in the root
 /// stands for that target/ here (the test's target folder is shared, elsewhere).
-#[test]
 fn a_missing_tables_folder_does_not_rerun_every_build() {
     let dir = fixture("no-tables");
     let _ = std::fs::remove_dir_all(dir.join("tuning"));
@@ -478,7 +448,6 @@ fn a_missing_tables_folder_does_not_rerun_every_build() {
 
 /// The one warning is short: at most 200 characters after `autotune: `, with the
 /// missing-nvcc reason once, also in a tuning build (which also lacks a GPU here).
-#[test]
 fn the_warning_is_one_short_line_that_gives_each_reason_once() {
     let dir = fixture("short-warning");
     for args in [&[][..], &["--features", "autotune"][..]] {
@@ -505,14 +474,10 @@ fn the_warning_is_one_short_line_that_gives_each_reason_once() {
 /// (no `[profile.release.build-override]`, as in a downstream crate that copied
 /// an older quick start) says so, with the fix. `cfg!(debug_assertions)` is off
 /// in release, so only the build script's real optimisation level tells.
-#[test]
 fn a_release_tuning_build_with_an_unoptimised_build_script_says_so() {
     let dir = fixture("unoptimised");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(!manifest.contains("build-override"), "{manifest}");
-    if !nvcc_on_path() {
-        return;
-    }
     let line = warning(&build(
         &dir,
         &["--release", "--features", "autotune"],
@@ -527,7 +492,6 @@ fn a_release_tuning_build_with_an_unoptimised_build_script_says_so() {
 
 /// A case that lacks the field the key is read from is a compile error at the
 /// key in the attribute (`key = n`), not at some argument of the signature.
-#[test]
 fn a_case_without_the_key_field_is_an_error_at_the_key() {
     let dir = fixture("no-key-field");
     let wrapper = dir.join("src/scale.rs");
@@ -625,7 +589,6 @@ fn instructions(output: &Output) -> String {
 /// Item 1: a right-to-left override in a table's GPU name, or in the name of a
 /// file in the tables folder, reached a comment of the generated code, which rustc
 /// refuses (`text_direction_codepoint_in_comment`, deny by default).
-#[test]
 fn direction_changing_characters_in_a_table_do_not_break_the_crate() {
     let dir = fixture("bidi");
     let mut stale = table(foreign("fixture-scale-bidi"));
@@ -639,7 +602,6 @@ fn direction_changing_characters_in_a_table_do_not_break_the_crate() {
 
 /// Item 2: `nvcc --version` ran without a timeout, so an `NVCC` that hangs hung
 /// the build.
-#[test]
 fn an_nvcc_that_hangs_does_not_hang_the_build() {
     let dir = fixture("hanging-nvcc");
     let script = dir.join("hanging-nvcc");
@@ -660,7 +622,6 @@ fn an_nvcc_that_hangs_does_not_hang_the_build() {
 /// Item 3: a committed symlink to a FIFO, or a table whose recorded sources name a
 /// FIFO, `/dev/zero` or a file outside the crate, hung the build, read without end,
 /// or read any file on the machine.
-#[test]
 fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
     let dir = fixture("fifo");
     let fifo = dir.join("kernels/pipe.cuh");
@@ -712,7 +673,6 @@ fn tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate() {
 /// Items 4 and 5: `AUTOTUNE_TABLES_DIR=/` made cargo scan the whole file system at
 /// every later build; a tables folder whose name holds a newline injected a cargo
 /// instruction.
-#[test]
 fn only_folders_inside_the_crate_are_watched_and_no_name_injects_an_instruction() {
     let dir = fixture("watched");
     let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
@@ -748,7 +708,6 @@ fn only_folders_inside_the_crate_are_watched_and_no_name_injects_an_instruction(
 /// Item 6: `AUTOTUNE_WORKER` in the environment made the build script exit 0 at
 /// once; the crate then failed to compile, and stayed broken after the variable was
 /// unset.
-#[test]
 fn a_stray_worker_variable_is_ignored_and_said() {
     let dir = fixture("stray-worker");
     let mut command = build_command(&dir, &[]);
@@ -766,7 +725,6 @@ fn a_stray_worker_variable_is_ignored_and_said() {
 
 /// Item 7: a tables folder that is a file, missing or blank, and a variable that
 /// is not UTF-8, were ignored without a word.
-#[test]
 fn a_bad_tables_folder_or_variable_is_named() {
     let dir = fixture("bad-folder");
     std::fs::write(dir.join("a-file"), "").unwrap();
@@ -798,7 +756,6 @@ fn a_bad_tables_folder_or_variable_is_named() {
 
 /// Item 17: an nvcc that exits 0 without writing its output gave "cannot write
 /// ...cubin: No such file or directory".
-#[test]
 fn an_nvcc_that_writes_nothing_is_named() {
     let dir = fixture("silent-nvcc");
     let script = dir.join("silent-nvcc");
@@ -821,7 +778,6 @@ fn an_nvcc_that_writes_nothing_is_named() {
 
 /// Item 16: `AUTOTUNE_ARCH` reached nvcc unchecked and `AUTOTUNE_FORCE` names were
 /// never checked.
-#[test]
 fn arch_and_force_variables_are_checked() {
     let dir = fixture("arch-force");
     let mut command = build_command(&dir, &["--features", "autotune"]);
@@ -861,7 +817,6 @@ fn arch_and_force_variables_are_checked() {
 /// names it by package name and version); one whose wrapper differs but is older
 /// than the other's build got the other's kernels baked, silently. Now it is refused,
 /// with what to do.
-#[test]
 fn a_build_script_compiled_from_another_checkout_is_refused() {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-faults-checkouts");
     let (a, b) = (root.join("a").join("same"), root.join("b").join("same"));
@@ -923,11 +878,7 @@ fn a_build_script_compiled_from_another_checkout_is_refused() {
 /// Issue 52: the define-collision scan read `min(n, BLOCK * ITEMS)` as a
 /// declaration of `ITEMS` (type `BLOCK*`) and refused a correct kernel. Everyday
 /// uses (a call's arguments, an array size, a template argument, a comment) build.
-#[test]
 fn a_kernel_that_uses_its_defines_in_expressions_builds() {
-    if !nvcc_on_path() {
-        return;
-    }
     let dir = fixture("expressions");
     std::fs::write(
         dir.join("kernels/scale.cu"),
@@ -969,11 +920,7 @@ fn a_kernel_that_uses_its_defines_in_expressions_builds() {
 /// folder it is called from. The link is resolved: the build compiles, and the
 /// images are the very ones a direct call bakes (the same identity, so committed
 /// tables stay fresh; the fingerprint's side is in autotune-build's tests).
-#[test]
 fn nvcc_through_a_symlink_in_another_folder_compiles_the_same_images() {
-    if !nvcc_on_path() {
-        return;
-    }
     let real = Command::new("sh")
         .args(["-c", "command -v nvcc"])
         .output()
@@ -1000,7 +947,6 @@ fn nvcc_through_a_symlink_in_another_folder_compiles_the_same_images() {
 /// as the wrapper's source hung `cargo build` (rustc blocked in open), a link to
 /// `/dev/zero` ate memory, and an image far past the fingerprint's cap was copied
 /// and embedded. Each is now refused at the attribute, at once.
-#[test]
 fn the_macro_reads_sources_as_regular_files_of_bounded_size() {
     let dir = fixture("macro-reads");
     let source = dir.join("kernels/scale.cu");
@@ -1045,7 +991,6 @@ fn the_macro_reads_sources_as_regular_files_of_bounded_size() {
 
 /// Issue 50, item 2: a symlink inside the crate to a file outside it, named in a
 /// table's recorded sources, was read (`read(3, "root:x:0:0:...")`).
-#[test]
 fn a_link_inside_the_crate_to_a_file_outside_is_not_read() {
     let dir = fixture("plink");
     std::os::unix::fs::symlink("/etc/hostname", dir.join("kernels/plink")).unwrap();
@@ -1068,7 +1013,6 @@ fn a_link_inside_the_crate_to_a_file_outside_is_not_read() {
 /// Issue 50, item 4: a stand-in nvcc that answers `--version` and exits, leaving a
 /// child that holds its stdout, hung the build without limit (the pipes were read
 /// with no deadline); a question that timed out was remembered as an empty answer.
-#[test]
 fn an_nvcc_whose_child_holds_its_pipes_does_not_hang_the_build() {
     let dir = fixture("nvcc-child");
     let script = dir.join("lingering-nvcc");
@@ -1115,7 +1059,6 @@ fn an_nvcc_whose_child_holds_its_pipes_does_not_hang_the_build() {
 /// silently, and a bad `AUTOTUNE_NVCC_TIMEOUT_S` (0, -1, abc) turned compilation
 /// off as if there were no nvcc. A tuning build refuses each; another build says
 /// the value is ignored and compiles with the default.
-#[test]
 fn arch_and_nvcc_timeout_values_are_refused_not_taken_as_nothing() {
     let dir = fixture("arch-values");
     for arch in ["sm_9999", "", ","] {
@@ -1127,9 +1070,6 @@ fn arch_and_nvcc_timeout_values_are_refused_not_taken_as_nothing() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{arch:?}: {stderr}");
         assert!(stderr.contains("AUTOTUNE_ARCH"), "{arch:?}: {stderr}");
-    }
-    if !nvcc_on_path() {
-        return;
     }
     for timeout in ["0", "-1", "abc"] {
         let mut command = build_command(&dir, &["--message-format=json-render-diagnostics"]);
@@ -1152,4 +1092,49 @@ fn arch_and_nvcc_timeout_values_are_refused_not_taken_as_nothing() {
             "{timeout}: a tuning build refuses it"
         );
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[
+        (
+            harness::Need::Nothing,
+            trials![
+                without_nvcc_the_defaults_are_baked_with_one_warning,
+                a_corrupt_table_is_named_not_used_and_left_alone,
+                a_table_with_a_foreign_fingerprint_is_not_used,
+                hostile_and_duplicate_tables_are_named_and_bend_nothing,
+                a_missing_tables_folder_does_not_rerun_every_build,
+                the_warning_is_one_short_line_that_gives_each_reason_once,
+                a_case_without_the_key_field_is_an_error_at_the_key,
+                direction_changing_characters_in_a_table_do_not_break_the_crate,
+                an_nvcc_that_hangs_does_not_hang_the_build,
+                tables_and_their_sources_are_read_only_as_regular_files_inside_the_crate,
+                only_folders_inside_the_crate_are_watched_and_no_name_injects_an_instruction,
+                a_stray_worker_variable_is_ignored_and_said,
+                a_bad_tables_folder_or_variable_is_named,
+                an_nvcc_that_writes_nothing_is_named,
+                arch_and_force_variables_are_checked,
+                a_build_script_compiled_from_another_checkout_is_refused,
+                the_macro_reads_sources_as_regular_files_of_bounded_size,
+                a_link_inside_the_crate_to_a_file_outside_is_not_read,
+                an_nvcc_whose_child_holds_its_pipes_does_not_hang_the_build
+            ],
+        ),
+        (
+            harness::Need::Tools(&["nvcc"]),
+            trials![
+                a_header_found_through_an_include_flag_is_watched_and_compiled_in,
+                a_table_for_an_arch_nvcc_cannot_target_is_skipped,
+                the_environment_nvcc_reads_reruns_the_build_and_recompiles,
+                a_release_tuning_build_with_an_unoptimised_build_script_says_so,
+                a_kernel_that_uses_its_defines_in_expressions_builds,
+                nvcc_through_a_symlink_in_another_folder_compiles_the_same_images,
+                arch_and_nvcc_timeout_values_are_refused_not_taken_as_nothing
+            ],
+        ),
+        (
+            harness::Need::NoCudaDriver,
+            trials![the_autotune_feature_without_a_gpu_tunes_nothing_and_still_builds],
+        ),
+    ])
 }

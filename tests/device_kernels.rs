@@ -234,14 +234,20 @@ fn the_flush_by_reading_runs_and_says_what_it_is() {
 }
 
 fn main() -> std::process::ExitCode {
-    harness::run(
-        trials![committed_ptx_is_what_nvcc_makes_of_the_source],
-        trials![
-            device_comparison_gives_the_host_verdicts,
-            row_blocks_give_the_host_verdicts_of_rows,
-            device_changes_are_the_host_changes,
-            an_input_draws_each_seed_once_and_puts_it_back_on_the_device,
-            the_flush_by_reading_runs_and_says_what_it_is
-        ],
-    )
+    harness::run_groups(&[
+        (
+            harness::Need::Tools(&["nvcc"]),
+            trials![committed_ptx_is_what_nvcc_makes_of_the_source],
+        ),
+        (
+            harness::Need::Gpu,
+            trials![
+                device_comparison_gives_the_host_verdicts,
+                row_blocks_give_the_host_verdicts_of_rows,
+                device_changes_are_the_host_changes,
+                an_input_draws_each_seed_once_and_puts_it_back_on_the_device,
+                the_flush_by_reading_runs_and_says_what_it_is
+            ],
+        ),
+    ])
 }

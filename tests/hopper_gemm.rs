@@ -4,8 +4,9 @@
 //! Hopper path (HGMMA from shared memory, TMA loads: `UTMALDG`), not HMMA; on a
 //! Hopper GPU every point matches cuBLAS on a square, decode rows, ragged shapes (no
 //! dimension a multiple of any tile) and Llama-3-8B's gate/up projection, twice in a
-//! row (the split-K barriers' second phase). Skips (and says so) without nvcc, cuobjdump or
-//! such a GPU; with AUTOTUNE_REQUIRE_NVCC=1 (CI) the nvcc parts may not skip.
+//! row (the split-K barriers' second phase). The compile test is reported ignored
+//! without nvcc, cuobjdump and nvdisasm, the GPU test without a GPU (the harness);
+//! AUTOTUNE_REQUIRE_NVCC=1 (CI) and AUTOTUNE_REQUIRE_GPU=1 make them run and fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
@@ -16,8 +17,6 @@ mod harness;
 mod device;
 #[path = "fixtures/hopper.rs"]
 mod hopper;
-#[path = "fixtures/toolkit.rs"]
-mod toolkit;
 
 use std::path::PathBuf;
 
@@ -31,37 +30,21 @@ use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::cudarc::nvrtc::Ptx;
 use autotune_runtime::half::bf16;
 
-fn required() -> bool {
-    std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some()
-}
-
-/// Every point compiled, or `None` (said) where there is no nvcc.
-fn compiled() -> Option<Vec<(HopperParams, Compiled)>> {
-    match hopper::compile_all(std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))) {
-        Ok(compiled) => Some(compiled),
-        Err(why) => {
-            assert!(!required(), "AUTOTUNE_REQUIRE_NVCC is set but {why}");
-            autotune_build::skip(&why);
-            None
-        }
-    }
+/// Every point compiled (both tests need nvcc: the harness runs them only where
+/// it is found).
+fn compiled() -> Vec<(HopperParams, Compiled)> {
+    hopper::compile_all(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")))
+        .unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// `cuobjdump` (with `nvdisasm` beside it for `-sass`) on PATH or in the toolkit.
 fn cuobjdump() -> Option<PathBuf> {
-    toolkit::tools_dir(&["cuobjdump", "nvdisasm"]).map(|dir| dir.join("cuobjdump"))
+    harness::tools_dir(&["cuobjdump", "nvdisasm"]).map(|dir| dir.join("cuobjdump"))
 }
 
 fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
-    let Some(compiled) = compiled() else { return };
-    let cuobjdump = cuobjdump();
-    if cuobjdump.is_none() {
-        assert!(
-            !required(),
-            "AUTOTUNE_REQUIRE_NVCC is set but cuobjdump and nvdisasm are not on PATH"
-        );
-        autotune_build::skip("no cuobjdump with nvdisasm on PATH: the SASS is not read");
-    }
+    let compiled = compiled();
+    let cuobjdump = cuobjdump().expect("the harness runs this test only where cuobjdump is found");
     for (point, c) in &compiled {
         let resources = c.resources.expect("ptxas -v says what it used");
         assert!(!resources.spills(), "{}: {resources:?}", point.name());
@@ -71,10 +54,7 @@ fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
             resources.registers,
             c.seconds
         );
-        let Some(cuobjdump) = &cuobjdump else {
-            continue;
-        };
-        let out = std::process::Command::new(cuobjdump)
+        let out = std::process::Command::new(&cuobjdump)
             .arg("-sass")
             .arg(&c.binary)
             .output()
@@ -118,7 +98,7 @@ fn every_point_matches_cublas_on_a_hopper_gpu() {
         autotune_build::skip(format!("compute capability {major}.x is not Hopper"));
         return;
     }
-    let Some(compiled) = compiled() else { return };
+    let compiled = compiled();
     run_against_cublas(&ctx, &compiled);
 }
 
@@ -167,8 +147,14 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
 }
 
 fn main() -> std::process::ExitCode {
-    harness::run(
-        trials![every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma],
-        trials![every_point_matches_cublas_on_a_hopper_gpu],
-    )
+    harness::run_groups(&[
+        (
+            harness::Need::Tools(&["nvcc", "cuobjdump", "nvdisasm"]),
+            trials![every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma],
+        ),
+        (
+            harness::Need::All(&[harness::Need::Gpu, harness::Need::Tools(&["nvcc"])]),
+            trials![every_point_matches_cublas_on_a_hopper_gpu],
+        ),
+    ])
 }

@@ -3,11 +3,15 @@
 //! compiles once per value of the compile-time parameter, however many block sizes
 //! each image is timed at; its PTX-only twin is never compiled at all, found
 //! through a variable as cargo's `links` metadata would give it. nvcc is a script
-//! here that counts its compiles and runs the real one. Skips, and says so, without
+//! here that counts its compiles and runs the real one. Reported ignored without
 //! nvcc (unless AUTOTUNE_REQUIRE_NVCC=1). Its own test binary: it sets `NVCC` for
 //! the whole process.
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 
 #[path = "fixtures/library_softmax.rs"]
 mod library_softmax;
@@ -31,11 +35,8 @@ const PTX_SPEC: KernelSpec = KernelSpec::new(
 .with_space(&["threads"], &[&[32], &[256], &[1024]], &[32])
 .with_define_names(&[None]);
 
-#[test]
 fn each_compile_time_point_is_compiled_once() {
-    let Some(nvcc) = toolkit::nvcc_or_skip() else {
-        return;
-    };
+    let nvcc = toolkit::nvcc();
     let dir = std::env::temp_dir().join(format!("autotune-launch-only-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -89,4 +90,11 @@ fn each_compile_time_point_is_compiled_once() {
         "nvcc compiled a precompiled image"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[(
+        harness::Need::Tools(&["nvcc"]),
+        trials![each_compile_time_point_is_compiled_once],
+    )])
 }

@@ -1,10 +1,14 @@
 //! `AUTOTUNE_NVCC_JOBS` sets how many nvcc run at once: at 1, no two compiles of a
 //! kernel's images overlap (nvcc is a script here that notes when one starts while
-//! another runs), and a value that is not a count is refused. Skips, and says so,
+//! another runs), and a value that is not a count is refused. Reported ignored
 //! without nvcc (unless AUTOTUNE_REQUIRE_NVCC=1). Its own test binary: it sets
 //! variables for the whole process.
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 #![allow(clippy::unwrap_used)] // test helpers outside test functions
+
+#[macro_use]
+#[path = "fixtures/harness.rs"]
+mod harness;
 
 #[path = "fixtures/library_softmax.rs"]
 mod library_softmax;
@@ -13,11 +17,8 @@ mod toolkit;
 
 use std::path::Path;
 
-#[test]
 fn nvcc_jobs_bounds_the_compiles_at_once() {
-    let Some(nvcc) = toolkit::nvcc_or_skip() else {
-        return;
-    };
+    let nvcc = toolkit::nvcc();
     let dir = std::env::temp_dir().join(format!("autotune-nvcc-jobs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -58,4 +59,11 @@ fn nvcc_jobs_bounds_the_compiles_at_once() {
         "one nvcc at a time, each of the three images once"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[(
+        harness::Need::Tools(&["nvcc"]),
+        trials![nvcc_jobs_bounds_the_compiles_at_once],
+    )])
 }

@@ -109,11 +109,17 @@ fn a_reference_with_a_nul_byte_is_refused_not_a_panic() {
 }
 
 fn main() -> std::process::ExitCode {
-    harness::run(
-        trials![committed_ptx_is_what_nvcc_makes_of_the_source],
-        trials![
-            the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it,
-            a_reference_with_a_nul_byte_is_refused_not_a_panic
-        ],
-    )
+    harness::run_groups(&[
+        (
+            harness::Need::Tools(&["nvcc"]),
+            trials![committed_ptx_is_what_nvcc_makes_of_the_source],
+        ),
+        (
+            harness::Need::Gpu,
+            trials![
+                the_gpu_reference_is_the_cpu_reference_on_every_row_and_the_case_uses_it,
+                a_reference_with_a_nul_byte_is_refused_not_a_panic
+            ],
+        ),
+    ])
 }

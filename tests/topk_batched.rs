@@ -4,8 +4,8 @@
 //! ragged batches (a query at the key, one shorter than the top-k from four queries
 //! up, the rest spread below the key) of 1 to 64 queries, checked by the sweep's own
 //! case (each query against the CPU's scores of its own context, every query's
-//! histograms and counters left zero), each twice in a row. Skips (and says so)
-//! without a GPU or nvcc.
+//! histograms and counters left zero), each twice in a row. Reported ignored
+//! without a GPU or nvcc (the harness).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
 #[macro_use]
@@ -17,10 +17,8 @@ mod device;
 #[path = "fixtures/points.rs"]
 mod points;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use autotune_build::testing::Nvcc;
 use autotune_kernels::topk::{BatchedTopkCase, TopkIndexerBatched, TopkIndexerBatchedParams};
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::gate::Case;
@@ -36,10 +34,6 @@ fn every_point_selects_each_query_of_a_ragged_batch() {
     let Some(ctx) = device::open_or_skip() else {
         return;
     };
-    if let Err(why) = Nvcc::find(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
-        autotune_build::skip(format!("no nvcc ({why})"));
-        return;
-    }
     let arch = GpuIdentity::of(&ctx).unwrap().arch();
     let variants = variants(&ctx, &arch);
     let stream = ctx.default_stream();
@@ -84,8 +78,8 @@ fn every_point_selects_each_query_of_a_ragged_batch() {
 }
 
 fn main() -> std::process::ExitCode {
-    harness::run(
-        trials![],
+    harness::run_groups(&[(
+        harness::Need::All(&[harness::Need::Gpu, harness::Need::Tools(&["nvcc"])]),
         trials![every_point_selects_each_query_of_a_ragged_batch],
-    )
+    )])
 }

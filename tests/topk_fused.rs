@@ -5,7 +5,7 @@
 //! context it takes, one above it, a length no 16-token tile divides, the declared
 //! sizes' ends and 128k; each twice in a row (a call must leave its histograms and
 //! counters zero for the next); with every score equal (the overflow paths); and
-//! replayed in a CUDA graph. Skips (and says so) without a GPU or nvcc.
+//! replayed in a CUDA graph. Reported ignored without a GPU or nvcc (the harness).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
 #[macro_use]
@@ -17,10 +17,8 @@ mod device;
 #[path = "fixtures/points.rs"]
 mod points;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use autotune_build::testing::Nvcc;
 use autotune_kernels::samples::{self, TopkInputs};
 use autotune_kernels::topk::{self, DIM, TOP_K, TopkIndexer, TopkParams};
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
@@ -47,10 +45,6 @@ fn fused_variants(ctx: &Arc<CudaContext>, arch: &str) -> Vec<Variant<TopkParams>
 /// A GPU and its variants, or `None` (said).
 fn setup() -> Option<(Arc<CudaContext>, Vec<Variant<TopkParams>>)> {
     let ctx = device::open_or_skip()?;
-    if let Err(why) = Nvcc::find(Path::new(env!("CARGO_TARGET_TMPDIR"))) {
-        autotune_build::skip(format!("no nvcc ({why})"));
-        return None;
-    }
     let arch = GpuIdentity::of(&ctx).unwrap().arch();
     let variants = fused_variants(&ctx, &arch);
     Some((ctx, variants))
@@ -190,12 +184,12 @@ fn every_one_launch_point_replays_in_a_cuda_graph() {
 }
 
 fn main() -> std::process::ExitCode {
-    harness::run(
-        trials![],
+    harness::run_groups(&[(
+        harness::Need::All(&[harness::Need::Gpu, harness::Need::Tools(&["nvcc"])]),
         trials![
             every_one_launch_point_selects_the_top_k_twice_in_a_row_at_every_length,
             every_one_launch_point_is_right_when_every_score_is_equal,
             every_one_launch_point_replays_in_a_cuda_graph
         ],
-    )
+    )])
 }

@@ -108,8 +108,14 @@ fn uses_the_gpu<C: Case>(stream: &Arc<CudaStream>, mut case: C, on_gpu: fn(&C) -
 }
 
 fn main() -> std::process::ExitCode {
-    harness::run(
-        trials![committed_ptx_is_what_nvcc_makes_of_the_source],
-        trials![the_gpu_scores_are_the_cpu_scores_to_the_bit_and_the_cases_use_them],
-    )
+    harness::run_groups(&[
+        (
+            harness::Need::Tools(&["nvcc"]),
+            trials![committed_ptx_is_what_nvcc_makes_of_the_source],
+        ),
+        (
+            harness::Need::Gpu,
+            trials![the_gpu_scores_are_the_cpu_scores_to_the_bit_and_the_cases_use_them],
+        ),
+    ])
 }
