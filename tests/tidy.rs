@@ -634,3 +634,62 @@ fn this_packages_tests_declare_what_they_need_instead_of_skipping() {
         found.join("\n")
     );
 }
+
+/// Module names that two crates of the workspace share on purpose, each with the
+/// one meaning it has in both.
+const SHARED_MODULE_NAMES: &[(&str, &str)] = &[
+    ("lib", "the crate root"),
+    ("error", "the crate's closed error enum"),
+    (
+        "above",
+        "keys above the largest size: the option parsed (spec), the table's decision (table)",
+    ),
+    (
+        "image",
+        "a precompiled kernel: the source named (spec), taken as it is (build)",
+    ),
+    (
+        "tunables",
+        "the crate's kernels: `tunables!()` (macro), the list it builds (build)",
+    ),
+    (
+        "report",
+        "a table's text report: written (table), printed by `cargo autotune report` (CLI)",
+    ),
+    (
+        "plot",
+        "a table's SVG plots: drawn (table), written by `cargo autotune plot` (CLI)",
+    ),
+];
+
+/// One meaning per module name across the workspace (issue 47: `context` had
+/// three, `tune` was a module of two crates, `spec` and `args` two each): a name
+/// that two crates' `src/` share is one of [`SHARED_MODULE_NAMES`].
+#[test]
+fn a_module_name_has_one_meaning_across_the_crates() {
+    let mut crates_of: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for krate in CRATES {
+        for (path, _) in sources(krate) {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let name = if name == "main" {
+                "lib".to_string()
+            } else {
+                name
+            };
+            crates_of.entry(name).or_default().push(krate);
+        }
+    }
+    let doubled: Vec<String> = crates_of
+        .iter()
+        .filter(|(name, crates)| {
+            crates.len() > 1 && !SHARED_MODULE_NAMES.iter().any(|(shared, _)| shared == name)
+        })
+        .map(|(name, crates)| format!("`{name}` in {crates:?}"))
+        .collect();
+    assert!(
+        doubled.is_empty(),
+        "module names in more than one crate (rename one, or add the name to \
+         SHARED_MODULE_NAMES with the one meaning it has in each):\n{}",
+        doubled.join("\n")
+    );
+}

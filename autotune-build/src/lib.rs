@@ -36,7 +36,7 @@ mod step;
 mod sweep;
 mod tail_keys;
 mod tunables;
-mod tune;
+mod tuner;
 pub mod variants;
 
 /// The sweep's timing, as the benches use it: in `autotune-gate` (feature `timing`).
@@ -72,6 +72,6 @@ pub mod testing {
     pub use crate::served::{Beyond, Served, served};
     pub use crate::shard_run::{Entry as ShardEntry, ShardRun};
     pub use crate::sweep::{SweepPlan, SweepResult, run as run_sweep};
-    pub use crate::tune::{PointJob, compile_jobs};
+    pub use crate::tuner::{PointJob, compile_jobs};
     pub use crate::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line, serve};
 }

@@ -19,8 +19,8 @@ use crate::nvcc::Nvcc;
 use crate::probe::on_devices;
 use crate::shard_run::{self, ShardRun};
 use crate::step::Build;
-use crate::tune::TuneJob;
-use crate::{BuildError, Tunables, tune};
+use crate::tuner::{self, TuneJob};
+use crate::{BuildError, Tunables};
 
 impl Build {
     /// Tunes every kernel whose entry in this GPU's table is missing or stale,
@@ -82,7 +82,7 @@ impl Build {
         let exe = std::env::current_exe().map_err(|e| {
             BuildError::Worker(format!("cannot find this build script's path: {e}"))
         })?;
-        let tuner = tune::Tuner {
+        let tuner = tuner::Tuner {
             root: &self.root,
             work_dir: self.out_dir.join("autotune").join("sweep"),
             cache_dir: self.cache_dir.clone(),
@@ -264,7 +264,7 @@ impl Build {
     /// Tunes one stale entry, its log written beside the tables whatever happens.
     fn tune_one(
         &self,
-        tuner: &tune::Tuner<'_>,
+        tuner: &tuner::Tuner<'_>,
         stale: &Stale,
         kernels: &[Fingerprinted<'_>],
         table: &TuningTable,
@@ -287,7 +287,7 @@ impl Build {
             on_devices(&tuner.devices),
             gpu.driver,
             gpu.arch(),
-            tune::today(),
+            tuner::today(),
             tuner.nvcc.version,
             self.settings.seed,
             stale.reason

@@ -26,7 +26,7 @@ use autotune_table::resources::Resources;
 
 use crate::fingerprint::flags_of;
 use crate::nvcc::{self, Nvcc, NvccError, Target};
-use crate::tune::compile_jobs;
+use crate::tuner::compile_jobs;
 
 /// One variant's outcome: its ptxas resources, or why it did not compile.
 #[derive(Debug, Clone)]

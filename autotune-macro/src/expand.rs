@@ -7,12 +7,12 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{FnArg, Ident, ItemFn, Type};
 
-use crate::context::Context;
+use crate::site::Site;
 
 pub(crate) fn autotune(
     attr: TokenStream,
     item: TokenStream,
-    context: Context,
+    site: Site,
 ) -> syn::Result<TokenStream> {
     let attr_span = match attr.clone().into_iter().next() {
         Some(first) => first.span(),
@@ -28,8 +28,8 @@ pub(crate) fn autotune(
         }
     };
     let args: AttrArgs = syn::parse2(attr.clone())?;
-    let spec = Spec::parse(&args, &item.sig, attr_span, context.manifest_dir())?;
-    if let Context::NoBuildScript = context {
+    let spec = Spec::parse(&args, &item.sig, attr_span, site.manifest_dir())?;
+    if let Site::NoBuildScript = site {
         return Err(syn::Error::new(
             attr_span,
             "#[autotune] needs a build script: add `build.rs` with \
@@ -40,7 +40,7 @@ pub(crate) fn autotune(
     }
     let params = params_struct(&spec, &item);
     let kernel = kernel_impl(&spec);
-    let dispatch = dispatch(&spec, &item, &context);
+    let dispatch = dispatch(&spec, &item, &site);
     Ok(quote! {
         #item
         #params
@@ -346,7 +346,7 @@ fn launch_call(spec: &Spec, function: &Ident, variant: TokenStream) -> TokenStre
 }
 
 /// The dispatch struct: `load`, `launch` (a `match` on the key), introspection.
-fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
+fn dispatch(spec: &Spec, item: &ItemFn, site: &Site) -> TokenStream {
     let rt = runtime();
     let vis = &item.vis;
     let dispatch = spec.dispatch_struct();
@@ -354,7 +354,7 @@ fn dispatch(spec: &Spec, item: &ItemFn, context: &Context) -> TokenStream {
     let function = &spec.fn_name;
     let key = &spec.key;
     let baked_mod = format_ident!("__autotune_baked_{}", spec.fn_name);
-    let baked = baked_items(spec, context);
+    let baked = baked_items(spec, site);
     let generics = &item.sig.generics;
     let where_clause = &item.sig.generics.where_clause;
     let output = &item.sig.output;
@@ -599,11 +599,11 @@ fn introspection(
 
 /// The baked plans: generated into `OUT_DIR` by the build script for the crate; an
 /// empty stand-in inside `build.rs`, where the plans are being made.
-fn baked_items(spec: &Spec, context: &Context) -> TokenStream {
+fn baked_items(spec: &Spec, site: &Site) -> TokenStream {
     let rt = runtime();
     let file = format!("/autotune/{}.rs", spec.fn_name);
-    match context {
-        Context::Crate { .. } => quote! {
+    match site {
+        Site::Crate { .. } => quote! {
             include!(concat!(env!("OUT_DIR"), #file));
         },
         _ => {
@@ -644,8 +644,8 @@ mod tests {
                 Ok(())
             }
         };
-        let context = Context::BuildScript { manifest_dir: None };
-        let expanded = autotune(attr, item, context).unwrap();
+        let site = Site::BuildScript { manifest_dir: None };
+        let expanded = autotune(attr, item, site).unwrap();
         let file: syn::File = syn::parse2(expanded).unwrap();
         let text = quote!(#file).to_string();
         assert!(text.contains("struct MyParams"));
@@ -669,8 +669,8 @@ mod tests {
                 Ok(())
             }
         };
-        let context = Context::BuildScript { manifest_dir: None };
-        let file: syn::File = syn::parse2(autotune(attr, item, context).unwrap()).unwrap();
+        let site = Site::BuildScript { manifest_dir: None };
+        let file: syn::File = syn::parse2(autotune(attr, item, site).unwrap()).unwrap();
         let text = quote!(#file).to_string();
         assert!(text.contains("candidates : & [\"k_v2.cu\"]"), "{text}");
         assert!(text.contains("pub source : u32"), "{text}");
@@ -686,7 +686,7 @@ mod tests {
                 Ok(())
             }
         };
-        let context = || Context::BuildScript { manifest_dir: None };
+        let site = || Site::BuildScript { manifest_dir: None };
         let with = quote!(
             source = "k.cu",
             key = n,
@@ -695,7 +695,7 @@ mod tests {
             block = [64],
             fallback = plain
         );
-        let text = autotune(with, item.clone(), context()).unwrap().to_string();
+        let text = autotune(with, item.clone(), site()).unwrap().to_string();
         assert!(text.contains("SPEC . check_fallback ()"), "{text}");
         let without = quote!(
             source = "k.cu",
@@ -704,7 +704,7 @@ mod tests {
             case = C,
             block = [64]
         );
-        let text = autotune(without, item, context()).unwrap().to_string();
+        let text = autotune(without, item, site()).unwrap().to_string();
         assert!(!text.contains("check_fallback"), "{text}");
     }
 }

@@ -8,8 +8,8 @@
 
 use proc_macro::TokenStream;
 
-mod context;
 mod expand;
+mod site;
 mod tunables;
 
 /// Marks a kernel wrapper as tunable: `build.rs` sweeps the space it declares on
@@ -153,7 +153,7 @@ mod tunables;
 /// attribute's errors at once.
 #[proc_macro_attribute]
 pub fn autotune(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::autotune(attr.into(), item.into(), context::Context::detect())
+    expand::autotune(attr.into(), item.into(), site::Site::detect())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -22,7 +22,7 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         )?;
         list.into_iter().collect()
     };
-    // What cargo sets for the crate being compiled (see `Context::detect`).
+    // What cargo sets for the crate being compiled (see `Site::detect`).
     #[allow(clippy::disallowed_methods)]
     let Some(manifest_dir) = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from) else {
         return Err(syn::Error::new(

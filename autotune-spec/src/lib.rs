@@ -31,7 +31,7 @@
 
 pub mod above;
 #[cfg(feature = "grammar")]
-mod args;
+mod attribute;
 #[cfg(feature = "grammar")]
 mod constraint;
 #[cfg(feature = "grammar")]
@@ -42,6 +42,8 @@ pub mod guarded;
 pub mod image;
 pub mod inputs;
 pub mod names;
+#[cfg(feature = "grammar")]
+mod pairs;
 pub mod quantile;
 pub mod range;
 pub mod rng;
@@ -55,17 +57,17 @@ mod signature;
 pub mod source;
 #[cfg(feature = "grammar")]
 mod space;
-#[cfg(feature = "grammar")]
-mod spec;
 
 #[cfg(feature = "grammar")]
-pub use args::{AttrArgs, Entry};
+pub use attribute::{OPTIONS, Spec};
 #[cfg(feature = "grammar")]
 pub use constraint::{Constraint, EvalError};
 #[cfg(feature = "grammar")]
 pub use defines::Defines;
 #[cfg(feature = "grammar")]
 pub use diagnostics::Diagnostics;
+#[cfg(feature = "grammar")]
+pub use pairs::{AttrArgs, Entry};
 pub use range::KeyRange;
 #[cfg(feature = "grammar")]
 pub use scan::{WrapperRef, find_wrappers, is_autotune_attr};
@@ -75,5 +77,3 @@ pub use shapes::{MAX_SHAPES, Shapes};
 pub use signature::{Argument, ArgumentRole, WrapperSignature};
 #[cfg(feature = "grammar")]
 pub use space::{Param, Point, Space};
-#[cfg(feature = "grammar")]
-pub use spec::{OPTIONS, Spec};

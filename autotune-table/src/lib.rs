@@ -4,9 +4,7 @@
 //! with [`duel`] for the interleaved last word at a key), the
 //! search strategies ([`strategy`]), the progress lines a terminal draws
 //! ([`progress`]), the build's machine-readable summary ([`summary`]), the
-//! report and plots that stand beside a committed table ([`artifacts`]), and the
-//! Markdown context an agent reads before proposing a change ([`context`]), and the
-//! keep-or-revert verdict on candidate sources ([`verdict`]).
+//! report and plots that stand beside a committed table ([`artifacts`]).
 //!
 //! The build library (`autotune-build`) writes these; `cargo autotune` reads them
 //! without linking cudarc.
@@ -14,7 +12,6 @@
 pub mod above;
 pub mod artifacts;
 pub mod clocks;
-pub mod context;
 pub mod duel;
 pub mod error;
 pub mod off_grid;
@@ -34,7 +31,6 @@ pub mod table;
 #[doc(hidden)]
 pub mod testing;
 pub mod vars;
-pub mod verdict;
 
 pub use error::TableError;
 pub use resources::Resources;

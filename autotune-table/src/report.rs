@@ -348,11 +348,6 @@ mod tests {
             &text,
             &["  checked: relative L2 <= 1e-5 only, no per-element bound\n"],
         );
-        let context = crate::context::render("t.json", &table, None, &[]);
-        assert_contains(
-            &context,
-            &["checked against the reference: relative L2 <= 1e-5 only"],
-        );
     }
 
     #[test]

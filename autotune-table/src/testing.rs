@@ -1,6 +1,9 @@
 //! Fixtures for this repository's tests: no stability promise.
 
-use crate::table::{FORMAT, GpuRecord, KernelTable, TuningTable};
+use crate::table::{
+    FORMAT, Fingerprint, GpuRecord, KernelTable, KeyRange, Measurement, Role, Seconds, SizeRecord,
+    TuningTable, VariantRecord,
+};
 
 /// The H200 the shipped table was tuned on, as a table records it (facts a
 /// table may predate, memory and shared memory, left out).
@@ -59,4 +62,94 @@ pub fn table<'a>(kernels: impl IntoIterator<Item = (&'a str, KernelTable)>) -> T
             .collect(),
         shard: None,
     }
+}
+
+/// A small table of one kernel `k` (two variants, one timed size, its ranges),
+/// for tests of what reads tables.
+pub fn sample_table() -> TuningTable {
+    let fingerprint = Fingerprint {
+        spec_sha256: "aa".into(),
+        wrapper_sha256: "bb".into(),
+        sources: vec!["kernels/k.cu".into()],
+        sources_sha256: "cc".into(),
+        nvcc: "13.0.88".into(),
+        flags: vec!["-O3".into()],
+        crate_version: "k 0.1.0".into(),
+        tuner_version: "0.1.0".into(),
+        vendor: None,
+    };
+    let measurement = Measurement {
+        key: 8,
+        median_us: 10.0,
+        p25_us: 9.5,
+        p75_us: 10.5,
+        min_us: 9.0,
+        repeats: 50,
+        error: 1e-3,
+        bytes: 1,
+        flops: 0,
+        device: 0,
+        checked_once: false,
+        buffers: 0,
+    };
+    let variant = |name: &str, values: Vec<u32>| VariantRecord {
+        name: name.into(),
+        values,
+        role: Role::Tuned,
+        resources: None,
+        compile_s: None,
+        rejected: None,
+        measurements: vec![measurement.clone()],
+    };
+    let kernel = KernelTable {
+        fingerprint,
+        tuned_on: "2026-11-30".into(),
+        seed: 1,
+        key: "n".into(),
+        default: "block=64".into(),
+        fallback: None,
+        check: None,
+        tuned_by: None,
+        timing: "events".into(),
+        min_margin: 0.01,
+        variants: vec![
+            variant("block=64", vec![64]),
+            variant("block=128", vec![128]),
+        ],
+        sizes: vec![SizeRecord {
+            key: 8,
+            winner: "block=128".into(),
+            winner_us: 10.0,
+            incumbent: "block=64".into(),
+            incumbent_us: 10.0,
+            margin: 0.0,
+            noise: 0.01,
+            runner_up: None,
+            refinement: false,
+            duel: None,
+        }],
+        ranges: vec![
+            KeyRange {
+                first: 0,
+                last: 99,
+                choice: "block=128".into(),
+            },
+            KeyRange {
+                first: 100,
+                last: u64::MAX,
+                choice: "block=64".into(),
+            },
+        ],
+        above: None,
+        off_grid: None,
+        clocks: None,
+        seconds: Seconds {
+            compile: 1.0,
+            sweep: 2.0,
+            total: 3.0,
+            gpus: 1,
+            phases: None,
+        },
+    };
+    table([("k", kernel)])
 }

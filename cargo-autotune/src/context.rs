@@ -4,8 +4,10 @@
 
 use std::process::ExitCode;
 
-use autotune_table::context::render;
-use autotune_table::{table, verdict};
+use autotune_table::table;
+
+use crate::markdown::render;
+use crate::verdict;
 
 use crate::args::ContextArgs;
 use crate::error::CliError;

@@ -18,9 +18,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
+use crate::verdict::{self, JOURNAL_FILE, JournalEntry, Judgement};
 use autotune_table::table::{self, KernelTable};
 use autotune_table::vars;
-use autotune_table::verdict::{self, JOURNAL_FILE, JournalEntry, Judgement};
 
 use crate::args::JudgeArgs;
 use crate::error::CliError;

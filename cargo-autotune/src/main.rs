@@ -28,12 +28,14 @@ mod fleet;
 mod gpu_probe;
 mod init;
 mod judge;
+mod markdown;
 mod merge;
 mod plot;
 mod report;
 mod simulate;
 mod summaries;
 mod tune;
+mod verdict;
 
 use std::process::ExitCode;
 

@@ -817,7 +817,7 @@ fn parse_sizes(value: &Expr, max_sizes: u64, diag: &mut Diagnostics) -> Option<V
 /// is parsed: a thousand nested parentheses or a 20 000-term sum in the string
 /// overflowed the compiler's stack (the unquoted form is checked token by token).
 fn where_text_fits(literal: &syn::LitStr) -> syn::Result<()> {
-    use crate::args::{MAX_DEPTH, MAX_WHERE_TOKENS};
+    use crate::pairs::{MAX_DEPTH, MAX_WHERE_TOKENS};
     let text = literal.value();
     // A token is at least one character, and most are one or two.
     if text.len() > 4 * MAX_WHERE_TOKENS {

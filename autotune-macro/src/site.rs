@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// Where a wrapper is being expanded.
 #[derive(Debug, Clone)]
-pub(crate) enum Context {
+pub(crate) enum Site {
     /// Compiling the crate, after its build script generated the dispatch plans.
     Crate { manifest_dir: Option<PathBuf> },
     /// Compiling `build.rs`, which includes the wrapper's file to run the sweep.
@@ -14,7 +14,7 @@ pub(crate) enum Context {
     NoBuildScript,
 }
 
-impl Context {
+impl Site {
     /// Cargo compiles a build script as crate `build_script_build` and sets
     /// `OUT_DIR` only for the package's other targets.
     // The macro reads what cargo sets for the crate being compiled (it does not

@@ -2,12 +2,12 @@
 //! Markdown regenerated from the tuning tables: the GPU's facts, the best rates the
 //! tuned kernels reached on it, and per kernel the ranges with their margins over
 //! the incumbent and the runner-up, the noise, and every variant tried and
-//! rejected, with the reason. `cargo autotune context` prints it.
+//! rejected, with the reason. `cargo autotune context` prints it (`context.rs`).
 
 use std::fmt::Write as _;
 
-use crate::table::{FALLBACK, KernelTable, Measurement, Role, TuningTable, VariantRecord};
 use crate::verdict::JournalEntry;
+use autotune_table::table::{FALLBACK, KernelTable, Measurement, Role, TuningTable, VariantRecord};
 
 /// The context of one table (one GPU model), for every kernel or only `only`, with
 /// the verdicts `cargo autotune judge` gave before (its journal beside the tables).
@@ -53,7 +53,7 @@ pub fn render(
     let kernels: Vec<(&String, &KernelTable)> = table
         .kernels
         .iter()
-        .filter(|(name, _)| only.is_none_or(|o| crate::table::is_entry_of(name, o)))
+        .filter(|(name, _)| only.is_none_or(|o| autotune_table::table::is_entry_of(name, o)))
         .collect();
     out.push_str(
         "\nBest rates any valid variant of these kernels reached (a floor on what the GPU \
@@ -192,9 +192,21 @@ fn is_baked(v: &VariantRecord, baked: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::assert_contains;
+    use autotune_table::testing::assert_contains;
 
-    use crate::table::tests::committed;
+    use autotune_table::testing::fixture_table as committed;
+
+    #[test]
+    fn says_how_the_outputs_were_checked_where_recorded() {
+        let mut table = committed();
+        let kernel = table.kernels.get_mut("rms_norm").unwrap();
+        kernel.check = Some("relative L2 <= 1e-5 only, no per-element bound".into());
+        let text = render("t.json", &table, None, &[]);
+        assert_contains(
+            &text,
+            &["checked against the reference: relative L2 <= 1e-5 only"],
+        );
+    }
 
     #[test]
     fn says_the_gpu_the_best_rates_and_each_range() {
@@ -234,8 +246,8 @@ mod tests {
     fn lists_what_was_rejected_and_why() {
         let mut table = committed();
         let kernel = table.kernels.get_mut("rms_norm").unwrap();
-        kernel.variants[1].rejected = Some(crate::table::Rejection {
-            stage: crate::table::Stage::WrongResult,
+        kernel.variants[1].rejected = Some(autotune_table::table::Rejection {
+            stage: autotune_table::table::Stage::WrongResult,
             reason: "element error 2.0e0 > 2e-2\nsecond line".into(),
         });
         let text = render("t.json", &table, Some("rms_norm"), &[]);

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::table::{KernelTable, VariantRecord};
+use autotune_table::table::{KernelTable, VariantRecord};
 
 /// One range of the key and what to do there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -254,7 +254,7 @@ impl Judgement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{KeyRange, Measurement, Rejection, Role, SizeRecord, Stage};
+    use autotune_table::table::{KeyRange, Measurement, Rejection, Role, SizeRecord, Stage};
 
     fn variant(name: &str, times: &[(u64, f64)], rejected: Option<&str>) -> VariantRecord {
         VariantRecord {
@@ -310,7 +310,7 @@ mod tests {
 
     /// The candidate (source=1) wins at 64k and loses at 1k.
     fn tuned() -> KernelTable {
-        let mut k = crate::table::tests::sample().kernels["k"].clone();
+        let mut k = autotune_table::testing::sample_table().kernels["k"].clone();
         k.key = "n".into();
         k.variants = vec![
             variant("source=0,b=1", &[(1024, 10.0), (65536, 100.0)], None),
@@ -390,7 +390,7 @@ mod tests {
     fn the_journal_round_trips_and_skips_what_it_cannot_read() {
         let entry = tuned();
         let line = JournalEntry::new(judge("k", &entry).unwrap(), &entry);
-        let dir = crate::testing::scratch("journal");
+        let dir = autotune_table::testing::scratch("journal");
         let path = dir.join(JOURNAL_FILE);
         let text = format!("{}\nnot json\n", serde_json::to_string(&line).unwrap());
         std::fs::write(&path, text).unwrap();
@@ -407,7 +407,7 @@ mod tests {
 
     #[test]
     fn a_kernel_without_candidates_is_an_error() {
-        let k = crate::table::tests::sample().kernels["k"].clone();
+        let k = autotune_table::testing::sample_table().kernels["k"].clone();
         assert_eq!(
             judge("k", &k).map(|_| ()),
             Err(NoCandidates { kernel: "k".into() })
