@@ -403,8 +403,8 @@ fn hostile_and_duplicate_tables_are_named_and_bend_nothing() {
     assert!(notes.contains("; defaults (block=128)"), "{notes}");
 }
 
-/// The build summary's notes (its whole account), one a line, from the build's
-/// JSON messages.
+/// The build summary's whole account (its notes, then each kernel's account), one
+/// a line, from the build's JSON messages.
 fn summary_notes(output: &Output) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let out_dir = stdout
@@ -417,7 +417,13 @@ fn summary_notes(output: &Output) -> String {
     let summary =
         autotune_table::summary::BuildSummary::read(&out_dir.join("autotune/summary.json"))
             .unwrap();
-    summary.notes.join("\n")
+    summary
+        .notes
+        .iter()
+        .map(ToString::to_string)
+        .chain(summary.kernels.iter().map(|k| k.account()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Issue 10: without a tables folder, every build reran the build script and

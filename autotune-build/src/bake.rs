@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
 use autotune_table::progress::Progress;
-use autotune_table::summary::{BakedPlan, KernelSummary, SkippedTable};
+use autotune_table::summary::{BakedPlan, KernelSummary, SkippedTable, WithoutPlan};
 use autotune_table::table::{self, FALLBACK, KernelTable, TuningTable, Unreadable};
 
 use autotune_runtime::dispatch::{Choice, Range};
@@ -30,20 +30,12 @@ pub struct BakeInput<'a> {
     pub cache_dir: &'a Path,
 }
 
-/// What was baked: a line for the build's one warning, and the same as data.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BakeReport {
-    /// `rms_norm: tuned for NVIDIA H200 (kernels/tuning/nvidia-h200.json)`.
-    pub line: String,
-    pub summary: KernelSummary,
-}
-
 /// Bakes one kernel: its plans from the tables that match, its images compiled,
 /// its dispatch source written to `OUT_DIR/autotune/<kernel>.rs`.
-pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
+/// What was baked is returned as data ([`KernelSummary::account`] is its line).
+pub fn bake(input: &BakeInput<'_>) -> Result<KernelSummary, BuildError> {
     let spec = input.spec;
     let mut found = Found {
-        notes: Vec::new(),
         baked_plans: Vec::new(),
         skipped: Vec::new(),
         images: vec![ImageData {
@@ -57,21 +49,22 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
     for (path, table) in input.tables {
         found.add_table(input, path, table);
     }
-    if found.plans.is_empty() {
-        // What runs at every size, and why, where no table said it: a table skipped
-        // has said why already.
-        let what = match (spec.vendor, spec.fallback) {
-            (Some(vendor), _) => format!("{} (its incumbent) at every size", vendor.name),
-            (None, Some(fallback)) => format!("{} (its incumbent) at every size", fallback.name),
-            (None, None) => format!("defaults ({})", spec.point_name(spec.default)),
-        };
-        let why = match (found.notes.is_empty(), input.tables.is_empty()) {
-            (false, _) => String::new(),
-            (true, true) => ": no table yet".to_string(),
-            (true, false) => ": no table has it".to_string(),
-        };
-        found.notes.push(format!("{what}{why}"));
-    }
+    // Why no table gave a plan, where none did: a table skipped says why itself.
+    let without_plan = found
+        .plans
+        .is_empty()
+        .then_some(if !found.skipped.is_empty() {
+            WithoutPlan::TablesSkipped
+        } else if input.tables.is_empty() {
+            WithoutPlan::NoTableYet
+        } else {
+            WithoutPlan::NoTableHasIt
+        });
+    let incumbent = match (spec.vendor, spec.fallback) {
+        (Some(vendor), _) => Some(vendor.name.to_string()),
+        (None, Some(fallback)) => Some(fallback.name.to_string()),
+        (None, None) => None,
+    };
     found.archs.sort_by_key(|a| (arch_number(a), a.clone()));
     found.archs.dedup();
     let not_compiled = match input.nvcc {
@@ -82,18 +75,22 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
             None
         }
     };
-    let note = format!("{}: {}", spec.name, found.notes.join("; "));
-    let compiled = not_compiled.is_none();
+    let summary = KernelSummary {
+        name: spec.name.to_string(),
+        plans: found.baked_plans,
+        skipped: found.skipped,
+        default: spec.point_name(spec.default),
+        incumbent: incumbent.clone(),
+        without_plan,
+        compiled: not_compiled.is_none(),
+    };
+    let note = summary.account();
     let generated = Generated {
         kernel: spec.name.to_string(),
         shape_args: spec.shape_args.iter().map(|a| a.to_string()).collect(),
         // The incumbent by its name: the vendor library's, or the fallback wrapper's
         // (`describe` says "topk_keep_all for every n_ctx", not "fallback").
-        fallback: match (spec.vendor, spec.fallback) {
-            (Some(vendor), _) => vendor.name.to_string(),
-            (None, Some(fallback)) => fallback.name.to_string(),
-            (None, None) => FALLBACK.to_string(),
-        },
+        fallback: incumbent.unwrap_or_else(|| FALLBACK.to_string()),
         images: found.images,
         plans: found.plans,
         default: 0,
@@ -115,22 +112,11 @@ pub fn bake(input: &BakeInput<'_>) -> Result<BakeReport, BuildError> {
     if current.as_deref() != Some(text.as_str()) {
         table::write_text_atomic(&path, &text)?;
     }
-    Ok(BakeReport {
-        line: note,
-        summary: KernelSummary {
-            name: spec.name.to_string(),
-            plans: found.baked_plans,
-            skipped: found.skipped,
-            default: spec.point_name(spec.default),
-            compiled,
-        },
-    })
+    Ok(summary)
 }
 
 /// What the tables gave one kernel so far.
 struct Found {
-    /// For the warning: each table's outcome.
-    notes: Vec<String>,
     baked_plans: Vec<BakedPlan>,
     skipped: Vec<SkippedTable>,
     /// The default first, then each variant a plan names, once.
@@ -179,7 +165,7 @@ impl Found {
             );
             return;
         }
-        let mut tuned_shapes = Vec::new();
+        let mut tuned_any = false;
         for (name, shape, entry) in shapes {
             // `gemm@n=4096,k=4096 ...` where a kernel has shapes, the table's path alone
             // otherwise.
@@ -212,8 +198,13 @@ impl Found {
                 table: shown.clone(),
                 gpu: table.gpu.clone(),
                 tuned_on: entry.tuned_on.clone(),
+                shape: if shape.is_empty() {
+                    String::new()
+                } else {
+                    shape.to_string()
+                },
             });
-            tuned_shapes.push(shape.to_string());
+            tuned_any = true;
             self.plans.push(PlanData {
                 origin: OriginData {
                     path: shown.clone(),
@@ -234,28 +225,12 @@ impl Found {
                 ),
             });
         }
-        if tuned_shapes.is_empty() {
-            return;
+        if tuned_any {
+            self.archs.push(arch);
         }
-        self.archs.push(arch);
-        let at = if spec.shapes.is_empty() {
-            String::new()
-        } else {
-            format!(" at {}", tuned_shapes.join(" | "))
-        };
-        let tuned_on = self
-            .baked_plans
-            .last()
-            .map(|p| p.tuned_on.clone())
-            .unwrap_or_default();
-        self.notes.push(format!(
-            "tuned for {}{at} on {tuned_on} ({shown})",
-            table.gpu.name
-        ));
     }
 
     fn skip(&mut self, shown: &str, reason: String) {
-        self.notes.push(format!("{shown} {reason}"));
         self.skipped.push(SkippedTable {
             table: shown.to_string(),
             reason,

@@ -10,6 +10,7 @@ use autotune_runtime::KernelSpec;
 use autotune_spec::names::gpu_slug;
 use autotune_table::artifacts;
 use autotune_table::shown;
+use autotune_table::summary::TuningOutcome;
 use autotune_table::table::{self, GpuRecord, TuningTable};
 use autotune_table::vars;
 
@@ -32,7 +33,7 @@ impl Build {
         nvcc: &Nvcc,
         gpu: &GpuRecord,
         devices: &[usize],
-    ) -> Result<String, BuildError> {
+    ) -> Result<TuningOutcome, BuildError> {
         let path = self
             .tables_dir
             .join(format!("{}.json", gpu_slug(&gpu.name)));
@@ -53,7 +54,10 @@ impl Build {
             .stale(&kernels, table::read(&path).ok().as_ref(), gpu)
             .is_empty()
         {
-            return Ok(format!("{shown} is up to date for {}", gpu.name));
+            return Ok(TuningOutcome::UpToDate {
+                table: shown,
+                gpu: gpu.name.clone(),
+            });
         }
         // A shard writes its own file, never the table: shards of one run sharing a
         // tables folder (a shared file system) do not wait for each other.
@@ -114,11 +118,11 @@ impl Build {
         if let Some(error) = failed {
             return Err(error);
         }
-        Ok(format!(
-            "tuned {} on {} -> {written}",
-            done.join(", "),
-            gpu.name
-        ))
+        Ok(TuningOutcome::Tuned {
+            entries: done,
+            gpu: gpu.name.clone(),
+            written,
+        })
     }
 
     /// Writes the table as it stands (for a shard, its partial table): called after

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
 use autotune_table::shown;
-use autotune_table::summary::{BuildSummary, SUMMARY_FORMAT, SUMMARY_PATH};
+use autotune_table::summary::{
+    BuildSummary, KernelSummary, Note, SUMMARY_FORMAT, SUMMARY_PATH, TuningOutcome,
+};
 use autotune_table::table::{self, GpuRecord, TuningTable};
 use autotune_table::vars::{self, Var};
 
@@ -54,10 +56,10 @@ pub(crate) fn run(
     tables_dir: Option<PathBuf>,
     declared: Settings,
     tunables: Tunables,
-    stray_worker: Option<String>,
+    stray_worker: Option<Note>,
 ) -> Result<(), BuildError> {
     let mode = Mode::from_env();
-    let mut report: Vec<String> = stray_worker.into_iter().collect();
+    let mut report: Vec<Note> = stray_worker.into_iter().collect();
     let build = Build::configure(tables_dir, declared, &tunables, mode, &mut report)?;
     if let Some(why) = tunables.other_checkout(&build.crate_version) {
         return Err(BuildError::OtherCheckout(why));
@@ -76,7 +78,9 @@ pub(crate) fn run(
             return Err(BuildError::NvccSetting(error));
         }
         Err(error @ (NvccError::Timeout(_) | NvccError::Jobs(_))) => {
-            report.push(format!("{error} (ignored: not tuning)"));
+            report.push(Note::SettingIgnored {
+                error: error.to_string(),
+            });
             Nvcc::find_with_defaults(&build.cache_dir)
         }
         found => found,
@@ -105,14 +109,7 @@ pub(crate) fn run(
     if let Some(Ok((gpu, _))) = &gpu {
         archs.push(gpu.arch_specific());
     }
-    let (baked, kernels) = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
-    report.extend(warning::baked(&kernels, &baked));
-    // Table text may reach the notes: escaped, as in the warning.
-    let notes: Vec<String> = report
-        .iter()
-        .chain(&baked)
-        .map(|note| shown::line(note))
-        .collect();
+    let kernels = bake_all(&build, &inputs, &tables, nvcc.as_ref(), &archs)?;
     let summary = BuildSummary {
         format: SUMMARY_FORMAT,
         package: build.crate_version.clone(),
@@ -132,12 +129,12 @@ pub(crate) fn run(
         },
         tuning,
         kernels,
-        notes,
+        notes: report,
     };
     write_summary(&build.out_dir, &summary)?;
     if !mode.docs_rs {
         // One warning, one short line: cargo shows each `cargo::warning` line apart.
-        println!("cargo::warning=autotune: {}", warning::line(&report));
+        println!("cargo::warning=autotune: {}", warning::of(&summary));
     }
     Ok(())
 }
@@ -151,7 +148,7 @@ impl Build {
         declared: Settings,
         tunables: &Tunables,
         mode: Mode,
-        report: &mut Vec<String>,
+        report: &mut Vec<Note>,
     ) -> Result<Self, BuildError> {
         let out_dir = PathBuf::from(cargo_var(vars::OUT_DIR)?);
         let package = format!(
@@ -164,7 +161,9 @@ impl Build {
             Ok(settings) => settings,
             Err(error) if mode.feature => return Err(error.into()),
             Err(error) => {
-                report.push(format!("{error} (ignored: not tuning)"));
+                report.push(Note::SettingIgnored {
+                    error: error.to_string(),
+                });
                 declared
             }
         };
@@ -186,7 +185,7 @@ impl Build {
             && let Some(problem) = tables_dir_problem(value, &tables_dir)
             && !(mode.feature && usable.is_some() && !tables_dir.exists())
         {
-            report.push(problem);
+            report.push(Note::TablesDir { problem });
         }
         Ok(Self {
             root,
@@ -203,7 +202,7 @@ impl Build {
         &self,
         tunables: &Tunables,
         mode: Mode,
-        report: &mut Vec<String>,
+        report: &mut Vec<Note>,
     ) -> Result<(), BuildError> {
         let mut seen = BTreeSet::new();
         for spec in tunables.specs() {
@@ -211,21 +210,16 @@ impl Build {
                 return Err(BuildError::DuplicateKernel(spec.name.to_string()));
             }
         }
-        let unknown: Vec<&str> = self
+        let unknown: Vec<String> = self
             .settings
             .force
             .iter()
-            .map(String::as_str)
             .filter(|name| *name != "all" && tunables.find(name).is_none())
+            .cloned()
             .collect();
         if mode.feature && !unknown.is_empty() {
-            let known: Vec<&str> = tunables.specs().map(|spec| spec.name).collect();
-            report.push(format!(
-                "{} names no kernel of this crate: {} (its kernels: {})",
-                vars::FORCE.name,
-                unknown.join(", "),
-                known.join(", ")
-            ));
+            let known = tunables.specs().map(|spec| spec.name.to_string()).collect();
+            report.push(Note::ForceUnknown { unknown, known });
         }
         Ok(())
     }
@@ -240,26 +234,28 @@ impl Build {
         inputs: &[(&'static KernelSpec, KernelInputs)],
         nvcc: &Result<Nvcc, NvccError>,
         gpu: &Probed,
-        report: &mut Vec<String>,
-    ) -> Result<Option<String>, BuildError> {
+        report: &mut Vec<Note>,
+    ) -> Result<Option<TuningOutcome>, BuildError> {
         let outcome = match (mode.feature, nvcc, gpu) {
             (true, Ok(nvcc), Some(Ok((gpu, devices)))) => {
                 Some(self.tune_stale(tunables, inputs, nvcc, gpu, devices)?)
             }
-            (true, _, Some(Err(why))) => Some(format!("nothing tuned: {why}")),
+            (true, _, Some(Err(why))) => Some(TuningOutcome::NothingTuned {
+                reason: why.to_string(),
+            }),
             _ => None,
         };
-        report.extend(outcome.clone());
-        let tuning = mode.feature.then(|| match nvcc {
-            Err(reason) => format!("nothing tuned: {reason}"),
-            Ok(_) => outcome.unwrap_or_default(),
-        });
+        report.extend(outcome.clone().map(|outcome| Note::Tuning { outcome }));
+        let tuning = match (mode.feature, nvcc, outcome) {
+            (false, _, _) => None,
+            (true, Err(reason), _) => Some(TuningOutcome::NothingTuned {
+                reason: reason.to_string(),
+            }),
+            (true, Ok(_), outcome) => outcome,
+        };
         // Said where tuning can run (nvcc here); without nvcc, that comes first.
         if mode.feature && nvcc.is_ok() && build_script_unoptimised() {
-            report.push(
-                "build script unoptimised: set [profile.release.build-override] opt-level = 3"
-                    .to_string(),
-            );
+            report.push(Note::UnoptimisedBuildScript);
         }
         // Precompiled kernels (PTX, cubins) are baked without nvcc.
         let images = inputs
@@ -267,18 +263,11 @@ impl Build {
             .filter(|(spec, _)| spec.is_precompiled())
             .count();
         if let (Err(reason), true) = (nvcc, images < inputs.len()) {
-            let gpu_here = matches!(gpu, Some(Ok(_)));
-            let outcome = if mode.feature && gpu_here {
-                "nothing tuned, no binaries"
-            } else {
-                "no binaries"
-            };
-            let others = if images > 0 {
-                " for the kernels not precompiled"
-            } else {
-                ""
-            };
-            report.push(format!("{reason}: {outcome}, load() will fail{others}"));
+            report.push(Note::NoBinaries {
+                reason: reason.to_string(),
+                nothing_tuned: mode.feature && matches!(gpu, Some(Ok(_))),
+                precompiled_others: images > 0,
+            });
         }
         Ok(tuning)
     }
@@ -309,13 +298,13 @@ fn build_script_unoptimised() -> bool {
     env!("AUTOTUNE_BUILD_OPT_LEVEL") == "0"
 }
 
-/// A line for each table that holds entries no kernel of this crate has (renamed or
-/// removed wrappers, or shapes no longer declared).
+/// A note for each table that holds entries no kernel of this crate has (renamed
+/// or removed wrappers, or shapes no longer declared).
 fn unknown_entries(
     tables: &[(PathBuf, Result<TuningTable, table::Unreadable>)],
     tunables: &Tunables,
     root: &Path,
-) -> Vec<String> {
+) -> Vec<Note> {
     let known: BTreeSet<String> = tunables
         .specs()
         .flat_map(|spec| spec.tuned_shapes().into_iter().map(|(entry, _)| entry))
@@ -323,32 +312,30 @@ fn unknown_entries(
     let mut lines = Vec::new();
     for (path, table) in tables {
         let Ok(table) = table else { continue };
-        let unknown: Vec<&str> = table
+        let entries: Vec<String> = table
             .kernels
             .keys()
             .filter(|name| !known.contains(*name))
-            .map(String::as_str)
+            .cloned()
             .collect();
-        if !unknown.is_empty() {
-            lines.push(format!(
-                "{} holds kernels this crate does not have: {}",
-                fingerprint::relative(path, root),
-                unknown.join(", ")
-            ));
+        if !entries.is_empty() {
+            lines.push(Note::UnknownEntries {
+                table: fingerprint::relative(path, root),
+                entries,
+            });
         }
     }
     lines
 }
 
-/// Bakes every kernel: the warning's line for each, and the summary's record.
+/// Bakes every kernel: the summary's record of each.
 fn bake_all(
     build: &Build,
     inputs: &[(&'static KernelSpec, KernelInputs)],
     tables: &[(PathBuf, Result<TuningTable, table::Unreadable>)],
     nvcc: Result<&Nvcc, &NvccError>,
     archs: &[String],
-) -> Result<(Vec<String>, Vec<autotune_table::summary::KernelSummary>), BuildError> {
-    let mut baked = Vec::new();
+) -> Result<Vec<KernelSummary>, BuildError> {
     let mut kernels = Vec::new();
     for (spec, inputs) in inputs {
         let result = bake::bake(&bake::BakeInput {
@@ -361,10 +348,9 @@ fn bake_all(
             out_dir: &build.out_dir,
             cache_dir: &build.cache_dir,
         })?;
-        baked.push(result.line);
-        kernels.push(result.summary);
+        kernels.push(result);
     }
-    Ok((baked, kernels))
+    Ok(kernels)
 }
 
 fn write_summary(out_dir: &Path, summary: &BuildSummary) -> Result<(), BuildError> {

@@ -1,12 +1,13 @@
-//! The build's one cargo warning: a single line of at most [`MAX_CHARS`]
-//! characters, problems first, each reason said once. The whole account (every
-//! kernel's plans and every table skipped, with the reason) is the summary's
-//! `notes`, which `cargo autotune check` prints.
+//! The build's one cargo warning, rendered from its outcome ([`of`] a
+//! [`BuildSummary`]): a single line of at most [`MAX_CHARS`] characters, problems
+//! first, each reason said once. The whole account (every kernel's plans and every
+//! table skipped, with the reason) is the same summary, which `cargo autotune
+//! check` prints.
 
 use std::collections::BTreeMap;
 
 use autotune_table::shown;
-use autotune_table::summary::KernelSummary;
+use autotune_table::summary::{BuildSummary, KernelSummary};
 
 /// The longest warning line, in characters (after `autotune: `).
 pub const MAX_CHARS: usize = 200;
@@ -14,17 +15,28 @@ pub const MAX_CHARS: usize = 200;
 /// What ends a part that had to be cut inside (one longer than the whole line).
 const CUT: &str = "… (cargo autotune check)";
 
+/// The warning of a build whose outcome is `summary`: its notes (problems and
+/// what tuning did), then what was baked.
+pub fn of(summary: &BuildSummary) -> String {
+    let parts: Vec<String> = summary
+        .notes
+        .iter()
+        .map(ToString::to_string)
+        .chain(baked(&summary.kernels))
+        .collect();
+    line(&parts)
+}
+
 /// What was baked, compactly: kernels with a tuned plan grouped by the tables
 /// they came from (`baked gemm, rms_norm from kernels/tuning/nvidia-h200.json`),
-/// then each kernel that got its defaults with the first reason a table was not
-/// used (`scale: defaults (block=128): tuning/x.json is stale for ...`).
-pub fn baked(kernels: &[KernelSummary], lines: &[String]) -> Vec<String> {
+/// then each kernel without one with its account: why each table was skipped and
+/// what runs (`scale: tuning/x.json is stale for ...; defaults (block=128)`).
+pub fn baked(kernels: &[KernelSummary]) -> Vec<String> {
     let mut by_tables: BTreeMap<Vec<&str>, Vec<&str>> = BTreeMap::new();
     let mut parts = Vec::new();
-    for (kernel, line) in kernels.iter().zip(lines) {
+    for kernel in kernels {
         if kernel.plans.is_empty() {
-            // The bake's own line: `scale: <why a table was skipped>; defaults (...)`.
-            parts.push(line.clone());
+            parts.push(kernel.account());
         } else {
             let mut tables: Vec<&str> = kernel.plans.iter().map(|p| p.table.as_str()).collect();
             tables.dedup();
@@ -113,7 +125,7 @@ fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autotune_table::summary::BakedPlan;
+    use autotune_table::summary::{BakedPlan, Note, SkippedTable, TuningOutcome, WithoutPlan};
 
     fn kernel(name: &str, table: Option<&str>) -> KernelSummary {
         KernelSummary {
@@ -123,11 +135,20 @@ mod tests {
                     table: t.into(),
                     gpu: autotune_table::testing::h200(),
                     tuned_on: "2026-12-01".into(),
+                    shape: String::new(),
                 })
                 .into_iter()
                 .collect(),
-            skipped: Vec::new(),
+            skipped: match table {
+                Some(_) => Vec::new(),
+                None => vec![SkippedTable {
+                    table: "tuning/x.json".into(),
+                    reason: "is stale".into(),
+                }],
+            },
             default: "block=128".into(),
+            incumbent: None,
+            without_plan: table.is_none().then_some(WithoutPlan::TablesSkipped),
             compiled: false,
         }
     }
@@ -139,16 +160,54 @@ mod tests {
             kernel("scale", None),
             kernel("rms_norm", Some("kernels/tuning/nvidia-h200.json")),
         ];
-        let lines = [
-            "gemm: tuned for NVIDIA H200 at n=4096,k=4096 | n=8192,k=8192 on 2026-12-01".into(),
-            "scale: tuning/x.json is stale; defaults (block=128)".into(),
-            "rms_norm: tuned".into(),
-        ];
         assert_eq!(
-            baked(&kernels, &lines).join("; "),
+            baked(&kernels).join("; "),
             "baked gemm, rms_norm from kernels/tuning/nvidia-h200.json; \
              scale: tuning/x.json is stale; defaults (block=128)"
         );
+    }
+
+    /// Issue 47: the warning, `summary.json` and `check` each rebuilt the story
+    /// from strings. The warning is now a function of the typed outcome alone:
+    /// the same summary, read back from its JSON, gives the same line, and each
+    /// part of the line is a note's or a kernel's own rendering.
+    #[test]
+    fn the_warning_is_rendered_from_the_typed_outcome() {
+        let summary = BuildSummary {
+            format: autotune_table::summary::SUMMARY_FORMAT,
+            package: "k 0.1.0".into(),
+            nvcc: None,
+            nvcc_missing: Some("nvcc not found".into()),
+            gpu: None,
+            gpu_missing: Some("no CUDA driver".into()),
+            tuning: Some(TuningOutcome::NothingTuned {
+                reason: "no CUDA driver".into(),
+            }),
+            kernels: vec![kernel("scale", None)],
+            notes: vec![
+                Note::Tuning {
+                    outcome: TuningOutcome::NothingTuned {
+                        reason: "no CUDA driver".into(),
+                    },
+                },
+                Note::NoBinaries {
+                    reason: "nvcc not found".into(),
+                    nothing_tuned: false,
+                    precompiled_others: false,
+                },
+            ],
+        };
+        let text = of(&summary);
+        assert_eq!(
+            text,
+            "nothing tuned: no CUDA driver; nvcc not found: no binaries, load() will fail; \
+             scale: tuning/x.json is stale; defaults (block=128)"
+        );
+        let json = serde_json::to_string(&summary).unwrap_or_default();
+        let back: BuildSummary = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, summary);
+        assert_eq!(of(&back), text);
+        assert!(json.contains(r#""kind":"no_binaries""#), "{json}");
     }
 
     #[test]

@@ -43,8 +43,10 @@ pub enum Invitation {
 
 impl Invitation {
     /// What the build says of a stray `AUTOTUNE_WORKER`.
-    pub fn stray_note() -> String {
-        format!("{WORKER_ENV} is set but this build was not started by a sweep: ignored (unset it)")
+    pub fn stray_note() -> autotune_table::summary::Note {
+        autotune_table::summary::Note::StrayWorker {
+            variable: WORKER_ENV.to_string(),
+        }
     }
 }
 

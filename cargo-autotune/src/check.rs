@@ -60,14 +60,16 @@ pub fn run(args: &ManifestArgs) -> Result<ExitCode, CliError> {
             say!("  {:<24} {mark}  {note}", kernel.name);
             said.push(note);
         }
-        // Each note once: one a kernel's line already gave is not repeated.
+        // Each note once (its own rendering, as in the warning): one a kernel's
+        // line already gave is not repeated.
         for note in &summary.notes {
+            let note = note.to_string();
             if !said
                 .iter()
                 .any(|s| s.contains(note.as_str()) || note.contains(s.as_str()))
             {
                 say!("  note: {note}");
-                said.push(note.clone());
+                said.push(note);
             }
         }
     }
@@ -111,8 +113,8 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, Un
     };
     match plan {
         None if kernel.skipped.is_empty() => Err(Unfit::NoTable(format!(
-            "defaults ({}): no table {} (`cargo autotune tune` on {} writes one)",
-            kernel.default,
+            "{}: no table {} (`cargo autotune tune` on {} writes one)",
+            kernel.without_plans(),
             if kernel.plans.is_empty() {
                 "yet"
             } else {
@@ -121,8 +123,8 @@ fn verdict(kernel: &KernelSummary, gpu: Option<&GpuRecord>) -> Result<String, Un
             gpu.map_or("a GPU".to_string(), |g| g.name.clone())
         ))),
         None => Err(Unfit::Untuned(format!(
-            "defaults ({}){}",
-            kernel.default,
+            "{}{}",
+            kernel.without_plans(),
             skipped()
         ))),
         Some(plan) if !kernel.compiled => Err(Unfit::NotCompiled(format!(
@@ -176,12 +178,16 @@ mod tests {
     fn kernel(plans: Vec<BakedPlan>) -> KernelSummary {
         KernelSummary {
             name: "k".into(),
+            without_plan: plans
+                .is_empty()
+                .then_some(autotune_table::summary::WithoutPlan::TablesSkipped),
             plans,
             skipped: vec![SkippedTable {
                 table: "tuning/x.json".into(),
                 reason: "is stale for X (the wrapper's Rust code changed)".into(),
             }],
             default: "block=64".into(),
+            incumbent: None,
             compiled: true,
         }
     }
@@ -194,6 +200,7 @@ mod tests {
             table: "tuning/mimic.json".into(),
             gpu: gpu("tuned for NVIDIA H200 on"),
             tuned_on: "2026-11-30".into(),
+            shape: String::new(),
         };
         let h200 = gpu("NVIDIA H200");
         assert!(verdict(&kernel(vec![mimic.clone()]), Some(&h200)).is_err());
@@ -213,6 +220,7 @@ mod tests {
             table: "tuning/nvidia-h200.json".into(),
             gpu: h200.clone(),
             tuned_on: "2026-11-30".into(),
+            shape: String::new(),
         };
         let mut uncompiled = kernel(vec![plan]);
         uncompiled.compiled = false;
