@@ -7,8 +7,7 @@ use autotune_table::strategy::Strategy;
 
 use crate::settings::{Devices, Settings};
 use crate::tunables::Tunables;
-use crate::worker::Invitation;
-use crate::{BuildError, step, worker};
+use crate::{BuildError, step, worker_entry};
 
 /// The build step, configured in `build.rs`; every option is overridden by its
 /// `AUTOTUNE_*` environment variable where that is set (see [`Settings`]).
@@ -106,29 +105,11 @@ impl Builder {
         self
     }
 
-    /// Runs the build step over `tunables`. See the crate documentation.
+    /// Runs the build step over `tunables`. See the crate documentation. A build
+    /// script that a sweep started as its worker serves the sweep here instead
+    /// and exits ([`worker_entry::enter`]).
     pub fn tune(self, tunables: Tunables) -> Result<(), BuildError> {
-        let stray_worker = match worker::invited() {
-            Invitation::Worker { kernel } => std::process::exit(worker_main(&tunables, &kernel)),
-            Invitation::Build => None,
-            Invitation::Stray => Some(Invitation::stray_note()),
-        };
+        let stray_worker = worker_entry::enter(&tunables);
         step::run(self.tables_dir, self.settings, tunables, stray_worker)
-    }
-}
-
-/// The worker side of the sweep: serve jobs from stdin, report on stdout.
-fn worker_main(tunables: &Tunables, kernel: &str) -> i32 {
-    let Some(kernel) = tunables.find(kernel) else {
-        eprintln!("autotune worker: no kernel `{kernel}` in this build script");
-        return 2;
-    };
-    let mut input = std::io::stdin().lock();
-    match kernel.serve(&mut input, &mut |event| worker::emit_line(&event)) {
-        Ok(()) => 0,
-        Err(error) => {
-            eprintln!("autotune worker: {error}");
-            1
-        }
     }
 }

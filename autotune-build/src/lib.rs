@@ -44,6 +44,7 @@ pub use autotune_gate::timing;
 mod warning;
 mod watch;
 mod worker;
+mod worker_entry;
 mod worker_process;
 mod wrapper_files;
 
