@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The root package's GPU tests on the GPU machine, every one required to run
+# (issue 49: `AUTOTUNE_REQUIRE_GPU=1`, `AUTOTUNE_REQUIRE_NVCC=1`: a test that
+# would be ignored for want of a GPU or nvcc fails instead), from release test
+# binaries built on a machine with Rust and carried in .gpu-bin/tests/:
+#
+#   here: cargo test --release --no-run --test gpu --test device_kernels \
+#           --test cold_inputs --test hopper_gemm --test rmsnorm_reference \
+#           --test topk_batched --test topk_fused --test topk_reference \
+#           --test sweep_faults --test baked
+#         each executable copied to .gpu-bin/tests/NAME (stripped); the binaries
+#         read the repository at the path they were built at (the device's
+#         checkout is at the same path).
+#   GPU:  bash bench/h200/gpu-tests.sh    results in $OUT/NAME.txt, a table last
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export AUTOTUNE_REQUIRE_GPU=1 AUTOTUNE_REQUIRE_NVCC=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+summary=()
+for test in .gpu-bin/tests/*; do
+  name=$(basename "$test")
+  start=$SECONDS
+  if [ "$name" = sweep_faults ]; then
+    timeout "${TEST_S:-300}" "$test" > "$out/$name.txt" 2>&1
+  else
+    timeout "${TEST_S:-300}" "$test" --test-threads=1 > "$out/$name.txt" 2>&1
+  fi
+  code=$?
+  result=$(grep -E "^test result|all passed" "$out/$name.txt" | tail -n 1)
+  summary+=("$(printf '%-18s exit %-3s %4ss  %s' "$name" "$code" "$((SECONDS - start))" "$result")")
+done
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
