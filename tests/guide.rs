@@ -87,3 +87,38 @@ fn every_rust_block_of_the_guide_is_compiled_or_a_marked_fragment() {
         "the guide shows compiled code ({fragments} fragments)"
     );
 }
+
+/// The guide's list of the build step's variables is the settings' declaration
+/// (issue 47: a setting lived in four or five places): every variable
+/// `Settings::VARIABLES` declares (and the strategy's budget, read with it) is in
+/// the guide's paragraph of options, and that paragraph names no other setting.
+#[test]
+fn the_guide_lists_every_setting_and_no_other() {
+    let guide = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
+    let start = guide
+        .find("Options are set in `build.rs` through the `Builder`")
+        .expect("the guide's paragraph of options");
+    let paragraph = &guide[start..start + guide[start..].find("\n\n").unwrap()];
+    let declared: Vec<&str> = autotune_build::Settings::VARIABLES
+        .iter()
+        .map(|var| var.name)
+        .chain([autotune_table::vars::BUDGET.name])
+        .collect();
+    let missing: Vec<&&str> = declared
+        .iter()
+        .filter(|name| !paragraph.contains(&format!("`{name}")))
+        .collect();
+    assert!(missing.is_empty(), "the guide does not list {missing:?}");
+    let named: Vec<&str> = paragraph
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|code| code.split('=').next())
+        .filter(|name| name.starts_with("AUTOTUNE_"))
+        .collect();
+    let stray: Vec<&&str> = named.iter().filter(|n| !declared.contains(n)).collect();
+    assert!(
+        stray.is_empty(),
+        "the guide lists {stray:?}, which no setting reads"
+    );
+}

@@ -31,59 +31,123 @@ impl SettingsError {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// `AUTOTUNE_DEVICES`: the CUDA devices to tune on (`0,1`, or `all`; default 0).
-    pub devices: Devices,
-    /// `AUTOTUNE_ARCH`: architectures to compile for (`sm_90a,sm_100`): the first is
-    /// what the sweep compiles and times instead of the device's own; all are baked.
-    pub archs: Vec<String>,
-    /// `AUTOTUNE_FORCE`: retune these kernels (`all`, or names) even when fresh.
-    pub force: Vec<String>,
-    /// `AUTOTUNE_ALLOW_SPILLS=1`: keep variants whose registers spill.
-    pub allow_spills: bool,
-    /// `AUTOTUNE_MIN_MARGIN`: the least relative win that replaces the incumbent.
-    pub min_margin: f64,
-    /// `AUTOTUNE_REFINE`: rounds of boundary refinement (default 2).
-    pub refine_rounds: u32,
-    /// `AUTOTUNE_TASK_TIMEOUT_S`: a variant with no result for this long is out.
-    pub task_timeout: Duration,
-    /// `AUTOTUNE_SEED`: fixes the random inputs (default: from the clock).
-    pub seed: u64,
-    /// `AUTOTUNE_CHECK_SEEDS`: draws of random inputs each variant is checked on at
-    /// each size (default 1: the seed's own; more draws are derived from it and come
-    /// after the timing, in the same buffers, so a kernel that returns an earlier
-    /// launch's result is caught; `cargo autotune judge` uses 2).
-    pub check_seeds: u32,
-    /// `AUTOTUNE_TARGET_MS` sets `timing.target_ms`.
-    pub timing: TimingConfig,
-    /// `AUTOTUNE_STRATEGY` (`grid`, `random`, `local`) with `AUTOTUNE_BUDGET` (points
-    /// per size, `28`, or seconds for a kernel's search, `60s`): which points the sweep times.
-    pub strategy: Strategy,
-    /// `AUTOTUNE_SHARD` (`1/2`): tune only this shard's part of what is stale, into
-    /// the tables folder's `shards/` (`cargo autotune merge` joins the shards).
-    pub shard: Option<Shard>,
+/// Declares every setting of the build step once: its field of [`Settings`] with
+/// its type, default and doc; the `AUTOTUNE_*` variable that overrides it and how
+/// that variable's text is read; and, where `build.rs` may set it, the
+/// [`Builder`](crate::Builder) setter of the same name, whose doc is the field's.
+/// A reader is a function of the text and the variable's name, or `later` for a
+/// setting that [`Settings::with_env`] reads with others (the strategy, with its
+/// budget and the seed). [`Settings::VARIABLES`] lists the variables (the guide's
+/// list of them is checked against it).
+macro_rules! settings {
+    (@read $settings:ident, $field:ident, $ty:ty, $var:ident, later) => {};
+    (@setter [$($doc:tt)*] $field:ident, $ty:ty) => {};
+    (@setter [$($doc:tt)*] $field:ident, $ty:ty, $setter:ident) => {
+        impl crate::Builder {
+            $($doc)*
+            pub fn $setter(mut self, value: $ty) -> Self {
+                self.settings.$field = value;
+                self
+            }
+        }
+    };
+    (@read $settings:ident, $field:ident, $ty:ty, $var:ident, $read:tt) => {
+        if let Some(text) = var(vars::$var)? {
+            let read: fn(&str, &'static str) -> Result<$ty, SettingsError> = $read;
+            $settings.$field = read(&text, vars::$var.name)?;
+        }
+    };
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident: $ty:ty = $default:expr, $var:ident => $read:tt $(, setter $setter:ident)?;
+    )*) => {
+        #[derive(Debug, Clone)]
+        pub struct Settings {
+            $($(#[doc = $doc])* pub $field: $ty,)*
+        }
+
+        impl Default for Settings {
+            fn default() -> Self {
+                Self { $($field: $default,)* }
+            }
+        }
+
+        impl Settings {
+            /// Every setting's variable, in the order they are declared (and read).
+            pub const VARIABLES: &'static [Var] = &[$(vars::$var),*];
+
+            /// Each setting whose variable is set and not blank, from its variable.
+            #[allow(unused_parens)] // a reader written as a closure comes in parentheses
+            fn read_variables(&mut self) -> Result<(), SettingsError> {
+                $(settings!(@read self, $field, $ty, $var, $read);)*
+                Ok(())
+            }
+        }
+
+        $(settings!(@setter [$(#[doc = $doc])*] $field, $ty $(, $setter)?);)*
+    };
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            devices: Devices::List(vec![0]),
-            archs: Vec::new(),
-            force: Vec::new(),
-            allow_spills: false,
-            min_margin: 0.01,
-            refine_rounds: 2,
-            task_timeout: Duration::from_secs(120),
-            seed: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-            check_seeds: 1,
-            timing: TimingConfig::default(),
-            strategy: Strategy::Grid,
-            shard: None,
-        }
-    }
+settings! {
+    /// The CUDA devices to tune on (`AUTOTUNE_DEVICES`: `0,1`, or `all`; default 0).
+    devices: Devices = Devices::List(vec![0]), DEVICES => (|text, _| Devices::parse(text)), setter devices;
+    /// The architectures to compile for (`AUTOTUNE_ARCH`: `sm_90a,sm_100`): the first
+    /// is what the sweep compiles and times instead of the device's own; all are
+    /// baked.
+    archs: Vec<String> = Vec::new(), ARCH => archs;
+    /// The kernels to retune even when fresh (`AUTOTUNE_FORCE`: `all`, or names).
+    force: Vec<String> = Vec::new(), FORCE => (|text, _| Ok(list(text)));
+    /// Keep variants whose registers spill (`AUTOTUNE_ALLOW_SPILLS=1`).
+    allow_spills: bool = false, ALLOW_SPILLS => switch, setter allow_spills;
+    /// The least relative win that replaces the incumbent (`AUTOTUNE_MIN_MARGIN`,
+    /// default 0.01).
+    min_margin: f64 = 0.01, MIN_MARGIN => parse, setter min_margin;
+    /// Rounds of boundary refinement (`AUTOTUNE_REFINE`, default 2).
+    refine_rounds: u32 = 2, REFINE => parse, setter refine_rounds;
+    /// How long a variant may go without a result before it is out
+    /// (`AUTOTUNE_TASK_TIMEOUT_S`, default 120 s).
+    task_timeout: Duration = Duration::from_secs(120),
+        TASK_TIMEOUT_S => (|text, name| Ok(Duration::from_secs(parse(text, name)?))), setter task_timeout;
+    /// The seed of the random inputs (`AUTOTUNE_SEED`; default: from the clock).
+    seed: u64 = clock_seed(), SEED => parse, setter seed;
+    /// Draws of random inputs each variant is checked on at each size
+    /// (`AUTOTUNE_CHECK_SEEDS`, default 1: the seed's own; more draws are derived
+    /// from it and come after the timing, in the same buffers, so that a kernel that
+    /// returns an earlier launch's result is caught; `cargo autotune judge` uses 2).
+    check_seeds: u32 = 1, CHECK_SEEDS => parse, setter check_seeds;
+    /// The time budget per variant and key, in ms (`AUTOTUNE_TARGET_MS`, default 30).
+    target_ms: f64 = TimingConfig::default().target_ms, TARGET_MS => parse, setter target_ms;
+    /// Time each launch as a replay of the CUDA graph it was captured into, and put
+    /// out a variant whose launch cannot be captured (`AUTOTUNE_GRAPH=1`, default off;
+    /// `cargo autotune judge` turns it on).
+    graph: bool = false, GRAPH => switch, setter graph;
+    /// How L2 is evicted before a timed launch whose inputs do not rotate
+    /// (`AUTOTUNE_FLUSH`: `memset`, the default, or `read`).
+    flush: Flush = Flush::Memset, FLUSH => (|text, name| {
+        Flush::parse(text).ok_or_else(|| SettingsError::new(name, text, "takes memset or read"))
+    }), setter flush;
+    /// Interleaved rounds of a challenger against the incumbent before it takes a
+    /// key (`AUTOTUNE_DUEL_ROUNDS`, default 60; 0 decides on the medians alone).
+    duel_rounds: u32 = TimingConfig::default().duel_rounds, DUEL_ROUNDS => parse, setter duel_rounds;
+    /// This machine's part of a run (`AUTOTUNE_SHARD`: `1/2`): only this shard's
+    /// part of what is stale is tuned, into the tables folder's `shards/` (`cargo
+    /// autotune merge` joins the shards).
+    shard: Option<Shard> = None, SHARD => (|text, name| {
+        text.parse()
+            .map(Some)
+            .map_err(|e: NotAShard| SettingsError::new(name, text, e.to_string()))
+    });
+    /// Which points the sweep times (`AUTOTUNE_STRATEGY`: `grid`, `random` or
+    /// `local`, with `AUTOTUNE_BUDGET`: points per size, `28`, or seconds for a
+    /// kernel's search, `60s`).
+    strategy: Strategy = Strategy::Grid, STRATEGY => later, setter strategy;
+}
+
+/// A seed from the clock, for a build that sets none.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// `1` / `true` or `0` / `false` (a variable that turns something on).
@@ -99,6 +163,20 @@ fn switch(text: &str, variable: &'static str) -> Result<bool, SettingsError> {
     }
 }
 
+/// A list of architectures: set, it must name one (checked with the rest in
+/// [`Settings::validate`]).
+fn archs(text: &str, name: &'static str) -> Result<Vec<String>, SettingsError> {
+    let archs = list(text);
+    if archs.is_empty() {
+        return Err(SettingsError::new(
+            name,
+            text,
+            "names no architecture (unset it for the defaults)",
+        ));
+    }
+    Ok(archs)
+}
+
 impl Settings {
     /// The defaults, overridden by the environment.
     pub fn from_env() -> Result<Self, SettingsError> {
@@ -107,29 +185,6 @@ impl Settings {
 
     /// `self`, with every `AUTOTUNE_*` variable that is set taking precedence.
     pub fn with_env(mut self) -> Result<Self, SettingsError> {
-        if let Some(text) = var(vars::SEED)? {
-            self.seed = parse(&text, vars::SEED.name)?;
-        }
-        if let Some(text) = var(vars::CHECK_SEEDS)? {
-            self.check_seeds = parse(&text, vars::CHECK_SEEDS.name)?;
-        }
-        if let Some(text) = var(vars::TARGET_MS)? {
-            self.timing.target_ms = parse(&text, vars::TARGET_MS.name)?;
-        }
-        if let Some(text) = var(vars::GRAPH)? {
-            self.timing.graph = switch(&text, vars::GRAPH.name)?;
-        }
-        if let Some(text) = var(vars::FLUSH)? {
-            self.timing.flush = Flush::parse(&text).ok_or_else(|| {
-                SettingsError::new(vars::FLUSH.name, &text, "takes memset or read")
-            })?;
-        }
-        if let Some(text) = var(vars::DUEL_ROUNDS)? {
-            self.timing.duel_rounds = parse(&text, vars::DUEL_ROUNDS.name)?;
-        }
-        if let Some(text) = var(vars::DEVICES)? {
-            self.devices = Devices::parse(&text)?;
-        }
         if vars::ARCH.os().is_some() && var(vars::ARCH)?.is_none() {
             // Blank is not "unset" here: a list of architectures was meant.
             return Err(SettingsError::new(
@@ -138,38 +193,9 @@ impl Settings {
                 "names no architecture (unset it for the defaults)",
             ));
         }
-        if let Some(text) = var(vars::ARCH)? {
-            // Checked with the rest in `validate`, below; set, it must name one.
-            self.archs = list(&text);
-            if self.archs.is_empty() {
-                return Err(SettingsError::new(
-                    vars::ARCH.name,
-                    &text,
-                    "names no architecture (unset it for the defaults)",
-                ));
-            }
-        }
-        if let Some(text) = var(vars::FORCE)? {
-            self.force = list(&text);
-        }
-        if let Some(text) = var(vars::ALLOW_SPILLS)? {
-            self.allow_spills = switch(&text, vars::ALLOW_SPILLS.name)?;
-        }
-        if let Some(text) = var(vars::MIN_MARGIN)? {
-            self.min_margin = parse(&text, vars::MIN_MARGIN.name)?;
-        }
-        if let Some(text) = var(vars::REFINE)? {
-            self.refine_rounds = parse(&text, vars::REFINE.name)?;
-        }
-        if let Some(text) = var(vars::TASK_TIMEOUT_S)? {
-            self.task_timeout = Duration::from_secs(parse(&text, vars::TASK_TIMEOUT_S.name)?);
-        }
-        if let Some(text) = var(vars::SHARD)? {
-            let shard = text.parse().map_err(|e: NotAShard| {
-                SettingsError::new(vars::SHARD.name, &text, e.to_string())
-            })?;
-            self.shard = Some(shard);
-        }
+        self.read_variables()?;
+        // The strategy is read with its budget and the seed (a random search draws
+        // from it): both variables at once, after the seed.
         let strategy = var(vars::STRATEGY)?;
         let budget = var(vars::BUDGET)?;
         if strategy.is_some() || budget.is_some() {
@@ -189,6 +215,17 @@ impl Settings {
         Ok(self)
     }
 
+    /// How the sweep times: the timing settings over the harness's defaults.
+    pub fn timing(&self) -> TimingConfig {
+        TimingConfig {
+            target_ms: self.target_ms,
+            graph: self.graph,
+            flush: self.flush,
+            duel_rounds: self.duel_rounds,
+            ..TimingConfig::default()
+        }
+    }
+
     /// Values no sweep can use: NaN or negative margins, a zero timeout, a
     /// non-positive time budget.
     pub fn validate(&self) -> Result<(), SettingsError> {
@@ -206,10 +243,10 @@ impl Settings {
                 "must be a finite fraction >= 0 (0.01 is 1%)",
             ));
         }
-        if !(self.timing.target_ms.is_finite() && self.timing.target_ms > 0.0) {
+        if !(self.target_ms.is_finite() && self.target_ms > 0.0) {
             return Err(SettingsError::new(
                 vars::TARGET_MS.name,
-                &self.timing.target_ms.to_string(),
+                &self.target_ms.to_string(),
                 "must be a finite number of milliseconds > 0",
             ));
         }
@@ -335,6 +372,40 @@ mod tests {
         }
     }
 
+    /// Issue 47: a setting lived in four or five places (its variable, a field and
+    /// its parse, a `Builder` setter, a copy into the sweep). One declaration now
+    /// makes the field, its default, its variable's reading and its setter.
+    #[test]
+    fn one_declaration_makes_the_field_the_setter_and_the_variable() {
+        let built = crate::Builder::new()
+            .seed(7)
+            .min_margin(0.02)
+            .target_ms(12.0)
+            .duel_rounds(20)
+            .flush(Flush::Read)
+            .settings;
+        assert_eq!(built.seed, 7);
+        assert_eq!(built.min_margin, 0.02);
+        let timing = built.timing();
+        assert_eq!(
+            (timing.target_ms, timing.duel_rounds, timing.flush),
+            (12.0, 20, Flush::Read)
+        );
+        assert_eq!(timing.warmup, TimingConfig::default().warmup);
+        let names: Vec<&str> = Settings::VARIABLES.iter().map(|v| v.name).collect();
+        for var in [
+            vars::SEED,
+            vars::MIN_MARGIN,
+            vars::FLUSH,
+            vars::SHARD,
+            vars::STRATEGY,
+        ] {
+            assert!(names.contains(&var.name), "{names:?}");
+        }
+        assert_eq!(Settings::default().min_margin, 0.01);
+        assert_eq!(Settings::default().timing().duel_rounds, 60);
+    }
+
     #[test]
     fn devices_parse_lists_and_all() {
         assert_eq!(Devices::parse("1, 0"), Ok(Devices::List(vec![1, 0])));
@@ -377,10 +448,7 @@ mod tests {
             vars::TASK_TIMEOUT_S.name
         );
         let nan_target = Settings {
-            timing: TimingConfig {
-                target_ms: f64::NAN,
-                ..TimingConfig::default()
-            },
+            target_ms: f64::NAN,
             ..Settings::default()
         };
         assert_eq!(

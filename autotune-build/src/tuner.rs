@@ -161,7 +161,7 @@ impl Tuner<'_> {
             devices: self.devices.clone(),
             seed: self.settings.seed,
             check_seeds: self.settings.check_seeds,
-            timing: self.settings.timing,
+            timing: self.settings.timing(),
             min_margin: self.settings.min_margin,
             refine_rounds: self.settings.refine_rounds,
             task_timeout: self.settings.task_timeout,
@@ -422,7 +422,7 @@ impl Tuner<'_> {
     fn timing_note(&self) -> String {
         format!(
             "{}; points: {}{}",
-            self.settings.timing.describe(),
+            self.settings.timing().describe(),
             self.settings.strategy,
             match self.settings.check_seeds {
                 1 => String::new(),
@@ -568,7 +568,7 @@ fn journal_header(
     let mut hash = Sha256::new();
     hash.update(serde_json::to_string(fingerprint).unwrap_or_default());
     hash.update(serde_json::to_string(gpu).unwrap_or_default());
-    hash.update(serde_json::to_string(&settings.timing).unwrap_or_default());
+    hash.update(serde_json::to_string(&settings.timing()).unwrap_or_default());
     for v in variants {
         hash.update(&v.name);
         hash.update(v.binary.to_string_lossy().as_bytes());
