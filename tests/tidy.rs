@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use syn::visit::Visit;
 
 /// The most lines a function of library code may span, signature to closing brace.
-const MAX_FUNCTION_LINES: usize = 120;
+/// Issue 47 asks for 80: 100 since session 29 (it was 120; the 14 functions over 100
+/// were split), with 22 functions still between 81 and 100.
+const MAX_FUNCTION_LINES: usize = 100;
 
 /// The crates whose `src/` is library code (the root package is the kernels crate).
 const CRATES: &[&str] = &[
@@ -115,7 +117,7 @@ impl<'ast> Visit<'ast> for Functions {
 }
 
 #[test]
-fn no_function_of_library_code_is_longer_than_120_lines() {
+fn no_function_of_library_code_is_longer_than_100_lines() {
     let mut long = Vec::new();
     for (shown, file) in library_files() {
         let mut functions = Functions::default();

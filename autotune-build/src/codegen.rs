@@ -147,50 +147,7 @@ impl Generated {
             };
             quote!(::autotune_runtime::dispatch::Image::new(#name, &[#(#values),*], #binary))
         });
-        let mut plan_items = Vec::new();
-        let mut plans = Vec::new();
-        for (index, plan) in self.plans.iter().enumerate() {
-            let select = format_ident!("select_{}", index);
-            let ranges = format_ident!("RANGES_{}", index);
-            plan_items.push(select_fn(&select, &plan.ranges));
-            plan_items.push(ranges_static(&ranges, &plan.ranges));
-            // A plan borrowed as it is (no fallback, or every range leads by enough)
-            // shares its match.
-            let (select_borrowed, borrowed) = if plan.borrowed == plan.ranges {
-                (select.clone(), ranges.clone())
-            } else {
-                let select = format_ident!("select_borrowed_{}", index);
-                let ranges = format_ident!("RANGES_BORROWED_{}", index);
-                plan_items.push(select_fn(&select, &plan.borrowed));
-                plan_items.push(ranges_static(&ranges, &plan.borrowed));
-                (select, ranges)
-            };
-            let above = shown::line(&plan.above);
-            let shape = plan.shape.iter().map(|v| number(*v));
-            let at_shape = (!plan.shape.is_empty()).then(|| quote!(.at_shape(&[#(#shape),*])));
-            let OriginData {
-                path,
-                gpu,
-                compute_capability: (major, minor),
-                sm_count,
-            } = &plan.origin;
-            let (path, gpu) = (shown::line(path), shown::line(gpu));
-            let (major, minor, sm_count) = (
-                number(u64::from(*major)),
-                number(u64::from(*minor)),
-                number(u64::from(*sm_count)),
-            );
-            let rt = quote!(::autotune_runtime::dispatch);
-            let lending =
-                (borrowed != ranges).then(|| quote!(.lending(&#borrowed, #select_borrowed)));
-            plans.push(quote! {
-                #rt::Plan::defaults(&#ranges, #select)
-                    .from_table(#rt::TableOrigin::new(#path, #gpu, (#major, #minor), #sm_count))
-                    #at_shape
-                    #lending
-                    .above(#above)
-            });
-        }
+        let (plan_items, plans) = self.plan_tokens();
         let plan_count = proc_macro2::Literal::usize_unsuffixed(plans.len());
         // Where no table speaks (another GPU, no table yet), what a user who never
         // tuned gets: the declared fallback (the library's own launch) where there
@@ -240,6 +197,56 @@ impl Generated {
         );
         header.push_str(&format!("// {note}\n"));
         Ok(header + "\n" + &prettyplease::unparse(&file))
+    }
+
+    /// Each plan's `match` and ranges (`plan_items`, a borrowed form where it
+    /// differs) and its `Plan` expression.
+    fn plan_tokens(&self) -> (Vec<TokenStream>, Vec<TokenStream>) {
+        let mut plan_items = Vec::new();
+        let mut plans = Vec::new();
+        for (index, plan) in self.plans.iter().enumerate() {
+            let select = format_ident!("select_{}", index);
+            let ranges = format_ident!("RANGES_{}", index);
+            plan_items.push(select_fn(&select, &plan.ranges));
+            plan_items.push(ranges_static(&ranges, &plan.ranges));
+            // A plan borrowed as it is (no fallback, or every range leads by enough)
+            // shares its match.
+            let (select_borrowed, borrowed) = if plan.borrowed == plan.ranges {
+                (select.clone(), ranges.clone())
+            } else {
+                let select = format_ident!("select_borrowed_{}", index);
+                let ranges = format_ident!("RANGES_BORROWED_{}", index);
+                plan_items.push(select_fn(&select, &plan.borrowed));
+                plan_items.push(ranges_static(&ranges, &plan.borrowed));
+                (select, ranges)
+            };
+            let above = shown::line(&plan.above);
+            let shape = plan.shape.iter().map(|v| number(*v));
+            let at_shape = (!plan.shape.is_empty()).then(|| quote!(.at_shape(&[#(#shape),*])));
+            let OriginData {
+                path,
+                gpu,
+                compute_capability: (major, minor),
+                sm_count,
+            } = &plan.origin;
+            let (path, gpu) = (shown::line(path), shown::line(gpu));
+            let (major, minor, sm_count) = (
+                number(u64::from(*major)),
+                number(u64::from(*minor)),
+                number(u64::from(*sm_count)),
+            );
+            let rt = quote!(::autotune_runtime::dispatch);
+            let lending =
+                (borrowed != ranges).then(|| quote!(.lending(&#borrowed, #select_borrowed)));
+            plans.push(quote! {
+                #rt::Plan::defaults(&#ranges, #select)
+                    .from_table(#rt::TableOrigin::new(#path, #gpu, (#major, #minor), #sm_count))
+                    #at_shape
+                    #lending
+                    .above(#above)
+            });
+        }
+        (plan_items, plans)
     }
 }
 

@@ -60,6 +60,44 @@ pub struct KernelInputs {
     vendor: Option<(&'static str, Option<String>)>,
 }
 
+/// Where a dependency of the wrapper file `from` (in `folder`) is: the file, the
+/// name it is hashed under and, for a module, whether it declares its own modules
+/// beside it (`mod.rs`). `None` for a module under a `#[cfg]` whose file is not
+/// there (rustc may never read it).
+fn locate(
+    dependency: Dependency,
+    folder: &Path,
+    root: &Path,
+    from: &Path,
+) -> Result<Option<(PathBuf, String, Option<bool>)>, String> {
+    match dependency {
+        Dependency::Include(path) => {
+            let name = path.to_string_lossy().into_owned();
+            Ok(Some((folder.join(path), name, None)))
+        }
+        Dependency::Module { paths, conditional } => {
+            match wrapper_files::module_file(folder, &paths) {
+                Some((path, mod_rs)) => {
+                    let name = relative(&path, root);
+                    Ok(Some((path, name, Some(mod_rs))))
+                }
+                None if conditional => Ok(None),
+                None => {
+                    let candidates: Vec<String> = paths
+                        .iter()
+                        .map(|p| folder.join(p).display().to_string())
+                        .collect();
+                    Err(format!(
+                        "{} declares a module whose file is none of {}",
+                        from.display(),
+                        candidates.join(", ")
+                    ))
+                }
+            }
+        }
+    }
+}
+
 /// Hashes `spec`'s wrapper file into `wrapper` as Rust tokens, and every file it
 /// reads at compile time, recursively, each under its name; records them all in
 /// `wrapper_files` (the wrapper file last).
@@ -100,34 +138,10 @@ fn hash_wrapper(
             .map_err(|message| error(format!("{}: {message}", from.display())))?;
         let folder = from.parent().unwrap_or(root);
         for dependency in found {
-            // The file, the name it is hashed under and, for a module,
-            // whether it declares its own modules beside it.
-            let (path, name, module) = match dependency {
-                Dependency::Include(path) => {
-                    let name = path.to_string_lossy().into_owned();
-                    (folder.join(path), name, None)
-                }
-                Dependency::Module { paths, conditional } => {
-                    match wrapper_files::module_file(folder, &paths) {
-                        Some((path, mod_rs)) => {
-                            let name = relative(&path, root);
-                            (path, name, Some(mod_rs))
-                        }
-                        // Under a `#[cfg]`, rustc may never read it.
-                        None if conditional => continue,
-                        None => {
-                            let candidates: Vec<String> = paths
-                                .iter()
-                                .map(|p| folder.join(p).display().to_string())
-                                .collect();
-                            return Err(error(format!(
-                                "{} declares a module whose file is none of {}",
-                                from.display(),
-                                candidates.join(", ")
-                            )));
-                        }
-                    }
-                }
+            let Some((path, name, module)) =
+                locate(dependency, folder, root, &from).map_err(error)?
+            else {
+                continue;
             };
             if wrapper_files.contains(&path) || path == file {
                 continue;

@@ -246,6 +246,34 @@ impl Tuner<'_> {
             images.len(),
             images.len() - fresh
         );
+        let mut candidates = self.candidates(&jobs, compiled, seconds, log);
+        // The vendor's kernel: nothing to compile, timed as the fallback.
+        if let Some(vendor) = &spec.vendor {
+            let name = format!("{VENDOR}:{}", vendor.name);
+            candidates.variants.push(JobVariant {
+                binary: PathBuf::from(&name),
+                name,
+                values: Vec::new(),
+                entries: Vec::new(),
+                fallback: true,
+                vendor: true,
+            });
+            candidates.rejected.push(None);
+            candidates.resources.push(None);
+            candidates.compile_s.push(None);
+        }
+        candidates
+    }
+
+    /// The compiled points as the sweep's variants, each pruned one with why (said
+    /// in `log`), each image's compile time on its first point only.
+    fn candidates(
+        &self,
+        jobs: &[PointJob],
+        compiled: Vec<Result<crate::nvcc::Compiled, crate::nvcc::NvccError>>,
+        seconds: f64,
+        log: &mut (dyn Write + Send),
+    ) -> Candidates {
         let mut candidates = Candidates {
             variants: Vec::new(),
             rejected: Vec::new(),
@@ -295,21 +323,6 @@ impl Tuner<'_> {
             candidates.rejected.push(rejection);
             candidates.resources.push(used);
             candidates.compile_s.push(compile_s);
-        }
-        // The vendor's kernel: nothing to compile, timed as the fallback.
-        if let Some(vendor) = &spec.vendor {
-            let name = format!("{VENDOR}:{}", vendor.name);
-            candidates.variants.push(JobVariant {
-                binary: PathBuf::from(&name),
-                name,
-                values: Vec::new(),
-                entries: Vec::new(),
-                fallback: true,
-                vendor: true,
-            });
-            candidates.rejected.push(None);
-            candidates.resources.push(None);
-            candidates.compile_s.push(None);
         }
         candidates
     }

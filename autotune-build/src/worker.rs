@@ -392,42 +392,9 @@ impl<K: Kernel> Session<K> {
                 .map_err(WorkerError::Flush)?;
         }
         for (index, task) in job.tasks.iter().enumerate() {
-            let Some(variant) = job.variants.get(task.variant) else {
-                return Err(WorkerError::NoVariant {
-                    task: index,
-                    variant: task.variant,
-                    count: job.variants.len(),
-                });
+            let Some((variant, slot, opponent, at)) = self.ready(job, index, clock, emit)? else {
+                continue;
             };
-            let slot = self.variant(variant);
-            let opponent = self.opponent(job, index, task)?;
-            match &mut self.loaded[slot].1 {
-                Ok(_) => {}
-                Err(why) => {
-                    // Said once, at the variant's first task.
-                    if let Some(why) = why.take() {
-                        emit(Event::Rejected {
-                            task: index,
-                            stage: Stage::Load,
-                            reason: why.to_string(),
-                        });
-                    }
-                    continue;
-                }
-            }
-            let at = (job.shape.clone(), task.key);
-            if self.failed_keys.contains(&at) {
-                continue;
-            }
-            emit(Event::Started { task: index });
-            if let Err(error) = self.case_at(&job.shape, task.key, clock) {
-                self.failed_keys.push(at);
-                emit(Event::CaseFailed {
-                    task: index,
-                    reason: error.to_string(),
-                });
-                continue;
-            }
             let (
                 Some(CaseAt {
                     case, alternates, ..
@@ -492,6 +459,54 @@ impl<K: Kernel> Session<K> {
             }
         }
         Ok(true)
+    }
+
+    /// Task `index` of `job` made ready to run: its variant loaded (a load failure
+    /// said once, at the variant's first task), the incumbent a duel times it
+    /// against, and the case at its key built. `None` where it cannot run (said).
+    #[allow(clippy::type_complexity)]
+    fn ready<'j>(
+        &mut self,
+        job: &'j Job,
+        index: usize,
+        clock: &mut PhaseClock,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<Option<(&'j JobVariant, usize, Option<usize>, (Vec<u64>, u64))>, WorkerError> {
+        let task = &job.tasks[index];
+        let Some(variant) = job.variants.get(task.variant) else {
+            return Err(WorkerError::NoVariant {
+                task: index,
+                variant: task.variant,
+                count: job.variants.len(),
+            });
+        };
+        let slot = self.variant(variant);
+        let opponent = self.opponent(job, index, task)?;
+        if let Err(why) = &mut self.loaded[slot].1 {
+            // Said once, at the variant's first task.
+            if let Some(why) = why.take() {
+                emit(Event::Rejected {
+                    task: index,
+                    stage: Stage::Load,
+                    reason: why.to_string(),
+                });
+            }
+            return Ok(None);
+        }
+        let at = (job.shape.clone(), task.key);
+        if self.failed_keys.contains(&at) {
+            return Ok(None);
+        }
+        emit(Event::Started { task: index });
+        if let Err(error) = self.case_at(&job.shape, task.key, clock) {
+            self.failed_keys.push(at);
+            emit(Event::CaseFailed {
+                task: index,
+                reason: error.to_string(),
+            });
+            return Ok(None);
+        }
+        Ok(Some((variant, slot, opponent, at)))
     }
 
     /// The slot of the incumbent a duel times the task's variant against, loaded.

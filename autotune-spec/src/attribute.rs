@@ -118,20 +118,8 @@ impl Spec {
         let (max_points, max_sizes) = limits(args, &mut diag);
         let (options, mut params) = sort_entries(args, max_points, &mut diag);
 
-        let mut required = |option: &str| {
-            let entry = options.get(option).copied();
-            if entry.is_none() {
-                diag.at_span(
-                    attr_span,
-                    format!("missing `{option} = ...`{}", hint(option)),
-                );
-            }
-            entry
-        };
-        let source_entry = required("source");
-        let key_entry = required("key");
-        let sizes_entry = required("sizes");
-        let case_entry = required("case");
+        let [source_entry, key_entry, sizes_entry, case_entry] =
+            required(&options, REQUIRED, attr_span, &mut diag);
 
         let sources = source_entry.and_then(|e| parse_sources(&e.value, &mut diag));
         if let Some(sources) = sources.as_ref().filter(|s| s.len() > 1) {
@@ -147,24 +135,14 @@ impl Spec {
         let fallback = parse_fallback(&options, sig, &mut diag);
         let above = parse_above(&options, &mut diag);
         let inputs = parse_inputs(&options, &mut diag);
-        let flags = options
-            .get("flags")
-            .map(|e| parse_flags(&e.value, &mut diag))
-            .unwrap_or_default();
+        let flags = parse_flags_option(&options, &mut diag);
         let key = key_entry.and_then(|e| parse_key(&e.value, signature.as_ref(), sig, &mut diag));
         if let (Some(sizes), Some(entry), Some((key, key_ty))) = (&sizes, sizes_entry, &key) {
             check_sizes_fit_key(sizes, &entry.value, key, key_ty, above, &mut diag);
         }
         check_wrapper_name(&sig.ident, &mut diag);
-        let shapes = match options.get("shapes") {
-            None => Some(Shapes::default()),
-            Some(entry) => parse_shapes(
-                &entry.value,
-                signature.as_ref(),
-                key.as_ref().map(|(k, _)| k),
-                &mut diag,
-            ),
-        };
+        let key_ident = key.as_ref().map(|(k, _)| k);
+        let shapes = parse_shapes_option(&options, signature.as_ref(), key_ident, &mut diag);
         check_params_struct(signature.as_ref(), &params, attr_span, &mut diag);
 
         let space = build_space(params, &options, attr_span, max_points, &mut diag)?;
@@ -174,12 +152,12 @@ impl Spec {
             None => space.points().into_iter().next(),
         };
         if let (Some(dir), Some(sources), Some(entry_names)) = (manifest_dir, &sources, &entries) {
-            let entry_option = options.get("entry").copied();
             let checked = Checked {
                 space: &space,
                 defines: &defines,
                 attr: args,
             };
+            let entry_option = options.get("entry").copied();
             check_sources(dir, sources, entry_names, entry_option, &checked, &mut diag);
         }
 
@@ -198,10 +176,7 @@ impl Spec {
             signature, sources, entries, key, sizes, case, default, above, inputs, shapes,
         )
         else {
-            if diag.is_empty() {
-                diag.at_span(attr_span, "invalid #[autotune] attribute");
-            }
-            return Err(diag.into_error());
+            return Err(invalid(diag, attr_span));
         };
         let source = sources.remove(0);
         diag.finish(Self {
@@ -283,6 +258,62 @@ fn limits(args: &AttrArgs, diag: &mut Diagnostics) -> (u64, u64) {
     }
     let max_sizes = limit("max_sizes", DEFAULT_MAX_SIZES, diag).unwrap_or(DEFAULT_MAX_SIZES);
     (max_points.min(MAX_POINTS_CEILING), max_sizes)
+}
+
+/// `flags = [...]`, or none.
+fn parse_flags_option(
+    options: &BTreeMap<&'static str, &Entry>,
+    diag: &mut Diagnostics,
+) -> Vec<String> {
+    options
+        .get("flags")
+        .map(|e| parse_flags(&e.value, diag))
+        .unwrap_or_default()
+}
+
+/// The error of an attribute some part of which did not parse: what was said, or,
+/// where nothing was, that the attribute is invalid.
+fn invalid(mut diag: Diagnostics, attr_span: Span) -> syn::Error {
+    if diag.is_empty() {
+        diag.at_span(attr_span, "invalid #[autotune] attribute");
+    }
+    diag.into_error()
+}
+
+/// The options every attribute must give.
+const REQUIRED: [&str; 4] = ["source", "key", "sizes", "case"];
+
+/// `shapes = [...]`, or none (one shape, the empty one).
+fn parse_shapes_option(
+    options: &BTreeMap<&'static str, &Entry>,
+    signature: Option<&WrapperSignature>,
+    key: Option<&Ident>,
+    diag: &mut Diagnostics,
+) -> Option<Shapes> {
+    match options.get("shapes") {
+        None => Some(Shapes::default()),
+        Some(entry) => parse_shapes(&entry.value, signature, key, diag),
+    }
+}
+
+/// The entries of the options every attribute must give, in the order asked;
+/// each one missing is said at the attribute, with a hint.
+fn required<'a, const N: usize>(
+    options: &BTreeMap<&'static str, &'a Entry>,
+    names: [&str; N],
+    attr_span: Span,
+    diag: &mut Diagnostics,
+) -> [Option<&'a Entry>; N] {
+    names.map(|option| {
+        let entry = options.get(option).copied();
+        if entry.is_none() {
+            diag.at_span(
+                attr_span,
+                format!("missing `{option} = ...`{}", hint(option)),
+            );
+        }
+        entry
+    })
 }
 
 /// The entries split into options (by name) and parameters; a name given twice, or
@@ -640,6 +671,14 @@ fn is_param_value(value: &Expr) -> bool {
 }
 
 fn parse_param(entry: &Entry, max_points: u64, diag: &mut Diagnostics) -> Option<Param> {
+    let name = param_name(entry, diag)?;
+    let values = param_values(&name, &entry.value, max_points, diag)?;
+    Some(Param { name, values })
+}
+
+/// A parameter's name, where it can be a field, a `-D` define and a part of a file
+/// name.
+fn param_name(entry: &Entry, diag: &mut Diagnostics) -> Option<String> {
     let name = entry.name.to_string();
     let valid_name = name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -688,7 +727,18 @@ fn parse_param(entry: &Entry, max_points: u64, diag: &mut Diagnostics) -> Option
         );
         return None;
     }
-    let values = match &entry.value {
+    Some(name)
+}
+
+/// A parameter's values: a list, a bounded range (counted before it is expanded)
+/// or one value.
+fn param_values(
+    name: &str,
+    value: &Expr,
+    max_points: u64,
+    diag: &mut Diagnostics,
+) -> Option<Vec<u32>> {
+    let values = match value {
         Expr::Array(array) => {
             if array.elems.is_empty() {
                 diag.at(
@@ -744,7 +794,7 @@ fn parse_param(entry: &Entry, max_points: u64, diag: &mut Diagnostics) -> Option
         }
         single => vec![param_int(single, diag)?],
     };
-    Some(Param { name, values })
+    Some(values)
 }
 
 fn param_int(expr: &Expr, diag: &mut Diagnostics) -> Option<u32> {

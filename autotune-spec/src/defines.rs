@@ -39,29 +39,7 @@ pub fn parse_defines(
     diag: &mut Diagnostics,
 ) -> Defines {
     let declared = |ident: &Ident, option: &str, diag: &mut Diagnostics| {
-        let found = params
-            .iter()
-            .position(|p| *ident == p.name && p.name != SOURCE_PARAM);
-        if found.is_none() {
-            let known: Vec<String> = params
-                .iter()
-                .filter(|p| p.name != SOURCE_PARAM)
-                .map(|p| format!("`{}`", p.name))
-                .collect();
-            diag.at(
-                ident,
-                format!(
-                    "`{option}` names `{ident}`, which is not a parameter of this kernel \
-                     (parameters: {})",
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            );
-        }
-        found
+        declared_param(params, ident, option, diag)
     };
     let mut launch_only = vec![false; params.len()];
     if let Some(entry) = launch {
@@ -126,20 +104,59 @@ pub fn parse_defines(
     }
     // Parameter names are unique, so only an explicit name can clash.
     if let Some(entry) = explicit {
-        for (index, name) in names.iter().enumerate() {
-            let Some(name) = name else { continue };
-            if let Some(other) = names[..index].iter().position(|n| n.as_ref() == Some(name)) {
-                diag.at(
-                    &entry.value,
-                    format!(
-                        "`{}` and `{}` would both be emitted as `-D{name}`",
-                        params[other].name, params[index].name
-                    ),
-                );
-            }
-        }
+        say_clashes(params, &names, entry, diag);
     }
     Defines { names }
+}
+
+/// The index of the parameter `ident` names in option `option`, or `None`, said
+/// with the kernel's parameters.
+fn declared_param(
+    params: &[Param],
+    ident: &Ident,
+    option: &str,
+    diag: &mut Diagnostics,
+) -> Option<usize> {
+    let found = params
+        .iter()
+        .position(|p| *ident == p.name && p.name != SOURCE_PARAM);
+    if found.is_none() {
+        let known: Vec<String> = params
+            .iter()
+            .filter(|p| p.name != SOURCE_PARAM)
+            .map(|p| format!("`{}`", p.name))
+            .collect();
+        diag.at(
+            ident,
+            format!(
+                "`{option}` names `{ident}`, which is not a parameter of this kernel \
+                 (parameters: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        );
+    }
+    found
+}
+
+/// Two parameters whose explicit names (`defines`) would make one `-D`, said at
+/// the option.
+fn say_clashes(params: &[Param], names: &[Option<String>], entry: &Entry, diag: &mut Diagnostics) {
+    for (index, name) in names.iter().enumerate() {
+        let Some(name) = name else { continue };
+        if let Some(other) = names[..index].iter().position(|n| n.as_ref() == Some(name)) {
+            diag.at(
+                &entry.value,
+                format!(
+                    "`{}` and `{}` would both be emitted as `-D{name}`",
+                    params[other].name, params[index].name
+                ),
+            );
+        }
+    }
 }
 
 /// The identifiers of `[a, b]` or of a single `a`.

@@ -160,25 +160,13 @@ impl Strategy {
                 first.push(seed);
             }
         }
-        let mut timed: BTreeMap<usize, Option<f64>> = BTreeMap::new();
-        let mut order = Vec::new();
-        let mut run = |batch: Vec<usize>,
-                       timed: &mut BTreeMap<usize, Option<f64>>,
-                       order: &mut Vec<usize>| {
-            let batch: Vec<usize> = batch
-                .into_iter()
-                .filter(|i| !timed.contains_key(i))
-                .collect();
-            if batch.is_empty() {
-                return;
-            }
-            for (i, median) in batch.iter().zip(measure(&batch)) {
-                timed.insert(*i, median);
-                order.push(*i);
-            }
+        let mut searched = Searched {
+            timed: BTreeMap::new(),
+            order: Vec::new(),
+            measure,
         };
         match *self {
-            Self::Grid => run((0..points.len()).collect(), &mut timed, &mut order),
+            Self::Grid => searched.run((0..points.len()).collect()),
             Self::Random { budget, seed } => {
                 let mut rng = Rng::new(seed);
                 let mut drawn = first;
@@ -191,67 +179,97 @@ impl Strategy {
                 }
                 match budget {
                     // One batch: the worker times them back to back.
-                    Budget::Points(_) => run(drawn, &mut timed, &mut order),
+                    Budget::Points(_) => searched.run(drawn),
                     Budget::Seconds(_) => {
-                        run(vec![start], &mut timed, &mut order);
+                        searched.run(vec![start]);
                         for batch in drawn[1..].chunks(RANDOM_BATCH) {
                             if spent() {
                                 break;
                             }
-                            run(batch.to_vec(), &mut timed, &mut order);
+                            searched.run(batch.to_vec());
                         }
                     }
                 }
             }
             Self::Local { budget, seed } => {
-                let budget = budget.points(points.len());
-                let mut rng = Rng::new(seed);
-                let mut current = start;
-                run(vec![start], &mut timed, &mut order);
-                if first.len() > 1 && !spent() {
-                    let room = budget.saturating_sub(timed.len());
-                    run(
-                        first[1..].iter().copied().take(room).collect(),
-                        &mut timed,
-                        &mut order,
-                    );
-                    current = fastest(&timed).unwrap_or(current);
-                }
-                while timed.len() < budget && !spent() {
-                    let room = budget - timed.len();
-                    let fresh: Vec<usize> = neighbours(points, current)
-                        .into_iter()
-                        .filter(|i| !timed.contains_key(i))
-                        .take(room)
-                        .collect();
-                    if fresh.is_empty() {
-                        // A local optimum: restart from a random point not yet timed.
-                        let untimed: Vec<usize> = (0..points.len())
-                            .filter(|i| !timed.contains_key(i))
-                            .collect();
-                        let Some(&restart) =
-                            untimed.get((rng.next_u64() % untimed.len().max(1) as u64) as usize)
-                        else {
-                            break;
-                        };
-                        run(vec![restart], &mut timed, &mut order);
-                        current = restart;
-                        continue;
-                    }
-                    run(fresh, &mut timed, &mut order);
-                    let best = fastest(&timed).unwrap_or(current);
-                    if best != current {
-                        current = best;
-                    } else if neighbours(points, current)
-                        .iter()
-                        .all(|i| timed.contains_key(i))
-                    {
-                        continue; // the restart branch picks up next round
-                    }
-                }
+                searched.climb(points, &first, budget.points(points.len()), seed, spent);
             }
         }
-        order
+        searched.order
+    }
+}
+
+/// The points a search timed: each one's median (`None`: out), in the order timed.
+struct Searched<'m> {
+    timed: BTreeMap<usize, Option<f64>>,
+    order: Vec<usize>,
+    measure: &'m mut dyn FnMut(&[usize]) -> Vec<Option<f64>>,
+}
+
+impl Searched<'_> {
+    /// Times the points of `batch` not timed yet, as one batch.
+    fn run(&mut self, batch: Vec<usize>) {
+        let batch: Vec<usize> = batch
+            .into_iter()
+            .filter(|i| !self.timed.contains_key(i))
+            .collect();
+        if batch.is_empty() {
+            return;
+        }
+        for (i, median) in batch.iter().zip((self.measure)(&batch)) {
+            self.timed.insert(*i, median);
+            self.order.push(*i);
+        }
+    }
+
+    /// The local search: from the incumbent (`first[0]`), then the best of the
+    /// seeds (`first[1..]`), to the fastest untimed neighbour each round, restarting
+    /// from a random untimed point at a local optimum, until `budget` points are
+    /// timed or the time is `spent`.
+    fn climb(
+        &mut self,
+        points: &[Vec<u32>],
+        first: &[usize],
+        budget: usize,
+        seed: u64,
+        spent: &dyn Fn() -> bool,
+    ) {
+        let mut rng = Rng::new(seed);
+        let mut current = first[0];
+        self.run(vec![current]);
+        if first.len() > 1 && !spent() {
+            let room = budget.saturating_sub(self.timed.len());
+            self.run(first[1..].iter().copied().take(room).collect());
+            current = fastest(&self.timed).unwrap_or(current);
+        }
+        while self.timed.len() < budget && !spent() {
+            let room = budget - self.timed.len();
+            let fresh: Vec<usize> = neighbours(points, current)
+                .into_iter()
+                .filter(|i| !self.timed.contains_key(i))
+                .take(room)
+                .collect();
+            if fresh.is_empty() {
+                // A local optimum: restart from a random point not yet timed.
+                let untimed: Vec<usize> = (0..points.len())
+                    .filter(|i| !self.timed.contains_key(i))
+                    .collect();
+                let Some(&restart) =
+                    untimed.get((rng.next_u64() % untimed.len().max(1) as u64) as usize)
+                else {
+                    break;
+                };
+                self.run(vec![restart]);
+                current = restart;
+                continue;
+            }
+            self.run(fresh);
+            let best = fastest(&self.timed).unwrap_or(current);
+            if best != current {
+                current = best;
+            }
+            // Else, with every neighbour timed, the restart branch picks up next round.
+        }
     }
 }
 

@@ -97,56 +97,12 @@ pub fn init(
             "{module} already declares a module `scale`"
         )));
     }
-
-    let mut done = Vec::new();
-    let version = requirement();
-    for (table, crates) in [
-        ("dependencies", &["autotune-runtime"][..]),
-        (
-            "build-dependencies",
-            &["autotune-build", "autotune-runtime"][..],
-        ),
-        ("dev-dependencies", &["autotune-build"][..]),
-    ] {
-        let section = section(&mut doc, &[table]);
-        for krate in crates {
-            if section.contains_key(krate) {
-                done.push(format!("kept       [{table}] {krate} (already there)"));
-            } else {
-                let dependency = dependency(krate, &version, checkout);
-                done.push(format!("added      [{table}] {krate} = {dependency}"));
-                section.insert(krate, value(dependency));
-            }
-        }
-    }
-    let features = section(&mut doc, &["features"]);
-    if features.contains_key("autotune") {
-        done.push("kept       [features] autotune (already there)".to_string());
-    } else {
-        features.insert("autotune", value(toml_edit::Array::new()));
-        done.push("added      [features] autotune = []".to_string());
-    }
-    if is_workspace_root(&doc, root) {
-        let build_override = section(&mut doc, &["profile", "release", "build-override"]);
-        if build_override.contains_key("opt-level") {
-            done.push("kept       [profile.release.build-override] opt-level".to_string());
-        } else {
-            build_override.insert("opt-level", value(3));
-            done.push("added      [profile.release.build-override] opt-level = 3".to_string());
-        }
-    } else {
-        done.push(
-            "note       this crate is a workspace member: add `[profile.release.build-override] \
-             opt-level = 3` to the workspace's Cargo.toml (cargo reads profiles only there)"
-                .to_string(),
-        );
-    }
+    let mut done = edit_manifest(&mut doc, root, checkout);
     // Every file written first, renamed last: a failure (a read-only `src/`, a
     // symlink) leaves the crate as it was, and a second run starts from the same.
     let mut commit = Commit::default();
     stage(&mut commit, manifest, &doc.to_string())?;
     done.push(format!("wrote      {}", manifest.display()));
-
     for (file, template) in FILES {
         stage(
             &mut commit,
@@ -173,6 +129,55 @@ pub fn init(
         .finish()
         .map_err(|e| CliError::io("write", root)(e.into()))?;
     Ok(done)
+}
+
+/// The manifest's edits (the dependencies, the `autotune` feature, the optimised
+/// build script), made in `doc`; what was done, a line each.
+fn edit_manifest(doc: &mut DocumentMut, root: &Path, checkout: Option<&Path>) -> Vec<String> {
+    let mut done = Vec::new();
+    let version = requirement();
+    for (table, crates) in [
+        ("dependencies", &["autotune-runtime"][..]),
+        (
+            "build-dependencies",
+            &["autotune-build", "autotune-runtime"][..],
+        ),
+        ("dev-dependencies", &["autotune-build"][..]),
+    ] {
+        let section = section(doc, &[table]);
+        for krate in crates {
+            if section.contains_key(krate) {
+                done.push(format!("kept       [{table}] {krate} (already there)"));
+            } else {
+                let dependency = dependency(krate, &version, checkout);
+                done.push(format!("added      [{table}] {krate} = {dependency}"));
+                section.insert(krate, value(dependency));
+            }
+        }
+    }
+    let features = section(doc, &["features"]);
+    if features.contains_key("autotune") {
+        done.push("kept       [features] autotune (already there)".to_string());
+    } else {
+        features.insert("autotune", value(toml_edit::Array::new()));
+        done.push("added      [features] autotune = []".to_string());
+    }
+    if is_workspace_root(doc, root) {
+        let build_override = section(doc, &["profile", "release", "build-override"]);
+        if build_override.contains_key("opt-level") {
+            done.push("kept       [profile.release.build-override] opt-level".to_string());
+        } else {
+            build_override.insert("opt-level", value(3));
+            done.push("added      [profile.release.build-override] opt-level = 3".to_string());
+        }
+    } else {
+        done.push(
+            "note       this crate is a workspace member: add `[profile.release.build-override] \
+             opt-level = 3` to the workspace's Cargo.toml (cargo reads profiles only there)"
+                .to_string(),
+        );
+    }
+    done
 }
 
 /// The package's name as Rust spells it (`-` as `_`), where it is a name cargo

@@ -80,6 +80,39 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
             std::fs::copy(&path, scratch.join(name)).map_err(CliError::io("copy", &path))?;
         }
     }
+    let stdout = tune_candidates(args)?;
+    // A name the crate does not have is that, whatever the GPU.
+    let summaries = crate::summaries::read(&stdout)?;
+    let known = crate::summaries::kernels(&summaries);
+    crate::summaries::check_kernel(&args.kernel, &known, "this crate")?;
+    if let Some(why) = crate::summaries::why_nothing_was_tuned(&summaries) {
+        return Err(CliError::NoVerdict(format!(
+            "the build could not tune `{}` ({why}): no verdict",
+            args.kernel
+        )));
+    }
+    let judged: Vec<(String, KernelTable)> = entries(&scratch, &args.kernel)
+        .into_iter()
+        .filter(|entry| !before.contains(entry))
+        .collect();
+    if judged.is_empty() {
+        return Err(CliError::NoVerdict(format!(
+            "the build did not tune `{}` (no GPU or no nvcc here? its warning above says \
+             why): no verdict",
+            args.kernel
+        )));
+    }
+    let judgements = judge_all(&judged)?;
+    for (judgement, (_, entry)) in judgements.iter().zip(&judged) {
+        journal(&committed.join(JOURNAL_FILE), judgement, entry)?;
+    }
+    Ok(answer(args, &judgements, &judged))
+}
+
+/// The tuning build of the kernel judged, into the scratch tables folder, with a
+/// second input draw and graph timing unless the caller set them; its JSON
+/// messages.
+fn tune_candidates(args: &JudgeArgs) -> Result<String, CliError> {
     let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
@@ -105,32 +138,7 @@ pub fn run(args: &JudgeArgs) -> Result<ExitCode, CliError> {
     if !output.status.success() {
         return Err(CliError::BuildFailed(output.status.to_string()));
     }
-    // A name the crate does not have is that, whatever the GPU.
-    let summaries = crate::summaries::read(&output.stdout)?;
-    let known = crate::summaries::kernels(&summaries);
-    crate::summaries::check_kernel(&args.kernel, &known, "this crate")?;
-    if let Some(why) = crate::summaries::why_nothing_was_tuned(&summaries) {
-        return Err(CliError::NoVerdict(format!(
-            "the build could not tune `{}` ({why}): no verdict",
-            args.kernel
-        )));
-    }
-    let judged: Vec<(String, KernelTable)> = entries(&scratch, &args.kernel)
-        .into_iter()
-        .filter(|entry| !before.contains(entry))
-        .collect();
-    if judged.is_empty() {
-        return Err(CliError::NoVerdict(format!(
-            "the build did not tune `{}` (no GPU or no nvcc here? its warning above says \
-             why): no verdict",
-            args.kernel
-        )));
-    }
-    let judgements = judge_all(&judged)?;
-    for (judgement, (_, entry)) in judgements.iter().zip(&judged) {
-        journal(&committed.join(JOURNAL_FILE), judgement, entry)?;
-    }
-    Ok(answer(args, &judgements, &judged))
+    Ok(output.stdout)
 }
 
 /// A verdict per table entry (per shape of a kernel with shapes).

@@ -7,7 +7,9 @@
 use std::fmt::Write as _;
 
 use crate::verdict::JournalEntry;
-use autotune_table::table::{FALLBACK, KernelTable, Measurement, Role, TuningTable, VariantRecord};
+use autotune_table::table::{
+    FALLBACK, GpuRecord, KernelTable, Measurement, Role, TuningTable, VariantRecord,
+};
 
 /// The context of one table (one GPU model), for every kernel or only `only`, with
 /// the verdicts `cargo autotune judge` gave before (its journal beside the tables).
@@ -25,31 +27,7 @@ pub fn render(
         gpu.name,
         gpu.arch()
     );
-    let unknown = "not recorded by this table (tuned before it was)";
-    let rows = [
-        ("name", gpu.name.clone()),
-        ("architecture", gpu.arch()),
-        ("streaming multiprocessors", gpu.sm_count.to_string()),
-        ("L2 cache", format!("{} MiB", gpu.l2_bytes >> 20)),
-        (
-            "device memory",
-            match gpu.memory_bytes {
-                0 => unknown.to_string(),
-                bytes => format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30)),
-            },
-        ),
-        (
-            "shared memory per block (opt-in)",
-            match gpu.shared_per_block {
-                0 => unknown.to_string(),
-                bytes => format!("{} KiB", bytes >> 10),
-            },
-        ),
-        ("CUDA driver API", gpu.driver.clone()),
-    ];
-    for (fact, value) in rows {
-        let _ = writeln!(out, "| {fact} | {value} |");
-    }
+    out.push_str(&gpu_facts(gpu));
     let kernels: Vec<(&String, &KernelTable)> = table
         .kernels
         .iter()
@@ -111,6 +89,37 @@ pub fn render(
                 judged.join("\n")
             );
         }
+    }
+    out
+}
+
+/// The GPU's facts, a row each of the context's table.
+fn gpu_facts(gpu: &GpuRecord) -> String {
+    let mut out = String::new();
+    let unknown = "not recorded by this table (tuned before it was)";
+    let rows = [
+        ("name", gpu.name.clone()),
+        ("architecture", gpu.arch()),
+        ("streaming multiprocessors", gpu.sm_count.to_string()),
+        ("L2 cache", format!("{} MiB", gpu.l2_bytes >> 20)),
+        (
+            "device memory",
+            match gpu.memory_bytes {
+                0 => unknown.to_string(),
+                bytes => format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30)),
+            },
+        ),
+        (
+            "shared memory per block (opt-in)",
+            match gpu.shared_per_block {
+                0 => unknown.to_string(),
+                bytes => format!("{} KiB", bytes >> 10),
+            },
+        ),
+        ("CUDA driver API", gpu.driver.clone()),
+    ];
+    for (fact, value) in rows {
+        let _ = writeln!(out, "| {fact} | {value} |");
     }
     out
 }

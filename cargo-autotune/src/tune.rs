@@ -21,85 +21,13 @@ use crate::error::CliError;
 pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
     // Nothing to tune without a driver and a GPU: said before anything compiles.
     crate::gpu_probe::look().map_err(|why| CliError::NotTuned(why.to_string()))?;
-    let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    // Diagnostics as text on stderr (above the bars), the build scripts' JSON
-    // messages on stdout: they say where each build's summary is.
-    command.args([
-        "build",
-        "--release",
-        "--features",
-        "autotune",
-        "--message-format=json-render-diagnostics",
-    ]);
-    if let Some(manifest) = &args.manifest_path {
-        command.arg("--manifest-path").arg(manifest);
-    }
-    if let Some(kernel) = &args.kernel {
-        command.env(vars::FORCE.name, kernel);
-    }
-    if let Some(strategy) = args.strategy {
-        command.env(vars::STRATEGY.name, strategy.as_str());
-    }
-    // Parsed (and so checked) before cargo starts.
-    if let Some((budget, _)) = &args.budget {
-        command.env(vars::BUDGET.name, budget);
-    }
-    if let Some(devices) = &args.devices {
-        command.env(vars::DEVICES.name, devices);
-    }
-    if let Some(shard) = args.shard {
-        command.env(vars::SHARD.name, shard.to_string());
-    }
+    let mut command = tuning_build(args);
     let progress_path = progress_file()?;
     command.env(vars::PROGRESS.name, &progress_path);
     let before = tuned_entries(args);
-    let mut progress = File::open(&progress_path).map_err(CliError::io("read", &progress_path))?;
-    let mut child = command
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(CliError::Cargo)?;
-    let stdout = child.stdout.take();
-    let messages = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut stdout) = stdout {
-            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
-        }
-        text
-    });
-    // Cargo's own lines (and the build script's warning) go above the bars.
-    let (lines, cargo_lines) = std::sync::mpsc::channel::<String>();
-    let stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        if let Some(stderr) = stderr {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let mut bars = Bars::new();
-    let status = loop {
-        while let Ok(line) = cargo_lines.try_recv() {
-            bars.println(&line);
-        }
-        bars.poll(&mut progress);
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => return Err(CliError::Waiting(e)),
-        }
-    };
-    let _ = reader.join();
-    for line in cargo_lines.try_iter() {
-        bars.println(&line);
-    }
-    bars.poll(&mut progress);
-    bars.finish();
+    let built = build_with_bars(&mut command, &progress_path);
     let _ = std::fs::remove_file(&progress_path);
-    let messages = messages.join().unwrap_or_default();
+    let (status, messages) = built?;
     if !status.success() {
         return Err(CliError::BuildFailed(status.to_string()));
     }
@@ -132,6 +60,95 @@ pub fn run(args: &TuneArgs) -> Result<ExitCode, CliError> {
         gpu_names(&summaries)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cargo build --release --features autotune` with what `args` asks passed on as
+/// the build step's variables.
+fn tuning_build(args: &TuneArgs) -> Command {
+    let cargo = vars::CARGO.text_or_none().unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    // Diagnostics as text on stderr (above the bars), the build scripts' JSON
+    // messages on stdout: they say where each build's summary is.
+    command.args([
+        "build",
+        "--release",
+        "--features",
+        "autotune",
+        "--message-format=json-render-diagnostics",
+    ]);
+    if let Some(manifest) = &args.manifest_path {
+        command.arg("--manifest-path").arg(manifest);
+    }
+    if let Some(kernel) = &args.kernel {
+        command.env(vars::FORCE.name, kernel);
+    }
+    if let Some(strategy) = args.strategy {
+        command.env(vars::STRATEGY.name, strategy.as_str());
+    }
+    // Parsed (and so checked) before cargo starts.
+    if let Some((budget, _)) = &args.budget {
+        command.env(vars::BUDGET.name, budget);
+    }
+    if let Some(devices) = &args.devices {
+        command.env(vars::DEVICES.name, devices);
+    }
+    if let Some(shard) = args.shard {
+        command.env(vars::SHARD.name, shard.to_string());
+    }
+    command
+}
+
+/// Runs the build, its progress drawn as bars from `progress_path` and cargo's own
+/// lines (the build script's warning among them) printed above them; its exit
+/// status and its JSON messages.
+fn build_with_bars(
+    command: &mut Command,
+    progress_path: &std::path::Path,
+) -> Result<(std::process::ExitStatus, String), CliError> {
+    let mut progress = File::open(progress_path).map_err(CliError::io("read", progress_path))?;
+    let mut child = command
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(CliError::Cargo)?;
+    let stdout = child.stdout.take();
+    let messages = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut stdout) = stdout {
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        }
+        text
+    });
+    let (lines, cargo_lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        if let Some(stderr) = stderr {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let mut bars = Bars::new();
+    let status = loop {
+        while let Ok(line) = cargo_lines.try_recv() {
+            bars.println(&line);
+        }
+        bars.poll(&mut progress);
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => return Err(CliError::Waiting(e)),
+        }
+    };
+    let _ = reader.join();
+    for line in cargo_lines.try_iter() {
+        bars.println(&line);
+    }
+    bars.poll(&mut progress);
+    bars.finish();
+    Ok((status, messages.join().unwrap_or_default()))
 }
 
 /// The GPU models the builds tuned for.
