@@ -12,8 +12,10 @@
 #         (cargo test --release --test NAME --no-run); for `bench`, .gpu-bin/bench-gemm
 #         (cargo bench --bench gemm --no-run, built WITHOUT the patch, so that it
 #         bakes the committed tables); pwd > .gpu-bin/root
-#   GPU:  bash bench/h200/cold-retune.sh all      the tests, then the retune until
-#                                                 the call's end (CALL_S, 570 s)
+#   GPU:  bash bench/h200/cold-retune.sh all      the tests (NO_TESTS=1: none), then
+#                                                 the retune until the call's end
+#                                                 (CALL_S, 570 s; FORCE: what to
+#                                                 force, default all)
 #         bash bench/h200/cold-retune.sh resume   (back to back) the retune goes on:
 #                                                 what is left, the entry it was in
 #                                                 resumed from its journal
@@ -81,17 +83,20 @@ retune_step() {
 case "${1:-}" in
   all)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
-    echo "== sweep_faults ($(date +%T))"
-    timeout "${SF_TIMEOUT:-240}" .gpu-bin/test-sweep_faults > "$out/sweep-faults.txt" 2>&1
-    echo "exit $?"
-    grep -E "SKIPPED|panicked|all passed|checked off the grid|buffers rotated|interleaved rounds" \
-      "$out/sweep-faults.txt" | cut -c1-250 | tail -n 30
-    for test in cold_inputs rmsnorm_reference; do
-      echo "== $test ($(date +%T))"
-      timeout 120 ".gpu-bin/test-$test" --test-threads=1 > "$out/$test.txt" 2>&1
+    # NO_TESTS=1: straight to the retune.
+    if [ -z "${NO_TESTS:-}" ]; then
+      echo "== sweep_faults ($(date +%T))"
+      timeout "${SF_TIMEOUT:-240}" .gpu-bin/test-sweep_faults > "$out/sweep-faults.txt" 2>&1
       echo "exit $?"
-      grep -E "^test |SKIPPED|panicked|test result" "$out/$test.txt" | cut -c1-250
-    done
+      grep -E "SKIPPED|panicked|all passed|checked off the grid|buffers rotated|interleaved rounds" \
+        "$out/sweep-faults.txt" | cut -c1-250 | tail -n 30
+      for test in cold_inputs rmsnorm_reference; do
+        echo "== $test ($(date +%T))"
+        timeout 120 ".gpu-bin/test-$test" --test-threads=1 > "$out/$test.txt" 2>&1
+        echo "exit $?"
+        grep -E "^test |SKIPPED|panicked|test result" "$out/$test.txt" | cut -c1-250
+      done
+    fi
     [ -n "${NO_RETUNE:-}" ] && exit 0
     rm -rf /tmp/retune-out /tmp/build-script-runs /tmp/retune-tables /tmp/autotune-kernels-out
     cp -r kernels/tuning /tmp/retune-tables
