@@ -60,16 +60,20 @@ pub struct KernelInputs {
     vendor: Option<(&'static str, Option<String>)>,
 }
 
-/// Where a dependency of the wrapper file `from` (in `folder`) is: the file, the
+/// A file the wrapper reads: its path, the name it is hashed under and, for a
+/// module, whether it declares its own modules beside it (`mod.rs`).
+type Located = (PathBuf, String, Option<bool>);
+
+/// Where a dependency of a wrapper file (in `folder`) is: the file, the
 /// name it is hashed under and, for a module, whether it declares its own modules
 /// beside it (`mod.rs`). `None` for a module under a `#[cfg]` whose file is not
-/// there (rustc may never read it).
+/// there (rustc may never read it); the error of a module whose file is none of
+/// the candidates is those candidates.
 fn locate(
     dependency: Dependency,
     folder: &Path,
     root: &Path,
-    from: &Path,
-) -> Result<Option<(PathBuf, String, Option<bool>)>, String> {
+) -> Result<Option<Located>, Vec<PathBuf>> {
     match dependency {
         Dependency::Include(path) => {
             let name = path.to_string_lossy().into_owned();
@@ -82,17 +86,7 @@ fn locate(
                     Ok(Some((path, name, Some(mod_rs))))
                 }
                 None if conditional => Ok(None),
-                None => {
-                    let candidates: Vec<String> = paths
-                        .iter()
-                        .map(|p| folder.join(p).display().to_string())
-                        .collect();
-                    Err(format!(
-                        "{} declares a module whose file is none of {}",
-                        from.display(),
-                        candidates.join(", ")
-                    ))
-                }
+                None => Err(paths.iter().map(|p| folder.join(p)).collect()),
             }
         }
     }
@@ -138,9 +132,16 @@ fn hash_wrapper(
             .map_err(|message| error(format!("{}: {message}", from.display())))?;
         let folder = from.parent().unwrap_or(root);
         for dependency in found {
-            let Some((path, name, module)) =
-                locate(dependency, folder, root, &from).map_err(error)?
-            else {
+            let located = locate(dependency, folder, root).map_err(|candidates| {
+                let candidates: Vec<String> =
+                    candidates.iter().map(|p| p.display().to_string()).collect();
+                error(format!(
+                    "{} declares a module whose file is none of {}",
+                    from.display(),
+                    candidates.join(", ")
+                ))
+            })?;
+            let Some((path, name, module)) = located else {
                 continue;
             };
             if wrapper_files.contains(&path) || path == file {
