@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
+use autotune_spec::shape::Shape;
 use autotune_table::progress::Progress;
 use autotune_table::summary::{BakedPlan, KernelSummary, SkippedTable, WithoutPlan};
 use autotune_table::table::{self, FALLBACK, KernelTable, TuningTable, Unreadable};
@@ -188,46 +189,59 @@ impl Found {
                 self.skip(&shown, format!("names variants `{name}` does not have"));
                 continue;
             };
-            // Only a kernel with shapes lends a plan to a call at another shape.
-            let borrowed = if spec.shapes.is_empty() {
-                ranges.clone()
-            } else {
-                borrowed_ranges(spec, entry, &ranges, &self.images)
-            };
-            self.baked_plans.push(BakedPlan {
-                table: shown.clone(),
-                gpu: table.gpu.clone(),
-                tuned_on: entry.tuned_on.clone(),
-                shape: if shape.is_empty() {
-                    String::new()
-                } else {
-                    shape.to_string()
-                },
-            });
+            self.add_plan(spec, &shown, table, entry, &shape, ranges);
             tuned_any = true;
-            self.plans.push(PlanData {
-                origin: OriginData {
-                    path: shown.clone(),
-                    gpu: table.gpu.name.clone(),
-                    compute_capability: (
-                        table.gpu.compute_capability[0],
-                        table.gpu.compute_capability[1],
-                    ),
-                    sm_count: table.gpu.sm_count,
-                },
-                shape: shape.values().to_vec(),
-                ranges,
-                borrowed,
-                above: autotune_table::above::describe(
-                    entry.above.as_ref(),
-                    &entry.key,
-                    spec.sizes.last().copied().unwrap_or(0),
-                ),
-            });
         }
         if tuned_any {
             self.archs.push(arch);
         }
+    }
+
+    /// A fresh entry's plan (at `shape`), with what the summary records of it.
+    fn add_plan(
+        &mut self,
+        spec: &KernelSpec,
+        shown: &str,
+        table: &TuningTable,
+        entry: &KernelTable,
+        shape: &Shape<'_>,
+        ranges: Vec<Range>,
+    ) {
+        // Only a kernel with shapes lends a plan to a call at another shape.
+        let borrowed = if spec.shapes.is_empty() {
+            ranges.clone()
+        } else {
+            borrowed_ranges(spec, entry, &ranges, &self.images)
+        };
+        self.baked_plans.push(BakedPlan {
+            table: shown.to_string(),
+            gpu: table.gpu.clone(),
+            tuned_on: entry.tuned_on.clone(),
+            shape: if shape.is_empty() {
+                String::new()
+            } else {
+                shape.to_string()
+            },
+        });
+        self.plans.push(PlanData {
+            origin: OriginData {
+                path: shown.to_string(),
+                gpu: table.gpu.name.clone(),
+                compute_capability: (
+                    table.gpu.compute_capability[0],
+                    table.gpu.compute_capability[1],
+                ),
+                sm_count: table.gpu.sm_count,
+            },
+            shape: shape.values().to_vec(),
+            ranges,
+            borrowed,
+            above: autotune_table::above::describe(
+                entry.above.as_ref(),
+                &entry.key,
+                spec.sizes.last().copied().unwrap_or(0),
+            ),
+        });
     }
 
     fn skip(&mut self, shown: &str, reason: String) {

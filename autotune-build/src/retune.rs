@@ -38,18 +38,7 @@ impl Build {
             .tables_dir
             .join(format!("{}.json", gpu_slug(&gpu.name)));
         let shown = fingerprint::relative(&path, &self.root);
-        let mut kernels = Vec::new();
-        for (spec, inputs) in inputs {
-            let fingerprint = inputs.fingerprint(None).map_err(|why| BuildError::Kernel {
-                kernel: spec.name.to_string(),
-                message: why.to_string(),
-            })?;
-            kernels.push(Fingerprinted {
-                spec,
-                inputs,
-                fingerprint,
-            });
-        }
+        let kernels = fingerprinted(inputs)?;
         if self
             .stale(&kernels, table::read(&path).ok().as_ref(), gpu)
             .is_empty()
@@ -67,22 +56,7 @@ impl Build {
         };
         // Another build may have tuned while this one waited for the lock.
         let mut table = self.open_table(&path, &shown, gpu)?;
-        // Fallbacks first: a kernel's sweep times its fallback through the fallback's plan.
-        let mut todo = self.stale(&kernels, Some(&table), gpu);
-        let is_a_fallback = |name: &str| {
-            tunables
-                .specs()
-                .any(|other| other.fallback.is_some_and(|f| f.name == name))
-        };
-        todo.sort_by_key(|stale| !is_a_fallback(stale.spec.name));
-        // With a shard, this machine's part of the run only.
-        let shard_run = self.settings.shard.map(|shard| {
-            let entries: Vec<shard_run::Entry<'_>> = todo.iter().map(Stale::as_entry).collect();
-            ShardRun::plan(shard, &entries)
-        });
-        if let Some(run) = &shard_run {
-            todo.retain(|stale| run.owns(&stale.entry));
-        }
+        let (todo, shard_run) = self.todo(tunables, &kernels, &table, gpu);
         let exe = std::env::current_exe().map_err(|e| {
             BuildError::Worker(format!("cannot find this build script's path: {e}"))
         })?;
@@ -123,6 +97,33 @@ impl Build {
             gpu: gpu.name.clone(),
             written,
         })
+    }
+
+    /// The stale entries of `table` to tune, fallbacks first (a kernel's sweep
+    /// times its fallback through the fallback's plan); with a shard, this
+    /// machine's part of them only, and the shard's plan.
+    fn todo(
+        &self,
+        tunables: &Tunables,
+        kernels: &[Fingerprinted<'_>],
+        table: &TuningTable,
+        gpu: &GpuRecord,
+    ) -> (Vec<Stale>, Option<ShardRun>) {
+        let mut todo = self.stale(kernels, Some(table), gpu);
+        let is_a_fallback = |name: &str| {
+            tunables
+                .specs()
+                .any(|other| other.fallback.is_some_and(|f| f.name == name))
+        };
+        todo.sort_by_key(|stale| !is_a_fallback(stale.spec.name));
+        let shard_run = self.settings.shard.map(|shard| {
+            let entries: Vec<shard_run::Entry<'_>> = todo.iter().map(Stale::as_entry).collect();
+            ShardRun::plan(shard, &entries)
+        });
+        if let Some(run) = &shard_run {
+            todo.retain(|stale| run.owns(&stale.entry));
+        }
+        (todo, shard_run)
     }
 
     /// Writes the table as it stands (for a shard, its partial table): called after
@@ -352,6 +353,26 @@ impl Stale {
             last_sweep_s: self.last_sweep_s,
         }
     }
+}
+
+/// Each kernel with its inputs' fingerprint.
+fn fingerprinted<'a>(
+    inputs: &'a [(&'static KernelSpec, KernelInputs)],
+) -> Result<Vec<Fingerprinted<'a>>, BuildError> {
+    inputs
+        .iter()
+        .map(|(spec, inputs)| {
+            let fingerprint = inputs.fingerprint(None).map_err(|why| BuildError::Kernel {
+                kernel: spec.name.to_string(),
+                message: why.to_string(),
+            })?;
+            Ok(Fingerprinted {
+                spec,
+                inputs,
+                fingerprint,
+            })
+        })
+        .collect()
 }
 
 /// One entry tuned: its result and what it replaces in the table.

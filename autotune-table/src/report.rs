@@ -151,36 +151,7 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
         "range: bakes", "timed key: fastest", "at key", "vs incumb.", "vs runner-up"
     );
     for range in &k.ranges {
-        let span = range.span();
-        let inside = k.sizes_in(range);
-        let after = if inside.is_empty() {
-            "  (no key timed inside)".to_string()
-        } else {
-            bought(k, range, &inside).map_or_else(String::new, |b| format!("  ({b})"))
-        };
-        let _ = writeln!(out, "  {span:<24} {}{after}", range.choice);
-        for size in inside {
-            let runner_up = size.runner_up.as_deref().unwrap_or("-");
-            let over_runner_up = size
-                .runner_up
-                .as_deref()
-                .and_then(|r| k.variant(r))
-                .and_then(|v| v.median_at(size.key))
-                .map(|us| format!("{:+.1}%", (us / size.winner_us - 1.0) * 100.0))
-                .unwrap_or_else(|| "-".into());
-            let _ = writeln!(
-                out,
-                "  {:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
-                "",
-                size.winner,
-                size.key,
-                size.margin * 100.0,
-                over_runner_up
-            );
-            if let Some(duel) = &size.duel {
-                let _ = writeln!(out, "  {:<24} {}", "", duel_line(duel, k.min_margin));
-            }
-        }
+        out.push_str(&range_report(k, range));
     }
     let _ = writeln!(out, "  keys: {}", k.keys_line());
     if let Some(off_grid) = &k.off_grid {
@@ -212,6 +183,43 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     );
     if let Some(vendor) = &f.vendor {
         let _ = writeln!(out, "  vendor fallback: {vendor}");
+    }
+    out
+}
+
+/// A range's lines: what it bakes (and what tuning bought there), then each key
+/// timed inside it with its fastest variant, its margins and its duel.
+fn range_report(k: &KernelTable, range: &KeyRange<String>) -> String {
+    let mut out = String::new();
+    let span = range.span();
+    let inside = k.sizes_in(range);
+    let after = if inside.is_empty() {
+        "  (no key timed inside)".to_string()
+    } else {
+        bought(k, range, &inside).map_or_else(String::new, |b| format!("  ({b})"))
+    };
+    let _ = writeln!(out, "  {span:<24} {}{after}", range.choice);
+    for size in inside {
+        let runner_up = size.runner_up.as_deref().unwrap_or("-");
+        let over_runner_up = size
+            .runner_up
+            .as_deref()
+            .and_then(|r| k.variant(r))
+            .and_then(|v| v.median_at(size.key))
+            .map(|us| format!("{:+.1}%", (us / size.winner_us - 1.0) * 100.0))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "  {:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
+            "",
+            size.winner,
+            size.key,
+            size.margin * 100.0,
+            over_runner_up
+        );
+        if let Some(duel) = &size.duel {
+            let _ = writeln!(out, "  {:<24} {}", "", duel_line(duel, k.min_margin));
+        }
     }
     out
 }

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use autotune_table::table::{KernelTable, VariantRecord};
+use autotune_table::table::{KernelTable, KeyRange, VariantRecord};
 
 /// One range of the key and what to do there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,37 +173,7 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, NoCandidates
                 candidates.len()
             )
         } else {
-            let keys: Vec<String> = kernel
-                .sizes_in(range)
-                .into_iter()
-                .filter_map(|s| {
-                    let owner_us = kernel
-                        .variant(&range.choice)
-                        .and_then(|v| v.median_at(s.key))
-                        .unwrap_or(s.winner_us);
-                    let (best, us) =
-                        kernel.fastest_at(s.key, |v| is_candidate(v) && v.rejected.is_none())?;
-                    let best = &best.name;
-                    let change = us / owner_us - 1.0;
-                    Some(if change >= 0.0 {
-                        format!("{}={}: slower, {best} {:+.1}%", kernel.key, s.key, change * 100.0)
-                    } else {
-                        format!(
-                            "{}={}: {best} {:+.1}%, within the noise ({:.1}%) or the margin ({:.1}%)",
-                            kernel.key,
-                            s.key,
-                            change * 100.0,
-                            s.noise * 100.0,
-                            kernel.min_margin * 100.0
-                        )
-                    })
-                })
-                .collect();
-            if keys.is_empty() {
-                "no candidate was timed here".to_string()
-            } else {
-                keys.join("; ")
-            }
+            why_reverted(kernel, range)
         };
         ranges.push(RangeVerdict {
             first: range.first,
@@ -219,6 +189,48 @@ pub fn judge(name: &str, kernel: &KernelTable) -> Result<Judgement, NoCandidates
         ranges,
         rejected,
     })
+}
+
+/// Why a range the candidates do not own reverts: at each key timed inside it,
+/// the best valid candidate was slower than the range's owner, or faster by less
+/// than the noise or the margin.
+fn why_reverted(kernel: &KernelTable, range: &KeyRange<String>) -> String {
+    let keys: Vec<String> = kernel
+        .sizes_in(range)
+        .into_iter()
+        .filter_map(|s| {
+            let owner_us = kernel
+                .variant(&range.choice)
+                .and_then(|v| v.median_at(s.key))
+                .unwrap_or(s.winner_us);
+            let (best, us) =
+                kernel.fastest_at(s.key, |v| is_candidate(v) && v.rejected.is_none())?;
+            let best = &best.name;
+            let change = us / owner_us - 1.0;
+            Some(if change >= 0.0 {
+                format!(
+                    "{}={}: slower, {best} {:+.1}%",
+                    kernel.key,
+                    s.key,
+                    change * 100.0
+                )
+            } else {
+                format!(
+                    "{}={}: {best} {:+.1}%, within the noise ({:.1}%) or the margin ({:.1}%)",
+                    kernel.key,
+                    s.key,
+                    change * 100.0,
+                    s.noise * 100.0,
+                    kernel.min_margin * 100.0
+                )
+            })
+        })
+        .collect();
+    if keys.is_empty() {
+        "no candidate was timed here".to_string()
+    } else {
+        keys.join("; ")
+    }
 }
 
 impl Judgement {
