@@ -41,6 +41,12 @@ impl SettingsError {
 /// list of them is checked against it).
 macro_rules! settings {
     (@read $settings:ident, $field:ident, $ty:ty, $var:ident, later) => {};
+    (@read $settings:ident, $field:ident, $ty:ty, $var:ident, $read:tt) => {
+        if let Some(text) = var(vars::$var)? {
+            let read: fn(&str, &'static str) -> Result<$ty, SettingsError> = $read;
+            $settings.$field = read(&text, vars::$var.name)?;
+        }
+    };
     (@setter [$($doc:tt)*] $field:ident, $ty:ty) => {};
     (@setter [$($doc:tt)*] $field:ident, $ty:ty, $setter:ident) => {
         impl crate::Builder {
@@ -49,12 +55,6 @@ macro_rules! settings {
                 self.settings.$field = value;
                 self
             }
-        }
-    };
-    (@read $settings:ident, $field:ident, $ty:ty, $var:ident, $read:tt) => {
-        if let Some(text) = var(vars::$var)? {
-            let read: fn(&str, &'static str) -> Result<$ty, SettingsError> = $read;
-            $settings.$field = read(&text, vars::$var.name)?;
         }
     };
     ($(
