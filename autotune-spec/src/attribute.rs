@@ -928,6 +928,59 @@ fn parse_constraint(value: &Expr, names: &[String], diag: &mut Diagnostics) -> O
     result.map_err(|error| diag.push(error)).ok()
 }
 
+/// One `parameter = value` of `default`, put into `values`; `false` where it is not
+/// right (said at its tokens).
+fn default_part(
+    elem: &Expr,
+    space: &Space,
+    values: &mut [Option<u32>],
+    diag: &mut Diagnostics,
+) -> bool {
+    let Expr::Assign(assign) = elem else {
+        diag.at(elem, "each part of `default` is `parameter = value`");
+        return false;
+    };
+    let Some(name) = single_ident(&assign.left) else {
+        diag.at(&assign.left, "expected a parameter name");
+        return false;
+    };
+    let Some(index) = space.params.iter().position(|p| *name == p.name) else {
+        diag.at(
+            name,
+            format!(
+                "`{name}` is not a parameter of this kernel (parameters: {})",
+                space.names().join(", ")
+            ),
+        );
+        return false;
+    };
+    if values[index].is_some() {
+        diag.at(name, format!("`{name}` is given twice in `default`"));
+        return false;
+    }
+    let Some(value) = param_int(&assign.right, diag) else {
+        return false;
+    };
+    if !space.params[index].values.contains(&value) {
+        let allowed: Vec<String> = space.params[index]
+            .values
+            .iter()
+            .map(u32::to_string)
+            .collect();
+        diag.at(
+            &assign.right,
+            format!(
+                "the default is outside the space: `{name} = {value}` is not one of [{}]",
+                allowed.join(", ")
+            ),
+        );
+        values[index] = Some(value);
+        return false;
+    }
+    values[index] = Some(value);
+    true
+}
+
 fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<Point> {
     let Some(elems) = parenthesized(value) else {
         diag.at(
@@ -939,52 +992,7 @@ fn parse_default(value: &Expr, space: &Space, diag: &mut Diagnostics) -> Option<
     let mut values: Vec<Option<u32>> = vec![None; space.params.len()];
     let mut ok = true;
     for elem in elems {
-        let Expr::Assign(assign) = elem else {
-            diag.at(elem, "each part of `default` is `parameter = value`");
-            ok = false;
-            continue;
-        };
-        let Some(name) = single_ident(&assign.left) else {
-            diag.at(&assign.left, "expected a parameter name");
-            ok = false;
-            continue;
-        };
-        let Some(index) = space.params.iter().position(|p| *name == p.name) else {
-            diag.at(
-                name,
-                format!(
-                    "`{name}` is not a parameter of this kernel (parameters: {})",
-                    space.names().join(", ")
-                ),
-            );
-            ok = false;
-            continue;
-        };
-        if values[index].is_some() {
-            diag.at(name, format!("`{name}` is given twice in `default`"));
-            ok = false;
-            continue;
-        }
-        let Some(value) = param_int(&assign.right, diag) else {
-            ok = false;
-            continue;
-        };
-        if !space.params[index].values.contains(&value) {
-            let allowed: Vec<String> = space.params[index]
-                .values
-                .iter()
-                .map(u32::to_string)
-                .collect();
-            diag.at(
-                &assign.right,
-                format!(
-                    "the default is outside the space: `{name} = {value}` is not one of [{}]",
-                    allowed.join(", ")
-                ),
-            );
-            ok = false;
-        }
-        values[index] = Some(value);
+        ok &= default_part(elem, space, &mut values, diag);
     }
     // With candidate sources, the default is the incumbent's unless it says otherwise.
     if space.params.first().is_some_and(|p| p.name == SOURCE_PARAM) && values[0].is_none() {
