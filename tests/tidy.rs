@@ -50,16 +50,37 @@ fn sources(krate: &str) -> Vec<(PathBuf, syn::File)> {
         .collect()
 }
 
-/// Every library source file of [`CRATES`], its path shown from the root.
+/// Every library source file of [`CRATES`], its path shown from the root, with its
+/// `#[cfg(test)]` modules and functions taken out (test code is not library code).
 fn library_files() -> Vec<(String, syn::File)> {
     CRATES
         .iter()
         .flat_map(|krate| sources(krate))
-        .map(|(path, file)| {
+        .map(|(path, mut file)| {
+            strip_tests(&mut file.items);
             let shown = path.strip_prefix(root()).unwrap_or(&path).display();
             (shown.to_string(), file)
         })
         .collect()
+}
+
+/// Removes the `#[cfg(test)]` modules and functions from `items`, nested modules'
+/// too.
+fn strip_tests(items: &mut Vec<syn::Item>) {
+    items.retain(|item| match item {
+        syn::Item::Mod(module) => !is_cfg_test(&module.attrs),
+        syn::Item::Fn(function) => !is_cfg_test(&function.attrs),
+        _ => true,
+    });
+    for item in items {
+        if let syn::Item::Mod(syn::ItemMod {
+            content: Some((_, inner)),
+            ..
+        }) = item
+        {
+            strip_tests(inner);
+        }
+    }
 }
 
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
@@ -91,16 +112,9 @@ impl Functions {
 }
 
 impl<'ast> Visit<'ast> for Functions {
-    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
-        if !is_cfg_test(&module.attrs) {
-            syn::visit::visit_item_mod(self, module);
-        }
-    }
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        if !is_cfg_test(&item.attrs) {
-            self.record(&item.sig, &item.block);
-            syn::visit::visit_item_fn(self, item);
-        }
+        self.record(&item.sig, &item.block);
+        syn::visit::visit_item_fn(self, item);
     }
     fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
         if !is_cfg_test(&item.attrs) {
@@ -399,16 +413,6 @@ struct Unguarded {
 }
 
 impl<'ast> Visit<'ast> for Unguarded {
-    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
-        if !is_cfg_test(&module.attrs) {
-            syn::visit::visit_item_mod(self, module);
-        }
-    }
-    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        if !is_cfg_test(&item.attrs) {
-            syn::visit::visit_item_fn(self, item);
-        }
-    }
     fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
         if let syn::Expr::Path(path) = &*call.func {
             let segments: Vec<String> = path
@@ -479,16 +483,6 @@ struct StringErrors {
 }
 
 impl<'ast> Visit<'ast> for StringErrors {
-    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
-        if !is_cfg_test(&module.attrs) {
-            syn::visit::visit_item_mod(self, module);
-        }
-    }
-    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        if !is_cfg_test(&item.attrs) {
-            syn::visit::visit_item_fn(self, item);
-        }
-    }
     fn visit_type_path(&mut self, ty: &'ast syn::TypePath) {
         if let Some(last) = ty.path.segments.last()
             && last.ident == "Result"
