@@ -1127,7 +1127,7 @@ fn main() -> std::process::ExitCode {
             ],
         ),
         (
-            harness::Need::Tools(&["nvcc"]),
+            harness::Need::Nvcc,
             trials![
                 a_header_found_through_an_include_flag_is_watched_and_compiled_in,
                 a_table_for_an_arch_nvcc_cannot_target_is_skipped,

@@ -236,7 +236,7 @@ fn the_flush_by_reading_runs_and_says_what_it_is() {
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[
         (
-            harness::Need::Tools(&["nvcc"]),
+            harness::Need::Nvcc,
             trials![committed_ptx_is_what_nvcc_makes_of_the_source],
         ),
         (

@@ -153,7 +153,7 @@ fn main() -> std::process::ExitCode {
             trials![every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma],
         ),
         (
-            harness::Need::All(&[harness::Need::Gpu, harness::Need::Tools(&["nvcc"])]),
+            harness::Need::All(&[harness::Need::Gpu, harness::Need::Nvcc]),
             trials![every_point_matches_cublas_on_a_hopper_gpu],
         ),
     ])

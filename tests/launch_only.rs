@@ -94,7 +94,7 @@ fn each_compile_time_point_is_compiled_once() {
 
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[(
-        harness::Need::Tools(&["nvcc"]),
+        harness::Need::Nvcc,
         trials![each_compile_time_point_is_compiled_once],
     )])
 }

@@ -63,7 +63,7 @@ fn nvcc_jobs_bounds_the_compiles_at_once() {
 
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[(
-        harness::Need::Tools(&["nvcc"]),
+        harness::Need::Nvcc,
         trials![nvcc_jobs_bounds_the_compiles_at_once],
     )])
 }

@@ -36,7 +36,7 @@ fn gemm_variants_compile_without_spills() {
 
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[(
-        harness::Need::Tools(&["nvcc"]),
+        harness::Need::Nvcc,
         trials![
             rms_norm_variants_compile_without_spills,
             topk_indexer_variants_compile_without_spills,

@@ -111,7 +111,7 @@ fn a_reference_with_a_nul_byte_is_refused_not_a_panic() {
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[
         (
-            harness::Need::Tools(&["nvcc"]),
+            harness::Need::Nvcc,
             trials![committed_ptx_is_what_nvcc_makes_of_the_source],
         ),
         (

@@ -79,7 +79,7 @@ fn every_point_selects_each_query_of_a_ragged_batch() {
 
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[(
-        harness::Need::All(&[harness::Need::Gpu, harness::Need::Tools(&["nvcc"])]),
+        harness::Need::All(&[harness::Need::Gpu, harness::Need::Nvcc]),
         trials![every_point_selects_each_query_of_a_ragged_batch],
     )])
 }

@@ -185,7 +185,7 @@ fn every_one_launch_point_replays_in_a_cuda_graph() {
 
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[(
-        harness::Need::All(&[harness::Need::Gpu, harness::Need::Tools(&["nvcc"])]),
+        harness::Need::All(&[harness::Need::Gpu, harness::Need::Nvcc]),
         trials![
             every_one_launch_point_selects_the_top_k_twice_in_a_row_at_every_length,
             every_one_launch_point_is_right_when_every_score_is_equal,

@@ -110,7 +110,7 @@ fn uses_the_gpu<C: Case>(stream: &Arc<CudaStream>, mut case: C, on_gpu: fn(&C) -
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[
         (
-            harness::Need::Tools(&["nvcc"]),
+            harness::Need::Nvcc,
             trials![committed_ptx_is_what_nvcc_makes_of_the_source],
         ),
         (
