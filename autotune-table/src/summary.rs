@@ -84,33 +84,28 @@ impl std::fmt::Display for Note {
 impl Note {
     /// The note's sentence, as the tables and settings spelled it.
     fn sentence(&self) -> String {
-        use std::fmt::Write as _;
-        let mut text = String::new();
-        let f = &mut text;
-        let _ = match self {
-            Note::StrayWorker { variable } => write!(
-                f,
+        match self {
+            Note::StrayWorker { variable } => format!(
                 "{variable} is set but this build was not started by a sweep: ignored (unset it)"
             ),
-            Note::SettingIgnored { error } => write!(f, "{error} (ignored: not tuning)"),
-            Note::TablesDir { problem } => f.write_str(problem),
-            Note::ForceUnknown { unknown, known } => write!(
-                f,
+            Note::SettingIgnored { error } => format!("{error} (ignored: not tuning)"),
+            Note::TablesDir { problem } => problem.clone(),
+            Note::ForceUnknown { unknown, known } => format!(
                 "{} names no kernel of this crate: {} (its kernels: {})",
                 crate::vars::FORCE.name,
                 unknown.join(", "),
                 known.join(", ")
             ),
-            Note::Tuning { outcome } => write!(f, "{outcome}"),
-            Note::UnoptimisedBuildScript => f.write_str(
-                "build script unoptimised: set [profile.release.build-override] opt-level = 3",
-            ),
+            Note::Tuning { outcome } => outcome.to_string(),
+            Note::UnoptimisedBuildScript => {
+                "build script unoptimised: set [profile.release.build-override] opt-level = 3"
+                    .to_string()
+            }
             Note::NoBinaries {
                 reason,
                 nothing_tuned,
                 precompiled_others,
-            } => write!(
-                f,
+            } => format!(
                 "{reason}: {}, load() will fail{}",
                 if *nothing_tuned {
                     "nothing tuned, no binaries"
@@ -123,13 +118,11 @@ impl Note {
                     ""
                 }
             ),
-            Note::UnknownEntries { table, entries } => write!(
-                f,
+            Note::UnknownEntries { table, entries } => format!(
                 "{table} holds kernels this crate does not have: {}",
                 entries.join(", ")
             ),
-        };
-        text
+        }
     }
 }
 
