@@ -209,6 +209,7 @@ fn compile(nvcc: &Nvcc, root: &Path, work: &Path) -> Vec<JobVariant> {
         .iter()
         .map(|p| CompileJob {
             kernel: SPEC.name.into(),
+            constant: None,
             label: format!("mode{}", p[0]),
             source: root.join(SPEC.source),
             entries: vec!["planted_scale".into()],

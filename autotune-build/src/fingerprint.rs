@@ -50,14 +50,25 @@ pub struct KernelInputs {
     /// any case, the compile cache's key where nvcc cannot be asked.
     scanned: Vec<PathBuf>,
     /// Precompiled images (PTX, cubins, fatbins): the path as the attribute writes
-    /// it (`$DEP_X_DIR/k.ptx`), and the file. Their bytes are their fingerprint.
-    images: Vec<(String, PathBuf)>,
+    /// it (`$DEP_X_DIR/k.ptx`, `candle_kernels::REDUCE`), and where the bytes are.
+    /// Their bytes are their fingerprint.
+    images: Vec<(String, ImageAt)>,
     flags: Vec<String>,
     nvcc_version: Option<String>,
     crate_version: String,
     /// The vendor fallback's library as this build would load it: `None` without a
     /// vendor, `Some(None)` where the library is not on this machine.
     vendor: Option<(&'static str, Option<String>)>,
+}
+
+/// Where a precompiled image's bytes are.
+#[derive(Debug, Clone)]
+enum ImageAt {
+    /// A file (`source = "kernels/k.ptx"`).
+    File(PathBuf),
+    /// A constant of a build-dependency (`source = candle_kernels::REDUCE`): a
+    /// change of it rebuilds the build script, which reruns it.
+    Constant(&'static [u8]),
 }
 
 /// A file the wrapper reads: its path, the name it is hashed under and, for a
@@ -190,7 +201,7 @@ fn scan_sources(
     root: &Path,
     nvcc: Option<&Nvcc>,
     scanned: &mut Vec<PathBuf>,
-    images: &mut Vec<(String, PathBuf)>,
+    images: &mut Vec<(String, ImageAt)>,
     mut nvcc_sources: Option<&mut Vec<PathBuf>>,
 ) -> Result<(), BuildError> {
     let error = |message: String| BuildError::Kernel {
@@ -198,6 +209,22 @@ fn scan_sources(
         message,
     };
     for (index, written) in spec.sources().enumerate() {
+        if let Some(bytes) = spec.constant_bytes(written) {
+            if let Some(entry) = spec
+                .entries
+                .iter()
+                .find(|entry| !autotune_spec::image::has_symbol(bytes, entry))
+            {
+                return Err(error(format!(
+                    "`{entry}` is not a symbol of the image {written}: name the kernel's \
+                     symbol with `entry = \"...\"` (as the image spells it)"
+                )));
+            }
+            if !images.iter().any(|(seen, _)| seen == written) {
+                images.push((written.to_string(), ImageAt::Constant(bytes)));
+            }
+            continue;
+        }
         let source = autotune_spec::image::resolve_here(root, written)
             .map_err(|e| error(format!("source {written}: {e}")))?;
         if autotune_spec::image::precompiled(written).is_some() {
@@ -209,7 +236,7 @@ fn scan_sources(
             }
             // A kernel and its fallback launching the same image count it once.
             if !images.iter().any(|(seen, _)| seen == written) {
-                images.push((written.to_string(), source));
+                images.push((written.to_string(), ImageAt::File(source)));
             }
             continue;
         }
@@ -286,7 +313,10 @@ impl KernelInputs {
             .iter()
             .flatten()
             .chain(&self.scanned)
-            .chain(self.images.iter().map(|(_, file)| file))
+            .chain(self.images.iter().filter_map(|(_, at)| match at {
+                ImageAt::File(file) => Some(file),
+                ImageAt::Constant(_) => None,
+            }))
             .chain(&self.wrapper_files)
             .cloned()
             .collect();
@@ -351,13 +381,17 @@ impl KernelInputs {
         }
         // An image under the name the attribute gives it: `$DEP_X_DIR/k.ptx` is the
         // same on every machine, wherever the variable points.
-        for (written, file) in &self.images {
-            let bytes =
-                autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
-                    .map_err(|e| Unfingerprintable::Unreadable {
+        for (written, at) in &self.images {
+            let bytes = match at {
+                ImageAt::File(file) => {
+                    autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
+                        .map_err(|e| Unfingerprintable::Unreadable {
                         path: file.clone(),
                         reason: e.to_string(),
-                    })?;
+                    })?
+                }
+                ImageAt::Constant(bytes) => bytes.to_vec(),
+            };
             sources.update(written.as_bytes());
             sources.update([0]);
             sources.update(&bytes);
@@ -645,6 +679,49 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
         assert_eq!(
             sources,
             Ok((vec!["kernels/k.ptx".to_string()], PRECOMPILED.to_string()))
+        );
+    }
+
+    /// `source = lib_kernels::SOFTMAX`: the constant's bytes, as the build script
+    /// sees them, are the image's fingerprint, under the path as written; its
+    /// symbols are checked here (the macro cannot read a constant).
+    #[test]
+    fn a_constant_image_is_fingerprinted_by_its_bytes() {
+        use autotune_runtime::KernelSpec;
+        fn ptx() -> &'static [u8] {
+            b".version 7.0\n.visible .entry k(\n"
+        }
+        fn other_ptx() -> &'static [u8] {
+            b".version 7.0\n.visible .entry k(\n// changed\n"
+        }
+        const BASE: KernelSpec =
+            KernelSpec::new("tuned", "src/k.rs", "unused", &["k"], "n", &[1024]);
+        const ONE: KernelSpec = BASE.with_constant("lib_kernels::SOFTMAX", ptx);
+        const TWO: KernelSpec = BASE.with_constant("lib_kernels::SOFTMAX", other_ptx);
+        const WRONG: KernelSpec = KernelSpec {
+            entries: &["softmax_rows"],
+            ..ONE
+        };
+        let root = std::env::temp_dir().join(format!("fingerprint-const-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("src")).ok();
+        std::fs::write(root.join("src/k.rs"), "pub fn k() {}\n").ok();
+        let fingerprint = |spec: &'static KernelSpec| {
+            let inputs =
+                KernelInputs::gather(spec, &root, None, "0.1.0").map_err(|e| e.to_string());
+            inputs.map(|i| (i.watched(), i.fingerprint(None).map_err(|e| e.to_string())))
+        };
+        let (watched, one) = fingerprint(&ONE).unwrap();
+        let one = one.unwrap();
+        assert_eq!(one.sources, ["lib_kernels::SOFTMAX"]);
+        assert_eq!(one.nvcc, PRECOMPILED);
+        // Nothing to watch but the wrapper: a new constant rebuilds the build script.
+        assert_eq!(watched, [root.join("src/k.rs")]);
+        let two = fingerprint(&TWO).unwrap().1.unwrap();
+        assert_ne!(one.sources_sha256, two.sources_sha256);
+        let wrong = fingerprint(&WRONG).map(|_| ()).unwrap_err();
+        assert!(
+            wrong.contains("`softmax_rows` is not a symbol of the image lib_kernels::SOFTMAX"),
+            "{wrong}"
         );
     }
 

@@ -59,16 +59,19 @@ pub fn take(
     nvcc: Option<&Nvcc>,
 ) -> Result<Compiled, NvccError> {
     // Capped before a byte is read: an image the fingerprint refuses is never
-    // copied or embedded either.
-    let mut bytes = autotune_spec::guarded::read::read(
-        &job.source,
-        autotune_spec::guarded::read::MAX_SOURCE_BYTES,
-    )
-    .map_err(|source| NvccError::Io {
-        what: "cannot read the kernel image",
-        path: job.source.clone(),
-        source: source.into(),
-    })?;
+    // copied or embedded either. A constant is the bytes the library loads.
+    let mut bytes = match job.constant {
+        Some(bytes) => bytes.to_vec(),
+        None => autotune_spec::guarded::read::read(
+            &job.source,
+            autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+        )
+        .map_err(|source| NvccError::Io {
+            what: "cannot read the kernel image",
+            path: job.source.clone(),
+            source: source.into(),
+        })?,
+    };
     if kind == ImageKind::Ptx && bytes.last() != Some(&0) {
         bytes.push(0);
     }
@@ -97,9 +100,25 @@ pub fn take(
                 source: source.into(),
             }
         })?;
-        match ptxas {
-            Some((nvcc, arch)) => assemble(nvcc, &job.source, arch, partial),
-            None => Ok(String::new()),
+        match (ptxas, job.constant) {
+            (Some((nvcc, arch)), None) => assemble(nvcc, &job.source, arch, partial),
+            // ptxas reads a file: the constant's text, beside the partial image.
+            (Some((nvcc, arch)), Some(text)) => {
+                let mut copy = partial.as_os_str().to_owned();
+                copy.push(".constant.ptx");
+                let copy = PathBuf::from(copy);
+                autotune_spec::guarded::write::write_atomic(&copy, text).map_err(|source| {
+                    NvccError::Io {
+                        what: "cannot write",
+                        path: copy.clone(),
+                        source: source.into(),
+                    }
+                })?;
+                let log = assemble(nvcc, &copy, arch, partial);
+                let _ = std::fs::remove_file(&copy);
+                log
+            }
+            (None, _) => Ok(String::new()),
         }
     })?;
     let cached = fresh.is_none();

@@ -772,7 +772,12 @@ pub struct CompileJob {
     pub kernel: String,
     /// File-name fragment for the point (`block128_stages2`).
     pub label: String,
+    /// The source file, or for a constant image its path as written
+    /// (`candle_kernels::REDUCE`).
     pub source: PathBuf,
+    /// The bytes of a constant image (`source = candle_kernels::REDUCE`): taken as
+    /// they are, `source` never read.
+    pub constant: Option<&'static [u8]>,
     pub entries: Vec<String>,
     /// `-DBLOCK=128`, ...
     pub defines: Vec<String>,
@@ -800,13 +805,18 @@ impl CompileJob {
         dependencies: &[PathBuf],
     ) -> Self {
         let source = spec.source_of(values);
+        let constant = spec.constant_bytes(source);
         Self {
             kernel: spec.name.to_string(),
             label,
             // Unresolvable (`$VAR` unset): the path as written, which reading
             // reports; gathering the kernel's inputs refused it first.
-            source: autotune_spec::image::resolve_here(root, source)
-                .unwrap_or_else(|_| root.join(source)),
+            source: match constant {
+                Some(_) => PathBuf::from(source),
+                None => autotune_spec::image::resolve_here(root, source)
+                    .unwrap_or_else(|_| root.join(source)),
+            },
+            constant,
             entries: spec.entries.iter().map(|e| e.to_string()).collect(),
             defines: spec.defines(values),
             flags: spec.flags.iter().map(|f| f.to_string()).collect(),
@@ -818,7 +828,10 @@ impl CompileJob {
 
     /// The kind of image the job's source already is, `None` for CUDA source.
     pub fn precompiled(&self) -> Option<autotune_spec::image::ImageKind> {
-        autotune_spec::image::precompiled(&self.source.to_string_lossy())
+        match self.constant {
+            Some(bytes) => Some(autotune_spec::image::kind_of(bytes)),
+            None => autotune_spec::image::precompiled(&self.source.to_string_lossy()),
+        }
     }
 }
 

@@ -114,7 +114,7 @@ pub fn compile_all(
     let mut dependencies: Vec<PathBuf> = Vec::new();
     for (index, written) in spec.sources().enumerate() {
         // A precompiled image reads nothing else (nvcc is never run on it).
-        if autotune_spec::image::precompiled(written).is_some() {
+        if autotune_spec::image::is_image(written) {
             continue;
         }
         let source = autotune_spec::image::resolve_here(root, written)

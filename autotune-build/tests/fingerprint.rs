@@ -117,6 +117,7 @@ fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
     // The compile cache follows the header too: a new image after the edit.
     let job = CompileJob {
         kernel: "k".into(),
+        constant: None,
         label: "block64".into(),
         source: dir.join("kernels/sub/k.cu"),
         entries: vec!["k".into()],
@@ -472,6 +473,7 @@ fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
         // And it compiles: the toolkit's own headers (`cuda_bf16.h`) are found.
         let job = CompileJob {
             kernel: "k".into(),
+            constant: None,
             label: "block64".into(),
             source: dir.join("kernels/sub/k.cu"),
             entries: vec!["k".into()],

@@ -167,6 +167,14 @@ fn spec_const(spec: &Spec) -> TokenStream {
     let rt = runtime();
     let name = spec.fn_name.to_string();
     let source = spec.source.value();
+    // The constant's bytes, read where the function is compiled in: the build
+    // script's build-dependency, or the crate's dependency.
+    let constant = match &spec.constant {
+        Some(path) => quote!(::core::option::Option::Some(
+            || #rt::spec::ImageBytes::image_bytes(#path)
+        )),
+        None => quote!(::core::option::Option::None),
+    };
     let candidates: Vec<String> = spec.candidates.iter().map(|c| c.value()).collect();
     let entries = &spec.entries;
     let key = spec.key.to_string();
@@ -226,6 +234,7 @@ fn spec_const(spec: &Spec) -> TokenStream {
             name: #name,
             wrapper_file: ::core::file!(),
             source: #source,
+            constant: #constant,
             candidates: &[#(#candidates),*],
             entries: &[#(#entries),*],
             key: #key,

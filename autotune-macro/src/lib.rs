@@ -123,6 +123,14 @@ mod tunables;
 /// - The library's own launch, its heuristic included, is the incumbent as a
 ///   `fallback`: an `#[autotune]` wrapper without parameters (`Variant<()>`) that
 ///   launches the way the library does (`examples/library`).
+/// - A kernel already compiled: `source = "kernels/softmax.ptx"` (a `.ptx`,
+///   `.cubin` or `.fatbin` file; `"$DEP_X_DIR/k.ptx"` starts at a variable the build
+///   script has), or `source = candle_kernels::REDUCE`, the path of a constant of a
+///   dependency holding PTX text or a cubin's or fatbin's bytes (`&str`, `&[u8]` or
+///   `&[u8; N]`), the very bytes the library loads. Add that crate to
+///   `[build-dependencies]` too: the build script reads the constant there. Nothing
+///   is compiled, so every parameter is `launch`-only and there are no `flags`; the
+///   image's bytes are its fingerprint, `entry` its symbol as the image spells it.
 ///
 /// **`case`** is a type implementing `autotune_runtime::prelude::Case` (generics allowed:
 /// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are

@@ -596,10 +596,13 @@ impl Baked {
                 ));
             }
         }
-        out.push_str(&format!(
-            "  on any other GPU: {} for every {key}\n",
-            name((self.defaults.select)(0))
-        ));
+        // Without a table the note says what runs everywhere; there is no "other".
+        if !self.plans.is_empty() {
+            out.push_str(&format!(
+                "  on any other GPU: {} for every {key}\n",
+                name((self.defaults.select)(0))
+            ));
+        }
         if self.not_compiled.is_some() {
             out.push_str("  not compiled (no kernel binaries: load() fails)\n");
         }
@@ -733,5 +736,31 @@ mod tests {
         assert!(text.contains("at n=14336,k=4096"), "{text}");
         // One header for the GPU, not one per shape.
         assert_eq!(text.matches("on NVIDIA H200").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn without_a_table_nothing_is_said_of_another_gpu() {
+        assert!(BAKED.describe("m").contains("on any other GPU: "));
+        let untuned = Baked {
+            kernel: "gemm",
+            images: &[],
+            plans: &[],
+            shape_args: &["n", "k"],
+            fallback: "cuBLAS",
+            defaults: Plan {
+                origin: None,
+                shape: &[],
+                ranges: &[],
+                select: fallback,
+                borrowed: &[],
+                select_borrowed: fallback,
+                above: "",
+            },
+            note: "gemm: cuBLAS (its incumbent) at every size: no table has it",
+            not_compiled: None,
+        };
+        let text = untuned.describe("m");
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains("other GPU"), "{text}");
     }
 }

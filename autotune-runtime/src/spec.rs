@@ -14,8 +14,13 @@ pub struct KernelSpec {
     pub name: &'static str,
     /// The Rust file that holds the wrapper, relative to the crate root.
     pub wrapper_file: &'static str,
-    /// The CUDA source, relative to the crate root (the incumbent's, with candidates).
+    /// The CUDA source, relative to the crate root (the incumbent's, with candidates);
+    /// for a constant image, its path as written (`candle_kernels::REDUCE`).
     pub source: &'static str,
+    /// The compiled image, where `source` names a Rust constant: its bytes, as the
+    /// crate the function is compiled into sees the constant (the build script
+    /// through a build-dependency, dispatch through a dependency).
+    pub constant: Option<fn() -> &'static [u8]>,
     /// Candidate sources of the same kernels (`source = [incumbent, candidates..]`);
     /// with any, the first parameter is `source`, the index a point is compiled from.
     pub candidates: &'static [&'static str],
@@ -73,6 +78,7 @@ impl KernelSpec {
             name,
             wrapper_file,
             source,
+            constant: None,
             candidates: &[],
             entries,
             key,
@@ -208,11 +214,29 @@ impl KernelSpec {
         }
     }
 
-    /// Whether every source is an image already compiled (PTX, a cubin, a fatbin):
-    /// nothing of the kernel is compiled, and it is baked without nvcc.
+    /// Whether every source is an image already compiled (PTX, a cubin, a fatbin, or
+    /// a constant holding one): nothing of the kernel is compiled, and it is baked
+    /// without nvcc.
     pub fn is_precompiled(&self) -> bool {
-        self.sources()
-            .all(|s| autotune_spec::image::precompiled(s).is_some())
+        self.sources().all(autotune_spec::image::is_image)
+    }
+
+    /// The bytes of the constant image `written` names, where it is this kernel's
+    /// (`source = candle_kernels::REDUCE`).
+    pub fn constant_bytes(&self, written: &str) -> Option<&'static [u8]> {
+        match self.constant {
+            Some(bytes) if written == self.source => Some(bytes()),
+            _ => None,
+        }
+    }
+
+    /// The source is the constant image `bytes` returns, written as `path`.
+    pub const fn with_constant(self, path: &'static str, bytes: fn() -> &'static [u8]) -> Self {
+        Self {
+            source: path,
+            constant: Some(bytes),
+            ..self
+        }
     }
 
     /// Every source: the incumbent, then the candidates.
@@ -294,6 +318,31 @@ const fn same_shapes(a: &[&[u64]], b: &[&[u64]]) -> bool {
         i += 1;
     }
     true
+}
+
+/// What a constant image may be (`source = candle_kernels::REDUCE`): PTX text or
+/// the bytes of a cubin or fatbin, as a library exports them.
+pub trait ImageBytes {
+    /// The image's bytes.
+    fn image_bytes(self) -> &'static [u8];
+}
+
+impl ImageBytes for &'static str {
+    fn image_bytes(self) -> &'static [u8] {
+        self.as_bytes()
+    }
+}
+
+impl ImageBytes for &'static [u8] {
+    fn image_bytes(self) -> &'static [u8] {
+        self
+    }
+}
+
+impl<const N: usize> ImageBytes for &'static [u8; N] {
+    fn image_bytes(self) -> &'static [u8] {
+        self
+    }
 }
 
 #[cfg(test)]

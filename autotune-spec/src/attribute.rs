@@ -66,7 +66,12 @@ pub const DEFAULT_MAX_SIZES: u64 = 64;
 pub struct Spec {
     pub fn_name: Ident,
     /// The CUDA source, relative to the crate root: the incumbent implementation.
+    /// For a constant (`source = candle_kernels::REDUCE`), the path as text.
     pub source: LitStr,
+    /// The Rust constant that holds the compiled image, where `source` names one:
+    /// the bytes the library loads, read by the build script as a
+    /// build-dependency.
+    pub constant: Option<syn::Path>,
     /// Candidate implementations of the same kernels (`source = [incumbent,
     /// candidate, ...]`): the space gains a first parameter `source` (0 is the
     /// incumbent) and every point is compiled from the source it names.
@@ -122,6 +127,7 @@ impl Spec {
             required(&options, REQUIRED, attr_span, &mut diag);
 
         let sources = source_entry.and_then(|e| parse_sources(&e.value, &mut diag));
+        let constant = source_entry.and_then(|e| constant_source(&e.value));
         if let Some(sources) = sources.as_ref().filter(|s| s.len() > 1) {
             params.insert(0, source_param(sources.len()));
         }
@@ -182,6 +188,7 @@ impl Spec {
         diag.finish(Self {
             fn_name: sig.ident.clone(),
             source,
+            constant,
             candidates: sources,
             entries,
             key,
@@ -1053,6 +1060,11 @@ fn check_sources(
 ) {
     let mut sets = Vec::new();
     for source in sources {
+        // A constant is read by the build script (a build-dependency), which
+        // checks its symbols there.
+        if image::is_constant(&source.value()) {
+            continue;
+        }
         let path = match image::resolve_here(dir, &source.value()) {
             Ok(path) => path,
             // Set for the build script (cargo's `DEP_*`), which checks it there.
@@ -1211,10 +1223,7 @@ fn check_precompiled(
             diag.at(source, image::Unresolved::Malformed.to_string());
         }
     }
-    let Some(image) = sources
-        .iter()
-        .find(|s| image::precompiled(&s.value()).is_some())
-    else {
+    let Some(image) = sources.iter().find(|s| image::is_image(&s.value())) else {
         return;
     };
     let image = image.value();
@@ -1244,8 +1253,22 @@ fn check_precompiled(
 /// `source = "k.cu"`, or `source = ["k.cu", "k_v2.cu"]`: the incumbent, then its
 /// candidates, each once.
 fn parse_sources(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<LitStr>> {
+    if let Some(path) = constant_source(value) {
+        return Some(vec![LitStr::new(
+            &path_text(&path),
+            syn::spanned::Spanned::span(&path),
+        )]);
+    }
     let Expr::Array(array) = value else {
-        return lit_str(value, "source", diag).map(|s| vec![s]);
+        if let Expr::Lit(ExprLit {
+            lit: Lit::Str(source),
+            ..
+        }) = value
+        {
+            return Some(vec![source.clone()]);
+        }
+        diag.at(value, SOURCE_FORMS);
+        return None;
     };
     if array.elems.is_empty() || array.elems.len() > MAX_SOURCES {
         diag.at(
@@ -1259,6 +1282,14 @@ fn parse_sources(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<LitStr>> {
     }
     let mut sources: Vec<LitStr> = Vec::new();
     for elem in &array.elems {
+        if constant_source(elem).is_some() {
+            diag.at(
+                elem,
+                "a constant image is the only source of its kernel: candidates are \
+                 CUDA files (`source = [\"k.cu\", \"k_v2.cu\"]`)",
+            );
+            return None;
+        }
         let source = lit_str(elem, "each source", diag)?;
         if sources.iter().any(|s| s.value() == source.value()) {
             diag.at(elem, format!("`{}` is listed twice", source.value()));
@@ -1267,6 +1298,29 @@ fn parse_sources(value: &Expr, diag: &mut Diagnostics) -> Option<Vec<LitStr>> {
         sources.push(source);
     }
     Some(sources)
+}
+
+/// What `source` may be, said where it is something else.
+const SOURCE_FORMS: &str = "`source` takes a string literal (a CUDA file or a compiled image, \
+     `\"kernels/k.cu\"`) or the path of a constant that holds a compiled image \
+     (`candle_kernels::REDUCE`)";
+
+/// `source = candle_kernels::REDUCE`: a path of two or more segments, no generics.
+fn constant_source(value: &Expr) -> Option<syn::Path> {
+    let Expr::Path(expr) = value else {
+        return None;
+    };
+    let path = &expr.path;
+    let plain = expr.qself.is_none()
+        && path.segments.len() > 1
+        && path.segments.iter().all(|s| s.arguments.is_none());
+    plain.then(|| path.clone())
+}
+
+/// A path as `a::b::C` (a leading `::` dropped).
+fn path_text(path: &syn::Path) -> String {
+    let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    segments.join("::")
 }
 
 /// A wrapper's name must map to generated names no other wrapper's can: lower
@@ -1735,6 +1789,32 @@ mod tests {
     }
 
     const BASE: &str = "source = \"k.cu\", key = n_rows, sizes = [512, 2k, 1m], case = C";
+
+    #[test]
+    fn a_constant_is_a_compiled_image() {
+        let tail = "key = n_rows, sizes = [512], case = C";
+        let s = spec(&format!(
+            "source = lib_kernels::SOFTMAX, {tail}, threads = [32, 64], launch = [threads]"
+        ))
+        .unwrap();
+        assert_eq!(s.source.value(), "lib_kernels::SOFTMAX");
+        let constant = s.constant.as_ref().map(path_text);
+        assert_eq!(constant.as_deref(), Some("lib_kernels::SOFTMAX"));
+        // Nothing compiles it: no parameter reaches nvcc, no flags.
+        let compiled = errors(&format!(
+            "source = lib_kernels::SOFTMAX, {tail}, threads = [32]"
+        ));
+        assert!(compiled[0].contains("lib_kernels::SOFTMAX is already compiled"));
+        let flags = errors(&format!(
+            "source = lib_kernels::SOFTMAX, {tail}, flags = [\"-O3\"]"
+        ));
+        assert!(flags[0].contains("never sees lib_kernels::SOFTMAX"));
+        // Alone: no candidates beside it, and a bare name is no constant.
+        let listed = errors(&format!("source = [\"k.cu\", lib::K], {tail}"));
+        assert!(listed[0].contains("a constant image is the only source"));
+        assert!(errors(&format!("source = SOFTMAX, {tail}"))[0].contains("the path of a constant"));
+        assert!(spec(BASE).unwrap().constant.is_none());
+    }
 
     #[test]
     fn parses_the_card_shape() {

@@ -7,6 +7,11 @@
 //! path starts with the variable's value, which is how a crate points at what
 //! another crate's build script made (cargo's `links` metadata reaches the build
 //! script as `DEP_<LINKS>_<KEY>`).
+//!
+//! `source = candle_kernels::REDUCE`: the image is a Rust constant of a dependency
+//! (a `&str` of PTX or the bytes of a cubin or fatbin), the very bytes the library
+//! loads. The build script reads it as a build-dependency, tells its kind by its
+//! bytes ([`kind_of`]), and fingerprints it by them.
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +43,49 @@ pub fn precompiled(path: &str) -> Option<ImageKind> {
     [ImageKind::Ptx, ImageKind::Cubin, ImageKind::Fatbin]
         .into_iter()
         .find(|kind| extension.eq_ignore_ascii_case(kind.extension()))
+}
+
+/// Whether `written` names a Rust constant (`candle_kernels::REDUCE`: two or more
+/// identifiers joined by `::`) rather than a file.
+pub fn is_constant(written: &str) -> bool {
+    let segments: Vec<&str> = written.split("::").collect();
+    segments.len() > 1
+        && segments.iter().all(|segment| {
+            let mut chars = segment.chars();
+            chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+/// Whether `written` is an image already compiled: a file by its extension, or a
+/// constant.
+pub fn is_image(written: &str) -> bool {
+    precompiled(written).is_some() || is_constant(written)
+}
+
+/// The kind of image `bytes` hold: an ELF file is a cubin, the fatbin's magic
+/// number makes a fatbin, anything else is taken as PTX text.
+pub fn kind_of(bytes: &[u8]) -> ImageKind {
+    const ELF: &[u8] = b"\x7fELF";
+    // 0xBA55ED50, little-endian.
+    const FATBIN: &[u8] = &[0x50, 0xED, 0x55, 0xBA];
+    if bytes.starts_with(ELF) {
+        ImageKind::Cubin
+    } else if bytes.starts_with(FATBIN) {
+        ImageKind::Fatbin
+    } else {
+        ImageKind::Ptx
+    }
+}
+
+/// Whether an image's bytes hold `symbol` (a kernel's name as the image spells it).
+pub fn has_symbol(bytes: &[u8], symbol: &str) -> bool {
+    !symbol.is_empty()
+        && bytes
+            .windows(symbol.len())
+            .any(|window| window == symbol.as_bytes())
 }
 
 /// The variable a source path starts with (`$DEP_X_DIR/k.ptx` names `DEP_X_DIR`),
@@ -111,6 +159,28 @@ mod tests {
         assert_eq!(precompiled("$DEP_X/k.fatbin"), Some(ImageKind::Fatbin));
         assert_eq!(precompiled("kernels/softmax.cu"), None);
         assert_eq!(precompiled("ptx"), None);
+    }
+
+    #[test]
+    fn a_rust_path_names_a_constant() {
+        assert!(is_constant("candle_kernels::REDUCE"));
+        assert!(is_constant("crate::kernels::_PTX2"));
+        assert!(is_image("candle_kernels::REDUCE"));
+        assert!(!is_constant("REDUCE"));
+        assert!(!is_constant("kernels/k.ptx"));
+        assert!(!is_constant("a::"));
+        assert!(!is_constant("a::2b"));
+        assert!(!is_image("kernels/k.cu"));
+    }
+
+    #[test]
+    fn an_image_is_told_by_its_bytes() {
+        assert_eq!(kind_of(b"\x7fELF\x02\x01"), ImageKind::Cubin);
+        assert_eq!(kind_of(&[0x50, 0xED, 0x55, 0xBA, 1, 0]), ImageKind::Fatbin);
+        assert_eq!(kind_of(b"//\n.version 8.0\n"), ImageKind::Ptx);
+        assert!(has_symbol(b".entry softmax_rows(", "softmax_rows"));
+        assert!(!has_symbol(b".entry softmax_rows(", "softmax_cols"));
+        assert!(!has_symbol(b"abc", ""));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use autotune_build::testing::{CompileJob, Target};
 pub fn block_job(source: &Path, block: u32, target: Target, dir: &Path) -> CompileJob {
     CompileJob {
         kernel: "k".into(),
+        constant: None,
         label: format!("block{block}"),
         source: source.to_path_buf(),
         entries: vec!["k".into()],

@@ -8,6 +8,9 @@
 //!
 //! `softmax_ptx` is the same kernel as the library might ship it, as PTX only
 //! (`kernels/softmax.ptx`): nothing is compiled, its launch is tuned.
+//! `softmax_constant` loads the same PTX from a Rust constant of a dependency
+//! (`softmax_kernels::SOFTMAX`), as candle loads `candle_kernels::REDUCE`.
 
 pub mod softmax;
+pub mod softmax_constant;
 pub mod softmax_ptx;

@@ -1,14 +1,16 @@
-//! Prints the softmax's plan per width and range, and its PTX-only twin's (what
+//! Prints the softmax's plan per width and range, and its PTX-only twins' (what
 //! dispatch launches, and what tuning bought over the library's launch there),
 //! then, on a GPU, launches every range once.
 
 use library_softmax::softmax::{Softmax, SoftmaxLibrary};
+use library_softmax::softmax_constant::SoftmaxConstant;
 use library_softmax::softmax_ptx::{SoftmaxPtx, SoftmaxPtxLibrary};
 
 fn main() {
     print!("{}", Softmax::baked().describe("rows"));
     print!("{}", SoftmaxPtx::baked().describe("rows"));
     print!("{}", SoftmaxPtxLibrary::baked().describe("rows"));
+    print!("{}", SoftmaxConstant::baked().describe("rows"));
     print!("{}", SoftmaxLibrary::baked().describe("rows"));
     match autotune_runtime::gpu::open(0) {
         Err(why) => println!("\nNo GPU here ({why}): nothing was launched."),

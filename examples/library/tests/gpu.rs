@@ -5,6 +5,7 @@
 use autotune_runtime::cudarc::driver::CudaStream;
 use autotune_runtime::prelude::{CudaSlice, fill_uniform};
 use library_softmax::softmax::{Softmax, SoftmaxLibrary, reference};
+use library_softmax::softmax_constant::SoftmaxConstant;
 use library_softmax::softmax_ptx::SoftmaxPtx;
 
 /// Runs `launch` on random rows and compares with the CPU.
@@ -32,6 +33,9 @@ fn every_range_and_the_library_s_launch_are_right() {
     let tuned = Softmax::load(&ctx).unwrap();
     let library = SoftmaxLibrary::load(&ctx).unwrap();
     let ptx = SoftmaxPtx::load(&ctx).unwrap();
+    let constant = SoftmaxConstant::load(&ctx).unwrap();
+    // No table has the constant form yet: the library's launch runs at every size.
+    let untuned = SoftmaxConstant::baked().plans.is_empty();
     let stream = ctx.default_stream();
     // Each plan in use is its own shape's: 768 and 4096 where the table is baked.
     let shapes = tuned.tuned_shapes();
@@ -67,6 +71,17 @@ fn every_range_and_the_library_s_launch_are_right() {
                 "the PTX, {rows} x {cols} via {}: {verdict:?}",
                 ptx.describe(rows, cols)
             );
+            let verdict = check(&stream, rows, cols, |x, y| {
+                constant.launch(&stream, x, y, rows, cols).unwrap()
+            });
+            let via = constant.describe(rows, cols);
+            assert!(
+                verdict.passed(),
+                "the constant, {rows} x {cols} via {via}: {verdict:?}"
+            );
+            if untuned {
+                assert_eq!(via, "softmax_constant_library", "{rows} x {cols}");
+            }
             let verdict = check(&stream, rows, cols, |x, y| {
                 library.launch(&stream, x, y, rows, cols).unwrap()
             });
