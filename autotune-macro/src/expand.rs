@@ -13,6 +13,7 @@ pub(crate) fn autotune(
     attr: TokenStream,
     item: TokenStream,
     site: Site,
+    file: Option<std::path::PathBuf>,
 ) -> syn::Result<TokenStream> {
     let attr_span = match attr.clone().into_iter().next() {
         Some(first) => first.span(),
@@ -28,6 +29,7 @@ pub(crate) fn autotune(
         }
     };
     let args: AttrArgs = syn::parse2(attr.clone())?;
+    let args = take_shared(args, file.as_deref())?;
     let spec = Spec::parse(&args, &item.sig, attr_span, site.manifest_dir())?;
     if let Site::NoBuildScript = site {
         return Err(syn::Error::new(
@@ -47,6 +49,26 @@ pub(crate) fn autotune(
         #dispatch
         #kernel
     })
+}
+
+/// `args` with what `like = other` takes from the other wrapper of `file`
+/// ([`autotune_spec::like`]); as they are without `like`.
+fn take_shared(args: AttrArgs, file: Option<&std::path::Path>) -> syn::Result<AttrArgs> {
+    let Some(like) = args.entries.iter().find(|e| e.name == "like") else {
+        return Ok(args);
+    };
+    let unreadable = |why: String| syn::Error::new_spanned(&like.value, why);
+    let path = file.ok_or_else(|| {
+        unreadable("`like` reads this wrapper's file, which the compiler did not name".into())
+    })?;
+    let text = autotune_spec::guarded::read::read_to_string(
+        path,
+        autotune_spec::guarded::read::MAX_SOURCE_BYTES,
+    )
+    .map_err(|error| unreadable(format!("`like` cannot read {}: {error}", path.display())))?;
+    let parsed = syn::parse_file(&text)
+        .map_err(|error| unreadable(format!("`like` cannot parse {}: {error}", path.display())))?;
+    autotune_spec::like::resolve(&args, &parsed)
 }
 
 fn runtime() -> TokenStream {
@@ -662,7 +684,7 @@ mod tests {
             }
         };
         let site = Site::BuildScript { manifest_dir: None };
-        let expanded = autotune(attr, item, site).unwrap();
+        let expanded = autotune(attr, item, site, None).unwrap();
         let file: syn::File = syn::parse2(expanded).unwrap();
         let text = quote!(#file).to_string();
         assert!(text.contains("struct MyParams"));
@@ -687,7 +709,7 @@ mod tests {
             }
         };
         let site = Site::BuildScript { manifest_dir: None };
-        let file: syn::File = syn::parse2(autotune(attr, item, site).unwrap()).unwrap();
+        let file: syn::File = syn::parse2(autotune(attr, item, site, None).unwrap()).unwrap();
         let text = quote!(#file).to_string();
         assert!(text.contains("candidates : & [\"k_v2.cu\"]"), "{text}");
         assert!(text.contains("pub source : u32"), "{text}");
@@ -712,7 +734,9 @@ mod tests {
             block = [64],
             fallback = plain
         );
-        let text = autotune(with, item.clone(), site()).unwrap().to_string();
+        let text = autotune(with, item.clone(), site(), None)
+            .unwrap()
+            .to_string();
         assert!(text.contains("SPEC . check_fallback ()"), "{text}");
         let without = quote!(
             source = "k.cu",
@@ -721,7 +745,7 @@ mod tests {
             case = C,
             block = [64]
         );
-        let text = autotune(without, item, site()).unwrap().to_string();
+        let text = autotune(without, item, site(), None).unwrap().to_string();
         assert!(!text.contains("check_fallback"), "{text}");
     }
 }

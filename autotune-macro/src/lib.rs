@@ -132,6 +132,14 @@ mod tunables;
 ///   is compiled, so every parameter is `launch`-only and there are no `flags`; the
 ///   image's bytes are its fingerprint, `entry` its symbol as the image spells it.
 ///
+/// **`like = other_wrapper`**: take every option and parameter this attribute does
+/// not write from another `#[autotune]` wrapper of the same file, so that a kernel
+/// and its incumbent (`like = softmax_library, fallback = softmax_library,
+/// threads = [...]`), or a family over data types, say `source`, `key`, `sizes`,
+/// `shapes`, `case` and the rest once. `fallback` and `vendor` are never taken, and
+/// the wrapper named must write its own options (one step). What it takes is
+/// checked here as if written here.
+///
 /// **`case`** is a type implementing `autotune_runtime::prelude::Case` (generics allowed:
 /// `case = LayerNormCase<768>`); its fields named like the wrapper's arguments are
 /// what the sweep launches the wrapper with.
@@ -161,7 +169,9 @@ mod tunables;
 /// attribute's errors at once.
 #[proc_macro_attribute]
 pub fn autotune(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::autotune(attr.into(), item.into(), site::Site::detect())
+    // The wrapper's own file, where `like = other` finds the other wrapper.
+    let file = proc_macro::Span::call_site().local_file();
+    expand::autotune(attr.into(), item.into(), site::Site::detect(), file)
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -19,7 +19,7 @@ use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
 
 /// The option names of `#[autotune]`; every other name declares a parameter.
-pub const OPTIONS: [&str; 18] = [
+pub const OPTIONS: [&str; 19] = [
     "source",
     "entry",
     "key",
@@ -38,6 +38,7 @@ pub const OPTIONS: [&str; 18] = [
     "launch",
     "define_prefix",
     "defines",
+    "like",
 ];
 
 /// The most points a space may have before its constraint (each is compiled with

@@ -41,6 +41,8 @@ mod diagnostics;
 pub mod guarded;
 pub mod image;
 pub mod inputs;
+#[cfg(feature = "grammar")]
+pub mod like;
 pub mod names;
 #[cfg(feature = "grammar")]
 mod pairs;

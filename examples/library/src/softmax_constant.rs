@@ -32,14 +32,10 @@ pub fn softmax_constant_library(
 }
 
 /// The constant with its block size tuned; the library's launch owns every range
-/// where no block size beats it, and every size where no table speaks.
+/// where no block size beats it, and every size where no table speaks. Its source,
+/// entry, key, sizes, shapes and case are the library launch's (`like`).
 #[autotune(
-    source = softmax_kernels::SOFTMAX,
-    entry = "softmax_rows",
-    key = rows,
-    sizes = [1k, 16k, 64k],
-    shapes = [(cols = 768), (cols = 4096)],
-    case = SoftmaxRowsCase,
+    like = softmax_constant_library,
     fallback = softmax_constant_library,
     threads = [32, 64, 128, 256, 512, 1024],
     launch = [threads],
