@@ -5,9 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
-#[macro_use]
-#[path = "fixtures/harness.rs"]
-mod harness;
+use autotune_harness::{self as harness, trials};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

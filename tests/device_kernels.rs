@@ -5,9 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
-#[macro_use]
-#[path = "fixtures/harness.rs"]
-mod harness;
+use autotune_harness::{self as harness, trials};
 #[path = "fixtures/device.rs"]
 mod device;
 #[path = "fixtures/toolkit.rs"]

@@ -1,11 +1,9 @@
-//! GPU tests: reported ignored where no CUDA GPU is present (tests/fixtures/harness.rs),
+//! GPU tests: reported ignored where no CUDA GPU is present (autotune-harness),
 //! run on the H200 (see the issue notes for the runs). They take turns on the GPU: a
 //! graph capture in global mode forbids synchronous calls from every other thread.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 
-#[macro_use]
-#[path = "fixtures/harness.rs"]
-mod harness;
+use autotune_harness::{self as harness, trials};
 #[path = "fixtures/device.rs"]
 mod device;
 
@@ -365,16 +363,19 @@ mod gemm {
         }
     }
 
+    /// Why this machine's GPU (if any) has no plan of the committed table: `None`
+    /// where it has one, or where no GPU opens (the GPU need says that).
+    pub(super) fn without_a_plan() -> Option<&'static str> {
+        let ctx = autotune_runtime::gpu::open(0).ok()?;
+        let kernel = Gemm::load(&ctx).ok()?;
+        let selection = kernel.selection();
+        (!matches!(selection, Selection::Tuned { .. }))
+            .then(|| format!("no tuned plan for this GPU ({selection})").leak() as &str)
+    }
+
     pub(super) fn an_unseen_shape_uses_the_nearest_plan() {
         let Some((_turn, ctx)) = gpu() else { return };
         let kernel = Gemm::load(&ctx).unwrap();
-        if !matches!(kernel.selection(), Selection::Tuned { .. }) {
-            println!(
-                "SKIPPED: no tuned plan for this GPU ({})",
-                kernel.selection()
-            );
-            return;
-        }
         assert!(kernel.shape_rule(14336, 4096).contains("its own plan"));
         // (12288, 4096): 0.22 from (14336, 4096), 1.58 from (4096, 4096).
         let rule = kernel.shape_rule(12288, 4096);
@@ -443,18 +444,28 @@ mod gemm {
 }
 
 fn main() -> std::process::ExitCode {
-    harness::run(
-        trials![],
-        trials![
-            dispatch_is_correct_in_every_range_and_on_odd_widths,
-            dispatch_works_inside_cuda_graph_capture,
-            topk::both_implementations_select_the_top_k_in_every_range,
-            topk::an_entrys_shared_memory_limit_is_raised_once_and_then_kept,
-            topk::all_equal_scores_take_the_overflow_path_and_stay_correct,
-            topk::the_multi_kernel_dispatch_replays_in_a_cuda_graph,
-            gemm::dispatch_is_correct_in_every_range_of_every_shape_and_on_tails,
-            gemm::an_unseen_shape_uses_the_nearest_plan,
-            gemm::dispatch_with_the_cublas_fallback_replays_in_a_cuda_graph
-        ],
-    )
+    harness::run_groups(&[
+        (
+            harness::Need::Gpu,
+            trials![
+                dispatch_is_correct_in_every_range_and_on_odd_widths,
+                dispatch_works_inside_cuda_graph_capture,
+                topk::both_implementations_select_the_top_k_in_every_range,
+                topk::an_entrys_shared_memory_limit_is_raised_once_and_then_kept,
+                topk::all_equal_scores_take_the_overflow_path_and_stay_correct,
+                topk::the_multi_kernel_dispatch_replays_in_a_cuda_graph,
+                gemm::dispatch_is_correct_in_every_range_of_every_shape_and_on_tails,
+                gemm::dispatch_with_the_cublas_fallback_replays_in_a_cuda_graph
+            ],
+        ),
+        (
+            // A GPU the committed table has plans for (another GPU runs the
+            // defaults: there is no nearest plan to take).
+            harness::Need::all(vec![
+                harness::Need::Gpu,
+                harness::Need::Checked(gemm::without_a_plan(), None),
+            ]),
+            trials![gemm::an_unseen_shape_uses_the_nearest_plan],
+        ),
+    ])
 }

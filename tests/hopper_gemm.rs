@@ -10,11 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
-#[macro_use]
-#[path = "fixtures/harness.rs"]
-mod harness;
-#[path = "fixtures/device.rs"]
-mod device;
+use autotune_harness::{self as harness, trials};
 #[path = "fixtures/hopper.rs"]
 mod hopper;
 
@@ -86,18 +82,7 @@ fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
 }
 
 fn every_point_matches_cublas_on_a_hopper_gpu() {
-    let Some(ctx) = device::open_or_skip() else {
-        return;
-    };
-    let major = ctx
-        .attribute(
-            autotune_runtime::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-        )
-        .unwrap();
-    if major != 9 {
-        autotune_build::skip(format!("compute capability {major}.x is not Hopper"));
-        return;
-    }
+    let ctx = autotune_runtime::gpu::open(0).expect("the harness runs this on a GPU");
     let compiled = compiled();
     run_against_cublas(&ctx, &compiled);
 }
@@ -149,11 +134,15 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[
         (
-            harness::Need::Tools(&["nvcc", "cuobjdump", "nvdisasm"]),
+            harness::Need::Tools(&["nvcc", "cuobjdump", "nvdisasm"], "AUTOTUNE_REQUIRE_NVCC"),
             trials![every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma],
         ),
         (
-            harness::Need::All(&[harness::Need::Gpu, harness::Need::Nvcc]),
+            harness::Need::All(&[
+                harness::Need::Gpu,
+                harness::Need::Nvcc,
+                harness::Need::Major(9),
+            ]),
             trials![every_point_matches_cublas_on_a_hopper_gpu],
         ),
     ])

@@ -6,9 +6,7 @@
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 #![allow(clippy::unwrap_used)] // test helpers outside test functions
 
-#[macro_use]
-#[path = "fixtures/harness.rs"]
-mod harness;
+use autotune_harness::{self as harness, trials};
 
 #[path = "fixtures/library_softmax.rs"]
 mod library_softmax;

@@ -4,9 +4,7 @@
 //! The same public helper a downstream crate uses (`autotune_build::variants`).
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
-#[macro_use]
-#[path = "fixtures/harness.rs"]
-mod harness;
+use autotune_harness::{self as harness, trials};
 
 use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::{Kernel, KernelSpec};

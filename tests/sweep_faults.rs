@@ -7,22 +7,23 @@
 //! cached from an earlier launch, a result right only at the small size), a
 //! launch that cannot be captured in a CUDA graph is out when the sweep times
 //! graphs (as the judge does) and kept when it does not, and a sweep killed
-//! half-way resumes from its journal. Skips (and says so) without a GPU or nvcc.
+//! half-way resumes from its journal. Reported ignored without a GPU or nvcc.
 //!
 //! This test binary is also the sweep's worker: the sweep starts it again with
-//! `AUTOTUNE_WORKER` set (hence `harness = false`).
-#![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary without libtest (harness = false)
+//! `AUTOTUNE_WORKER` set (hence `harness = false`, its `main` first).
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use autotune_build::testing::{CompileJob, Nvcc, Target};
 use autotune_build::testing::{JobVariant, WORKER_ENV, emit_line, serve};
 use autotune_build::testing::{KeyRange, SweepPlan, run_sweep};
 use autotune_build::timing::{Flush, TimingConfig};
+use autotune_harness::{self as harness, trials};
 use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use autotune_runtime::gate::rotation::{Rotate, Rotating};
 use autotune_runtime::gate::{Case, CaseError, Guarded, Inspection, Verdict, Work};
@@ -163,44 +164,45 @@ impl Kernel for Planted {
     }
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
     if std::env::var_os(WORKER_ENV).is_some() {
         let mut input = std::io::stdin().lock();
         let result = serve::<Planted>(&mut input, &mut |event| emit_line(&event));
         std::process::exit(if result.is_ok() { 0 } else { 1 });
     }
-    if let Err(why) = autotune_runtime::gpu::open(0) {
-        assert!(
-            std::env::var_os("AUTOTUNE_REQUIRE_GPU").is_none_or(|v| v == "0"),
-            "AUTOTUNE_REQUIRE_GPU is set, and sweep_faults found no GPU: {why}"
-        );
-        println!("SKIPPED sweep_faults: no GPU ({why})");
-        return;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sweep-faults");
-    let nvcc = match Nvcc::find(&work) {
-        Ok(nvcc) => nvcc,
-        Err(why) => {
-            println!("SKIPPED sweep_faults: {why}");
-            return;
-        }
-    };
-    let variants = compile(&nvcc, root, &work);
     if std::env::var_os("SWEEP_FAULTS_CHILD").is_some() {
         // The sweep that the resume test kills.
         let _ = run_sweep(
-            &plan(&RESUME, &variants[..1], &work, "resume"),
+            &plan(&RESUME, &variants()[..1], &work(), "resume"),
             &Progress::silent("test"),
             &mut std::io::sink(),
         );
         std::process::exit(0);
     }
-    planted_variants_are_rejected_with_their_reasons(&variants[..12], &work);
-    a_variant_that_skips_the_tail_is_out_off_the_grid(&variants, &work);
-    a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(&variants, &work);
-    a_killed_sweep_resumes_from_its_journal(&variants, &work);
-    println!("sweep_faults: all passed");
+    // One at a time: the tests share the GPU, the variants and the work folder.
+    harness::run_groups_in_turn(&[(
+        harness::Need::All(&[harness::Need::Gpu, harness::Need::Nvcc]),
+        trials![
+            planted_variants_are_rejected_with_their_reasons,
+            a_variant_that_skips_the_tail_is_out_off_the_grid,
+            a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed,
+            a_killed_sweep_resumes_from_its_journal,
+        ],
+    )])
+}
+
+fn work() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("sweep-faults")
+}
+
+/// The planted variants, compiled once for the tests (the harness runs them only
+/// where nvcc and a GPU are).
+fn variants() -> &'static [JobVariant] {
+    static VARIANTS: OnceLock<Vec<JobVariant>> = OnceLock::new();
+    VARIANTS.get_or_init(|| {
+        let nvcc = Nvcc::find(&work()).expect("the harness runs these only where nvcc is");
+        compile(&nvcc, Path::new(env!("CARGO_MANIFEST_DIR")), &work())
+    })
 }
 
 fn compile(nvcc: &Nvcc, root: &Path, work: &Path) -> Vec<JobVariant> {
@@ -284,7 +286,8 @@ fn plan(
     }
 }
 
-fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], work: &Path) {
+fn planted_variants_are_rejected_with_their_reasons() {
+    let (variants, work) = (&variants()[..12], &work());
     let mut log = Vec::new();
     let result = run_sweep(
         &plan(&SPEC, variants, work, "faults"),
@@ -384,7 +387,8 @@ fn planted_variants_are_rejected_with_their_reasons(variants: &[JobVariant], wor
 /// times (the sizes 2^20 and 2^24, their refinements, twice the top) is a multiple
 /// of 1024: it is right and the fastest there, against the slow mode 13. Checked
 /// off the grid where it would be served, it is out, and mode 13 keeps every range.
-fn a_variant_that_skips_the_tail_is_out_off_the_grid(variants: &[JobVariant], work: &Path) {
+fn a_variant_that_skips_the_tail_is_out_off_the_grid() {
+    let (variants, work) = (variants(), &work());
     let chosen: Vec<JobVariant> = [13, 12].iter().map(|&m| variants[m].clone()).collect();
     let mut log = Vec::new();
     let result = run_sweep(
@@ -418,10 +422,8 @@ fn a_variant_that_skips_the_tail_is_out_off_the_grid(variants: &[JobVariant], wo
 /// Issue 15: a candidate that works only with CUDA graphs off. Timed eagerly (above)
 /// mode 11 is right and kept; timed as graph replays, as graph-using code runs it,
 /// its launch cannot be captured and it is out, with the reason.
-fn a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(
-    variants: &[JobVariant],
-    work: &Path,
-) {
+fn a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed() {
+    let (variants, work) = (variants(), &work());
     let chosen: Vec<JobVariant> = [0, 11].iter().map(|&m| variants[m].clone()).collect();
     let mut plan = plan(&SPEC, &chosen, work, "graph");
     plan.timing.graph = true;
@@ -443,7 +445,8 @@ fn a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed(
     println!("a launch that cannot be captured is out when graphs are timed: ok");
 }
 
-fn a_killed_sweep_resumes_from_its_journal(variants: &[JobVariant], work: &Path) {
+fn a_killed_sweep_resumes_from_its_journal() {
+    let (variants, work) = (variants(), &work());
     let journal: PathBuf = work.join(format!("{}.journal", RESUME.name));
     let _ = std::fs::remove_file(&journal);
     let mut child = std::process::Command::new(std::env::current_exe().expect("the test binary"))

@@ -8,9 +8,7 @@
 //! replayed in a CUDA graph. Reported ignored without a GPU or nvcc (the harness).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 
-#[macro_use]
-#[path = "fixtures/harness.rs"]
-mod harness;
+use autotune_harness::{self as harness, trials};
 #[path = "fixtures/device.rs"]
 mod device;
 

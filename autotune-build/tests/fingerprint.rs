@@ -1,5 +1,5 @@
-//! Golden tests of the fingerprint with the real nvcc (CI installs it; skipped, and
-//! said so, without one unless `AUTOTUNE_REQUIRE_NVCC=1`): it stays the same under
+//! Golden tests of the fingerprint with the real nvcc (CI installs it; reported
+//! ignored without one unless `AUTOTUNE_REQUIRE_NVCC=1`): it stays the same under
 //! comments, doc edits and reformatting of the wrapper, and changes when a header
 //! that nvcc finds only through a `-I` flag changes, when a flag changes, and on a
 //! semantic edit of the wrapper. The compile cache follows the same header.
@@ -10,22 +10,15 @@ use std::path::{Path, PathBuf};
 
 use autotune_build::testing::KernelInputs;
 use autotune_build::testing::{CompileJob, Nvcc, Target};
+use autotune_harness::{self as harness, trials};
 use autotune_runtime::KernelSpec;
 use autotune_table::progress::Progress;
 use autotune_table::table::Fingerprint;
 
-fn nvcc() -> Option<Nvcc> {
+/// nvcc where the build finds it: the harness runs the tests that ask only there.
+fn nvcc() -> Nvcc {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fingerprint-nvcc");
-    match Nvcc::find(&cache) {
-        Ok(nvcc) => Some(nvcc),
-        Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_some() => {
-            panic!("AUTOTUNE_REQUIRE_NVCC is set but {why}")
-        }
-        Err(why) => {
-            autotune_build::skip(&why);
-            None
-        }
-    }
+    Nvcc::find(&cache).expect("the harness runs this test only where nvcc is found")
 }
 
 const WRAPPER: &str = "use autotune_runtime::prelude::*;\n\n\
@@ -76,11 +69,8 @@ fn fingerprint(spec: &'static KernelSpec, dir: &Path, nvcc: &Nvcc) -> Fingerprin
         .unwrap()
 }
 
-#[test]
 fn unchanged_by_comments_docs_and_formatting() {
-    let Some(nvcc) = nvcc() else {
-        return;
-    };
+    let nvcc = nvcc();
     let dir = crate_dir("cosmetic");
     let before = fingerprint(spec(FLAGS), &dir, &nvcc);
     let cosmetic = WRAPPER
@@ -95,11 +85,8 @@ fn unchanged_by_comments_docs_and_formatting() {
     assert_eq!(fingerprint(spec(FLAGS), &dir, &nvcc), before);
 }
 
-#[test]
 fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
-    let Some(nvcc) = nvcc() else {
-        return;
-    };
+    let nvcc = nvcc();
     let dir = crate_dir("semantic");
     let inputs = KernelInputs::gather(spec(FLAGS), &dir, Some(&nvcc), "k 0.1.0").unwrap();
     let before = inputs.fingerprint(None).unwrap();
@@ -161,11 +148,8 @@ fn changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit() {
     );
 }
 
-#[test]
 fn without_nvcc_the_recorded_sources_are_read_again() {
-    let Some(nvcc) = nvcc() else {
-        return;
-    };
+    let nvcc = nvcc();
     let dir = crate_dir("recorded");
     let tuned = fingerprint(spec(FLAGS), &dir, &nvcc);
     // A GPU-less build without nvcc: the table's own list is hashed again.
@@ -183,11 +167,8 @@ fn without_nvcc_the_recorded_sources_are_read_again() {
 /// What nvcc reads from the environment reaches the fingerprint: the flags it
 /// appends and the host compiler. (Run in a child process, with those variables
 /// set, so that the other tests' environment stays as it is.)
-#[test]
 fn the_environment_nvcc_reads_is_in_the_fingerprint() {
-    let Some(nvcc) = nvcc() else {
-        return;
-    };
+    let nvcc = nvcc();
     if std::env::var_os("FINGERPRINT_ENV_CHILD").is_some() {
         let dir = crate_dir("environment-child");
         let print = fingerprint(spec(FLAGS), &dir, &nvcc);
@@ -230,7 +211,6 @@ fn the_environment_nvcc_reads_is_in_the_fingerprint() {
 
 /// Issue 10: a helper file the wrapper `include!`s was outside the fingerprint, so
 /// editing it left a stale table fresh. Without nvcc: only Rust files matter here.
-#[test]
 fn a_file_the_wrapper_includes_is_in_the_fingerprint_and_watched() {
     let dir = crate_dir("include");
     let wrapper = format!("{WRAPPER}\ninclude!(\"helpers/launch.rs\");\n");
@@ -272,7 +252,6 @@ fn a_file_the_wrapper_includes_is_in_the_fingerprint_and_watched() {
 /// pub mod hopper;`, where the Hopper kernel's launch lives, and the fingerprint
 /// followed `include!` only, so an edit of the launch left the table fresh. Now every
 /// out-of-line module counts, as Rust tokens, and its own modules too.
-#[test]
 fn the_wrappers_modules_are_in_the_fingerprint_and_watched() {
     let dir = crate_dir("modules");
     let wrapper = format!("{WRAPPER}\n#[path = \"k_launch.rs\"]\npub mod launch;\n");
@@ -341,11 +320,8 @@ fn the_wrappers_modules_are_in_the_fingerprint_and_watched() {
 /// (ALGO = 0), so `kernels/gemm_hopper.cu` was outside the GEMM's fingerprint and
 /// its compile cache key: an edit of it left the table fresh and could reuse the
 /// old images. The include scanner, which reads every branch, adds it.
-#[test]
 fn a_header_only_another_point_includes_is_in_the_fingerprint_and_the_cache_key() {
-    let Some(nvcc) = nvcc() else {
-        return;
-    };
+    let nvcc = nvcc();
     let dir = crate_dir("conditional");
     std::fs::write(
         dir.join("kernels/sub/k.cu"),
@@ -394,11 +370,8 @@ fn a_header_only_another_point_includes_is_in_the_fingerprint_and_the_cache_key(
 /// the same toolkit: its headers stay the toolkit's, so the fingerprint's sources
 /// are the kernel's own files, as with nvcc itself (issue: a wrapper as `NVCC`
 /// counted 58 toolkit headers as the kernel's and called every table stale).
-#[test]
 fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
-    let Some(nvcc) = nvcc() else {
-        return;
-    };
+    let nvcc = nvcc();
     let dir = crate_dir("wrapped");
     // A kernel that includes toolkit headers, as real kernels do.
     std::fs::write(
@@ -494,4 +467,27 @@ fn toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink() {
             "compiled through the {name}: {compiled:?}"
         );
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[
+        (
+            harness::Need::Nothing,
+            trials![
+                a_file_the_wrapper_includes_is_in_the_fingerprint_and_watched,
+                the_wrappers_modules_are_in_the_fingerprint_and_watched,
+            ],
+        ),
+        (
+            harness::Need::Nvcc,
+            trials![
+                unchanged_by_comments_docs_and_formatting,
+                changed_by_a_header_behind_an_include_flag_a_flag_and_a_semantic_edit,
+                without_nvcc_the_recorded_sources_are_read_again,
+                the_environment_nvcc_reads_is_in_the_fingerprint,
+                a_header_only_another_point_includes_is_in_the_fingerprint_and_the_cache_key,
+                toolkit_headers_are_recognised_through_a_wrapper_script_and_a_symlink,
+            ],
+        ),
+    ])
 }

@@ -2,7 +2,8 @@
 //! second wrapper of the same source and flags (another kernel name, another
 //! variant label), or another profile's build sharing the target folder's cache,
 //! takes the first one's image and nvcc does not run again; a different define is
-//! another image. Needs nvcc (skips without it, unless `AUTOTUNE_REQUIRE_NVCC=1`).
+//! another image. Needs nvcc (reported ignored without it, unless
+//! `AUTOTUNE_REQUIRE_NVCC=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
@@ -11,23 +12,14 @@ mod support;
 use std::path::Path;
 
 use autotune_build::testing::{CompileJob, Nvcc, Target};
+use autotune_harness::{self as harness, trials};
 use autotune_table::progress::Progress;
 
-#[test]
 fn a_second_wrapper_of_the_same_source_takes_the_first_ones_image() {
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-cache");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
-    let nvcc = match Nvcc::find(&work) {
-        Ok(nvcc) => nvcc,
-        Err(why) => {
-            assert!(
-                std::env::var_os("AUTOTUNE_REQUIRE_NVCC").is_none(),
-                "AUTOTUNE_REQUIRE_NVCC is set: {why}"
-            );
-            return autotune_build::skip(why);
-        }
-    };
+    let nvcc = Nvcc::find(&work).expect("the harness runs this test only where nvcc is found");
     let source = work.join("k.cu");
     std::fs::write(
         &source,
@@ -61,4 +53,11 @@ fn a_second_wrapper_of_the_same_source_takes_the_first_ones_image() {
     let other = compile(job("softmax_library", 256));
     assert!(!other.cached, "another define is another image");
     assert_ne!(other.binary, first.binary);
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[(
+        harness::Need::Nvcc,
+        trials![a_second_wrapper_of_the_same_source_takes_the_first_ones_image],
+    )])
 }

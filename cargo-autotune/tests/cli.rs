@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use autotune_harness::{self as harness, trials};
+
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
@@ -25,7 +27,6 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-#[test]
 fn report_and_compare_read_the_committed_table() {
     let out = cargo_autotune(root(), &["report", "--kernel", "gemm"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -58,7 +59,6 @@ fn report_and_compare_read_the_committed_table() {
     assert_eq!(same, of, "{compared}");
 }
 
-#[test]
 fn context_writes_markdown_from_the_committed_table() {
     let out = cargo_autotune(root(), &["context", "--kernel", "topk_indexer"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -74,7 +74,6 @@ fn context_writes_markdown_from_the_committed_table() {
     assert!(!missing.status.success());
 }
 
-#[test]
 fn plot_writes_the_committed_plots() {
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-plots");
     let _ = std::fs::remove_dir_all(&out_dir);
@@ -98,7 +97,6 @@ fn plot_writes_the_committed_plots() {
     }
 }
 
-#[test]
 fn a_malformed_budget_stops_tune_before_cargo_runs() {
     let out = cargo_autotune(root(), &["tune", "--strategy", "local", "--budget", "6x"]);
     assert_eq!(out.status.code(), Some(2));
@@ -138,12 +136,7 @@ fn in_fixture(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-#[test]
 fn tune_without_a_gpu_says_so_before_it_builds() {
-    if autotune_runtime::gpu::driver_present() {
-        autotune_build::skip("this machine has a CUDA driver (tune would tune)");
-        return;
-    }
     let dir = fixture("tune-no-gpu");
     let started = std::time::Instant::now();
     let out = in_fixture(
@@ -208,7 +201,6 @@ fn tune_without_a_gpu_says_so_before_it_builds() {
 
 /// An unknown kernel is an error that lists the kernels, in every command that
 /// reads tables (they printed a header, or nothing, and exited 0).
-#[test]
 fn an_unknown_kernel_is_an_error_that_lists_the_kernels() {
     let table = "kernels/tuning/nvidia-h200.json";
     for args in [
@@ -242,7 +234,6 @@ fn an_unknown_kernel_is_an_error_that_lists_the_kernels() {
 /// `init` on a crate fresh from `cargo new` adds exactly the quick start
 /// (`examples/quickstart` is that crate, committed), prints what it did, and a
 /// second run refuses and changes nothing.
-#[test]
 fn init_adds_the_quick_start_to_a_fresh_crate() {
     // Outside this repository: `cargo new` inside a workspace joins it.
     let dir = std::env::temp_dir().join(format!("autotune-cli-init-{}", std::process::id()));
@@ -304,7 +295,6 @@ fn init_adds_the_quick_start_to_a_fresh_crate() {
 }
 
 /// A table without candidate sources has nothing to judge: exit 2, said.
-#[test]
 fn judge_needs_candidate_sources() {
     let table = "kernels/tuning/nvidia-h200.json";
     let out = cargo_autotune(root(), &["judge", "--kernel", "rms_norm", "--table", table]);
@@ -319,7 +309,6 @@ fn judge_needs_candidate_sources() {
 /// A stale table whose GPU name mimics the build's old warning text ("tuned for
 /// NVIDIA H200 on") made `check` pass when it searched that text; it decides from the
 /// build's JSON summary now.
-#[test]
 fn check_is_not_fooled_by_a_table_that_mimics_the_warning() {
     let dir = fixture("check-mimic");
     std::fs::create_dir_all(dir.join("tuning")).unwrap();
@@ -372,7 +361,6 @@ fn tables_copy(name: &str) -> PathBuf {
 /// Issue 36 items 10 and 12: `plot` wrote through a symlink in the plots folder,
 /// `context --out` replaced a table with Markdown, `merge` into a folder left its
 /// temporary file behind.
-#[test]
 fn commands_write_no_table_no_symlink_target_and_no_leftovers() {
     let dir = tables_copy("writes");
     let victim = dir.join("victim.txt");
@@ -415,7 +403,6 @@ fn commands_write_no_table_no_symlink_target_and_no_leftovers() {
 
 /// Item 13: `judge --tables target/autotune-judge` emptied its own input;
 /// `judge --kernel all` retuned everything and gave no verdict.
-#[test]
 fn judge_never_empties_its_input_and_takes_one_kernel() {
     let dir = tables_copy("judge-scratch");
     let scratch = dir.join("target/autotune-judge");
@@ -453,7 +440,6 @@ fn judge_never_empties_its_input_and_takes_one_kernel() {
 
 /// Item 15: `report` and `context` printed a table's escape sequences raw (clear
 /// screen, terminal title, newline).
-#[test]
 fn table_text_reaches_the_terminal_escaped() {
     let dir = tables_copy("escapes");
     let path = dir.join("tuning/nvidia-h200.json");
@@ -478,7 +464,6 @@ fn table_text_reaches_the_terminal_escaped() {
 }
 
 /// Issue 49: a crate never tuned got `no tables in tuning` and no next step.
-#[test]
 fn report_on_a_crate_never_tuned_says_what_to_run() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("cli")
@@ -503,4 +488,30 @@ fn report_on_a_crate_never_tuned_says_what_to_run() {
         stderr.contains("or make one with `cargo autotune tune`"),
         "{stderr}"
     );
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[
+        (
+            harness::Need::Nothing,
+            trials![
+                report_and_compare_read_the_committed_table,
+                context_writes_markdown_from_the_committed_table,
+                plot_writes_the_committed_plots,
+                a_malformed_budget_stops_tune_before_cargo_runs,
+                an_unknown_kernel_is_an_error_that_lists_the_kernels,
+                init_adds_the_quick_start_to_a_fresh_crate,
+                judge_needs_candidate_sources,
+                check_is_not_fooled_by_a_table_that_mimics_the_warning,
+                commands_write_no_table_no_symlink_target_and_no_leftovers,
+                judge_never_empties_its_input_and_takes_one_kernel,
+                table_text_reaches_the_terminal_escaped,
+                report_on_a_crate_never_tuned_says_what_to_run,
+            ],
+        ),
+        (
+            harness::Need::NoCudaDriver,
+            trials![tune_without_a_gpu_says_so_before_it_builds],
+        ),
+    ])
 }

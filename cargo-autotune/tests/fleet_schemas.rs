@@ -4,29 +4,20 @@
 //! Jobs, and `check-jsonschema --builtin-schema vendor.github-workflows` (the
 //! SchemaStore's workflow schema, vendored; PyPI) on the workflow. Each check is
 //! shown to bite: a misspelt field fails it. `.ci/run` installs both; without them
-//! the tests skip and say so, unless `AUTOTUNE_REQUIRE_SCHEMAS=1` (CI).
+//! the tests are reported ignored, unless `AUTOTUNE_REQUIRE_SCHEMAS=1` (CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The validator `program` on `PATH`, or a skip (a failure where CI requires it).
-fn validator(program: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(program))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        let why = format!("`{program}` is not on PATH (pip install {program})");
-        assert!(
-            std::env::var_os("AUTOTUNE_REQUIRE_SCHEMAS").is_none(),
-            "AUTOTUNE_REQUIRE_SCHEMAS is set but {why}"
-        );
-        autotune_build::skip(why);
-    }
-    found
+use autotune_harness::{self as harness, trials};
+
+/// The validator `program`: the harness runs the test that asks only where it is.
+fn validator(program: &str) -> PathBuf {
+    harness::tools_dir(&[program])
+        .map(|dir| dir.join(program))
+        .expect("the harness runs this test only where the validator is")
 }
 
 /// `cargo autotune fleet SCHEDULER --shards N ...`, written to a file of its own.
@@ -112,11 +103,8 @@ fn passes_and_bites(
     );
 }
 
-#[test]
 fn the_kubernetes_jobs_are_valid_against_the_api_schemas() {
-    let Some(validate) = validator("kubernetes-validate") else {
-        return;
-    };
+    let validate = validator("kubernetes-validate");
     let args = ["--strict", "--quiet"];
     let field = "backoffLimitPerIndex:";
     passes_and_bites(
@@ -129,11 +117,8 @@ fn the_kubernetes_jobs_are_valid_against_the_api_schemas() {
     );
 }
 
-#[test]
 fn the_github_workflow_is_valid_against_the_workflow_schema() {
-    let Some(check) = validator("check-jsonschema") else {
-        return;
-    };
+    let check = validator("check-jsonschema");
     let args = ["--builtin-schema", "vendor.github-workflows"];
     let field = "runs-on: ubuntu-latest";
     passes_and_bites(
@@ -144,4 +129,17 @@ fn the_github_workflow_is_valid_against_the_workflow_schema() {
         field,
         "run-on: ubuntu-latest",
     );
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run_groups(&[
+        (
+            harness::Need::Tools(&["kubernetes-validate"], "AUTOTUNE_REQUIRE_SCHEMAS"),
+            trials![the_kubernetes_jobs_are_valid_against_the_api_schemas],
+        ),
+        (
+            harness::Need::Tools(&["check-jsonschema"], "AUTOTUNE_REQUIRE_SCHEMAS"),
+            trials![the_github_workflow_is_valid_against_the_workflow_schema],
+        ),
+    ])
 }

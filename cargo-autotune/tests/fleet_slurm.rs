@@ -15,22 +15,24 @@
 //!   it was, and the merge submitted alone refuses, naming the missing shard.
 //! - Each task builds in its own target folder: tasks share only the shard folder.
 //!
-//! Skips, and says so, where Slurm cannot be started (no `slurmctld`, `slurmd`,
-//! `munged`, or not root); `AUTOTUNE_REQUIRE_SLURM=1` (CI) turns that into a
-//! failure. This test binary is also the shard tuner and its sweep's worker
-//! (hence `harness = false`).
-#![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary without libtest (harness = false)
+//! Reported ignored, with the reason, where Slurm cannot be started (no
+//! `slurmctld`, `slurmd`, `munged`, or not root); `AUTOTUNE_REQUIRE_SLURM=1` (CI)
+//! turns that into a failure. This test binary is also the shard tuner and its
+//! sweep's worker (hence `harness = false`, its `main` first).
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a test binary: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use autotune_build::testing::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_build::testing::{KeyRange, ShardEntry, ShardRun, SweepPlan, SweepResult};
 use autotune_build::testing::{run_sweep, served};
 use autotune_build::timing::TimingConfig;
+use autotune_harness::{self as harness, trials};
 use autotune_runtime::KernelSpec;
 use autotune_table::phases::Phases;
 use autotune_table::progress::Progress;
@@ -72,7 +74,15 @@ fn entry_name(shape: u64) -> String {
     format!("scripted@s={shape}")
 }
 
-fn main() {
+/// The cluster the two runs share, started once by `main` and stopped after them.
+static CLUSTER: Mutex<Option<Cluster>> = Mutex::new(None);
+
+/// The folder the runs write under.
+fn work() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("fleet-slurm")
+}
+
+fn main() -> std::process::ExitCode {
     if std::env::var_os(WORKER_ENV).is_some() {
         worker();
     }
@@ -80,32 +90,48 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("shard-tuner") {
         std::process::exit(shard_tuner(&args[2..]));
     }
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fleet-slurm");
+    let root = work();
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
-    let cluster = match Cluster::start(&root.join("slurm")) {
-        Ok(cluster) => cluster,
-        Err(why) if std::env::var_os("AUTOTUNE_REQUIRE_SLURM").is_some() => {
-            panic!("AUTOTUNE_REQUIRE_SLURM is set but Slurm cannot be started here: {why}")
-        }
-        Err(why) => {
-            println!("SKIPPED fleet_slurm: {why}");
-            return;
-        }
+    // Started unless the harness is only listing the tests; its reason, if not.
+    let listing = args.iter().any(|a| a == "--list");
+    let why: Option<&'static str> = match listing {
+        true => None,
+        false => match Cluster::start(&root.join("slurm")) {
+            Ok(cluster) => {
+                println!("{}", cluster.version);
+                *CLUSTER.lock().unwrap() = Some(cluster);
+                None
+            }
+            Err(why) => Some(format!("Slurm cannot be started here: {why}").leak()),
+        },
     };
-    println!("{}", cluster.version);
-    the_array_and_the_merge_decide_what_one_machine_decides(&cluster, &root.join("run"));
-    a_shard_that_fails_for_good_leaves_the_table_and_the_merge_names_it(
-        &cluster,
-        &root.join("failed"),
-    );
-    println!("fleet_slurm: all passed");
+    let code = harness::run_groups_in_turn(&[(
+        harness::Need::Checked(why, Some("AUTOTUNE_REQUIRE_SLURM")),
+        trials![
+            the_array_and_the_merge_decide_what_one_machine_decides,
+            a_shard_that_fails_for_good_leaves_the_table_and_the_merge_names_it,
+        ],
+    )]);
+    // The daemons stop with the cluster.
+    drop(CLUSTER.lock().unwrap().take());
+    code
+}
+
+/// The cluster `main` started (the harness runs these tests only then).
+fn cluster() -> std::sync::MutexGuard<'static, Option<Cluster>> {
+    CLUSTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 // ---- the test's two runs -------------------------------------------------------
 
 /// Three shards (shard 2 requeued mid-sweep), the merge after them.
-fn the_array_and_the_merge_decide_what_one_machine_decides(cluster: &Cluster, dir: &Path) {
+fn the_array_and_the_merge_decide_what_one_machine_decides() {
+    let guard = cluster();
+    let cluster = guard.as_ref().expect("the cluster main started");
+    let dir = &work().join("run");
     let krate = Crate::new(dir);
     let before = std::fs::read(krate.table()).unwrap();
     let mut submit = krate.submit(cluster);
@@ -170,10 +196,10 @@ fn the_array_and_the_merge_decide_what_one_machine_decides(cluster: &Cluster, di
 
 /// Shard 3 exits with an error every time: `afterok` never holds, so the merge
 /// never runs and the table stays as committed; the merge alone names shard 3.
-fn a_shard_that_fails_for_good_leaves_the_table_and_the_merge_names_it(
-    cluster: &Cluster,
-    dir: &Path,
-) {
+fn a_shard_that_fails_for_good_leaves_the_table_and_the_merge_names_it() {
+    let guard = cluster();
+    let cluster = guard.as_ref().expect("the cluster main started");
+    let dir = &work().join("failed");
     let krate = Crate::new(dir);
     let before = std::fs::read(krate.table()).unwrap();
     let mut submit = krate.submit(cluster);
