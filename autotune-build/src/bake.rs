@@ -13,7 +13,7 @@ use autotune_table::table::{self, FALLBACK, KernelTable, TuningTable, Unreadable
 use autotune_runtime::dispatch::{Choice, Range};
 
 use crate::codegen::{Generated, ImageData, OriginData, PlanData};
-use crate::error::BuildError;
+use crate::error::{BuildError, KernelFault};
 use crate::fingerprint::{KernelInputs, relative};
 use crate::nvcc::{CompileJob, Nvcc, NvccError, Target, arch_number};
 
@@ -284,14 +284,16 @@ fn compile_images(
     for (image, result) in images.iter_mut().zip(results) {
         match result {
             Ok(compiled) => image.binary = Some(compiled.binary),
-            Err(message) => failure = Some(format!("{} failed to compile: {message}", image.name)),
+            Err(error) => {
+                failure = Some(KernelFault::Compile {
+                    variant: image.name.clone(),
+                    error,
+                })
+            }
         }
     }
     match failure {
-        Some(message) => Err(BuildError::Kernel {
-            kernel: spec.name.to_string(),
-            message,
-        }),
+        Some(fault) => Err(BuildError::kernel(spec.name, fault)),
         None => Ok(()),
     }
 }

@@ -215,7 +215,10 @@ mod tests {
             let board = &board;
             scope.spawn(move || {
                 if let Some(taken) = board.take(0, None) {
-                    board.done(&taken, Err(BuildError::Worker("crashed".into())));
+                    board.done(
+                        &taken,
+                        Err(BuildError::Worker(crate::error::WorkerFault::Died)),
+                    );
                 }
                 assert!(board.take(0, None).is_none());
             });

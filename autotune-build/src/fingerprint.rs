@@ -23,7 +23,7 @@ use autotune_table::table::Fingerprint;
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use sha2::{Digest, Sha256};
 
-use crate::error::BuildError;
+use crate::error::{BuildError, KernelFault, Unfingerprintable};
 use crate::nvcc::{self, Nvcc};
 use crate::wrapper_files::{self, Dependency};
 
@@ -112,16 +112,13 @@ fn hash_wrapper(
     wrapper: &mut Sha256,
     wrapper_files: &mut Vec<PathBuf>,
 ) -> Result<(), BuildError> {
-    let error = |message: String| BuildError::Kernel {
-        kernel: spec.name.to_string(),
-        message,
-    };
+    let error = |fault: KernelFault| BuildError::kernel(spec.name, fault);
     let tokens_digest = |path: &Path, text: &str| {
-        rust_items_digest(text).map_err(|message| {
-            error(format!(
-                "{} does not lex as Rust: {message}",
-                path.display()
-            ))
+        rust_items_digest(text).map_err(|reason| {
+            error(KernelFault::NotRust {
+                path: path.to_path_buf(),
+                reason: reason.to_string(),
+            })
         })
     };
     let file = root.join(spec.wrapper_file);
@@ -139,18 +136,19 @@ fn hash_wrapper(
     // as the wrapper file does; an included file as bytes.
     let mut pending = vec![(file.clone(), text, wrapper_files::is_mod_rs(&file))];
     while let Some((from, text, mod_rs)) = pending.pop() {
-        let found = wrapper_files::dependencies(&text, &from, mod_rs)
-            .map_err(|message| error(format!("{}: {message}", from.display())))?;
+        let found = wrapper_files::dependencies(&text, &from, mod_rs).map_err(|reason| {
+            error(KernelFault::Unfollowable {
+                path: from.clone(),
+                reason,
+            })
+        })?;
         let folder = from.parent().unwrap_or(root);
         for dependency in found {
             let located = locate(dependency, folder, root).map_err(|candidates| {
-                let candidates: Vec<String> =
-                    candidates.iter().map(|p| p.display().to_string()).collect();
-                error(format!(
-                    "{} declares a module whose file is none of {}",
-                    from.display(),
-                    candidates.join(", ")
-                ))
+                error(KernelFault::ModuleNotFound {
+                    from: from.clone(),
+                    candidates,
+                })
             })?;
             let Some((path, name, module)) = located else {
                 continue;
@@ -159,9 +157,7 @@ fn hash_wrapper(
                 continue;
             }
             if wrapper_files.len() >= MAX_INCLUDED {
-                return Err(error(format!(
-                    "the wrapper includes more than {MAX_INCLUDED} files"
-                )));
+                return Err(error(KernelFault::TooManyIncluded(MAX_INCLUDED)));
             }
             let bytes = autotune_spec::guarded::read::read(
                 &path,
@@ -174,7 +170,7 @@ fn hash_wrapper(
             wrapper.update([0]);
             if let Some(mod_rs) = module {
                 let text = String::from_utf8(bytes)
-                    .map_err(|_| error(format!("{} is not UTF-8", path.display())))?;
+                    .map_err(|_| error(KernelFault::NotUtf8(path.clone())))?;
                 wrapper.update(tokens_digest(&path, &text)?);
                 pending.push((path.clone(), text, mod_rs));
             } else {
@@ -204,10 +200,7 @@ fn scan_sources(
     images: &mut Vec<(String, ImageAt)>,
     mut nvcc_sources: Option<&mut Vec<PathBuf>>,
 ) -> Result<(), BuildError> {
-    let error = |message: String| BuildError::Kernel {
-        kernel: spec.name.to_string(),
-        message,
-    };
+    let error = |fault: KernelFault| BuildError::kernel(spec.name, fault);
     for (index, written) in spec.sources().enumerate() {
         if let Some(bytes) = spec.constant_bytes(written) {
             if let Some(entry) = spec
@@ -215,24 +208,28 @@ fn scan_sources(
                 .iter()
                 .find(|entry| !autotune_spec::image::has_symbol(bytes, entry))
             {
-                return Err(error(format!(
-                    "`{entry}` is not a symbol of the image {written}: name the kernel's \
-                     symbol with `entry = \"...\"` (as the image spells it)"
-                )));
+                return Err(error(KernelFault::MissingSymbol {
+                    entry: entry.to_string(),
+                    image: written.to_string(),
+                }));
             }
             if !images.iter().any(|(seen, _)| seen == written) {
                 images.push((written.to_string(), ImageAt::Constant(bytes)));
             }
             continue;
         }
-        let source = autotune_spec::image::resolve_here(root, written)
-            .map_err(|e| error(format!("source {written}: {e}")))?;
+        let source = autotune_spec::image::resolve_here(root, written).map_err(|reason| {
+            error(KernelFault::Unresolved {
+                written: written.to_string(),
+                reason,
+            })
+        })?;
         if autotune_spec::image::precompiled(written).is_some() {
             if !source.is_file() {
-                return Err(error(format!(
-                    "the kernel image {written} ({}) is not a file",
-                    source.display()
-                )));
+                return Err(error(KernelFault::ImageNotAFile {
+                    written: written.to_string(),
+                    path: source,
+                }));
             }
             // A kernel and its fallback launching the same image count it once.
             if !images.iter().any(|(seen, _)| seen == written) {
@@ -247,7 +244,7 @@ fn scan_sources(
         if let (Some(nvcc), Some(list)) = (nvcc, nvcc_sources.as_mut()) {
             let deps = nvcc
                 .dependencies(&source, &args, root, &found)
-                .map_err(|e| error(e.to_string()))?;
+                .map_err(|e| error(KernelFault::Dependencies(e)))?;
             for dep in deps {
                 let dep = absolute(root, vec![dep]).remove(0);
                 if !list.contains(&dep) {
@@ -368,9 +365,9 @@ impl KernelInputs {
         for file in &files {
             let text =
                 autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
-                    .map_err(|e| Unfingerprintable::Unreadable {
+                    .map_err(|error| Unfingerprintable::Unreadable {
                         path: file.clone(),
-                        reason: e.to_string(),
+                        error,
                     })?;
             let name = relative(file, &self.root);
             sources.update(name.as_bytes());
@@ -385,9 +382,9 @@ impl KernelInputs {
             let bytes = match at {
                 ImageAt::File(file) => {
                     autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
-                        .map_err(|e| Unfingerprintable::Unreadable {
+                        .map_err(|error| Unfingerprintable::Unreadable {
                         path: file.clone(),
-                        reason: e.to_string(),
+                        error,
                     })?
                 }
                 ImageAt::Constant(bytes) => bytes.to_vec(),
@@ -510,16 +507,6 @@ fn spec_digest(spec: &'static KernelSpec) -> String {
         }
     }
     hex(&hash.finalize())
-}
-
-/// Why a fingerprint cannot be taken now: a source the table names is outside the
-/// crate, or a file cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum Unfingerprintable {
-    #[error("the table names a source outside the crate: {0:?}")]
-    Outside(String),
-    #[error("cannot read {}: {reason}", .path.display())]
-    Unreadable { path: PathBuf, reason: String },
 }
 
 /// The most files a wrapper may pull in through `include!` and its kin.
@@ -668,10 +655,8 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
         }
         let inputs = KernelInputs::gather(&TUNED, &root, None, "0.1.0");
         let fingerprint = inputs.and_then(|i| {
-            i.fingerprint(None).map_err(|e| BuildError::Kernel {
-                kernel: "tuned".into(),
-                message: e.to_string(),
-            })
+            i.fingerprint(None)
+                .map_err(|e| BuildError::kernel("tuned", KernelFault::Unfingerprintable(e)))
         });
         let sources = fingerprint
             .map(|f| (f.sources, f.nvcc))
@@ -706,8 +691,7 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
         std::fs::create_dir_all(root.join("src")).ok();
         std::fs::write(root.join("src/k.rs"), "pub fn k() {}\n").ok();
         let fingerprint = |spec: &'static KernelSpec| {
-            let inputs =
-                KernelInputs::gather(spec, &root, None, "0.1.0").map_err(|e| e.to_string());
+            let inputs = KernelInputs::gather(spec, &root, None, "0.1.0");
             inputs.map(|i| (i.watched(), i.fingerprint(None).map_err(|e| e.to_string())))
         };
         let (watched, one) = fingerprint(&ONE).unwrap();
@@ -720,7 +704,13 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
         assert_ne!(one.sources_sha256, two.sources_sha256);
         let wrong = fingerprint(&WRONG).map(|_| ()).unwrap_err();
         assert!(
-            wrong.contains("`softmax_rows` is not a symbol of the image lib_kernels::SOFTMAX"),
+            matches!(
+                &wrong,
+                BuildError::Kernel {
+                    fault: KernelFault::MissingSymbol { entry, image },
+                    ..
+                } if entry == "softmax_rows" && image == "lib_kernels::SOFTMAX"
+            ),
             "{wrong}"
         );
     }

@@ -51,11 +51,12 @@ mod wrapper_files;
 pub use autotune_runtime::tunables;
 
 pub use builder::Builder;
-pub use error::BuildError;
+pub use error::{BuildError, KernelFault, Unfingerprintable, WorkerFault};
 pub use probe::ProbeError;
 pub use settings::{Devices, Settings, SettingsError};
 pub use skip::{skip, skip_without_gpu};
 pub use tunables::{Tunable, Tunables};
+pub use wrapper_files::Unfollowable;
 
 /// `Builder::new().tune(tunables)`.
 pub fn tune(tunables: Tunables) -> Result<(), BuildError> {

@@ -495,7 +495,10 @@ impl<'a> Record<'a> {
             text.push_str(&self.facts.journal_header);
             text.push('\n');
         }
-        text.push_str(&serde_json::to_string(line).map_err(|e| BuildError::Worker(e.to_string()))?);
+        text.push_str(
+            &serde_json::to_string(line)
+                .map_err(|e| BuildError::Worker(crate::error::WorkerFault::Encode(e)))?,
+        );
         text.push('\n');
         file.write_all(text.as_bytes())
             .map_err(BuildError::io("cannot write", path))

@@ -14,6 +14,7 @@ use autotune_table::summary::TuningOutcome;
 use autotune_table::table::{self, GpuRecord, TuningTable};
 use autotune_table::vars;
 
+use crate::error::{KernelFault, WorkerFault};
 use crate::fingerprint::{self, KernelInputs};
 use crate::live_log::LiveLog;
 use crate::nvcc::Nvcc;
@@ -57,9 +58,8 @@ impl Build {
         // Another build may have tuned while this one waited for the lock.
         let mut table = self.open_table(&path, &shown, gpu)?;
         let (todo, shard_run) = self.todo(tunables, &kernels, &table, gpu);
-        let exe = std::env::current_exe().map_err(|e| {
-            BuildError::Worker(format!("cannot find this build script's path: {e}"))
-        })?;
+        let exe =
+            std::env::current_exe().map_err(|e| BuildError::Worker(WorkerFault::OwnPath(e)))?;
         let tuner = tuner::Tuner {
             root: &self.root,
             work_dir: self.out_dir.join("autotune").join("sweep"),
@@ -308,7 +308,7 @@ impl Build {
         });
         let inputs = fresh(spec.name)
             .map(|k| k.inputs)
-            .ok_or_else(|| BuildError::Worker(format!("no inputs for `{}`", spec.name)))?;
+            .ok_or_else(|| BuildError::Worker(WorkerFault::NoInputs(spec.name.to_string())))?;
         let job = TuneJob {
             spec,
             entry,
@@ -362,9 +362,8 @@ fn fingerprinted<'a>(
     inputs
         .iter()
         .map(|(spec, inputs)| {
-            let fingerprint = inputs.fingerprint(None).map_err(|why| BuildError::Kernel {
-                kernel: spec.name.to_string(),
-                message: why.to_string(),
+            let fingerprint = inputs.fingerprint(None).map_err(|why| {
+                BuildError::kernel(spec.name, KernelFault::Unfingerprintable(why))
             })?;
             Ok(Fingerprinted {
                 spec,
@@ -499,7 +498,7 @@ mod tests {
             &mut table,
             |(entry, tuned), _| {
                 if *entry == entries[1].0 {
-                    return Err(BuildError::Worker("planted".into()));
+                    return Err(BuildError::Worker(WorkerFault::Died));
                 }
                 Ok(Finished {
                     shown: format!("{entry} in 1.0 s"),

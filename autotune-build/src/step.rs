@@ -61,8 +61,8 @@ pub(crate) fn run(
     let mode = Mode::from_env();
     let mut report: Vec<Note> = stray_worker.into_iter().collect();
     let build = Build::configure(tables_dir, declared, &tunables, mode, &mut report)?;
-    if let Some(why) = tunables.other_checkout(&build.crate_version) {
-        return Err(BuildError::OtherCheckout(why));
+    if let Some(other) = tunables.other_checkout(&build.crate_version) {
+        return Err(other);
     }
     build.check_names(&tunables, mode, &mut report)?;
     let nvcc = if mode.docs_rs {
@@ -354,8 +354,7 @@ fn bake_all(
 }
 
 fn write_summary(out_dir: &Path, summary: &BuildSummary) -> Result<(), BuildError> {
-    let text =
-        serde_json::to_string_pretty(summary).map_err(|e| BuildError::Summary(e.to_string()))?;
+    let text = serde_json::to_string_pretty(summary).map_err(BuildError::Summary)?;
     let path = out_dir.join(SUMMARY_PATH);
     let current = autotune_spec::guarded::read::read_to_string(
         &path,

@@ -30,7 +30,7 @@ use autotune_table::strategy::Strategy;
 use autotune_table::table::{Measurement, Rejection, Stage};
 
 use crate::board::{Board, Unit};
-use crate::error::BuildError;
+use crate::error::{BuildError, WorkerFault};
 use crate::record::{self, Facts, Outcome, Record, TaskId};
 use crate::served::{self, Beyond};
 use crate::tail_keys;
@@ -177,7 +177,7 @@ pub fn run(
 ) -> Result<SweepResult, BuildError> {
     let started = Instant::now();
     if plan.devices.is_empty() {
-        return Err(BuildError::Worker("no device to sweep on".into()));
+        return Err(BuildError::Worker(WorkerFault::NoDevice));
     }
     std::fs::create_dir_all(&plan.work_dir)
         .map_err(BuildError::io("cannot create", &plan.work_dir))?;
@@ -733,10 +733,10 @@ impl<'a> Sweep<'a> {
             }
             let progressed = self.run_job(lane, &pending, steps)?;
             if !progressed {
-                return Err(BuildError::Worker(format!(
-                    "a worker for `{}` on device {} stopped before finishing any task; see the log above",
-                    self.plan.spec.name, lane.device
-                )));
+                return Err(BuildError::Worker(WorkerFault::Stopped {
+                    kernel: self.plan.spec.name.to_string(),
+                    device: lane.device,
+                }));
             }
         }
     }
@@ -858,8 +858,9 @@ impl<'a> Sweep<'a> {
             variants: plan.variants.clone(),
             tasks: tasks.to_vec(),
         };
-        let line =
-            serde_json::to_string(&job).map_err(|e| BuildError::Worker(e.to_string()))? + "\n";
+        let line = serde_json::to_string(&job)
+            .map_err(|e| BuildError::Worker(WorkerFault::Encode(e)))?
+            + "\n";
         let send = |worker: &mut Worker| {
             worker
                 .stdin
@@ -874,7 +875,7 @@ impl<'a> Sweep<'a> {
             // It died between jobs; a fresh one gets the job.
             worker.stop();
             worker = Worker::spawn(&plan.exe, plan.spec.name)?;
-            send(&mut worker).map_err(|e| BuildError::Worker(format!("cannot send a job: {e}")))?;
+            send(&mut worker).map_err(|e| BuildError::Worker(WorkerFault::Send(e)))?;
         }
         Ok(worker)
     }

@@ -82,7 +82,7 @@ impl Tunables {
     /// from another checkout's wrapper files, which differ from this one's (cargo
     /// names a path crate's build script by name and version, so two checkouts
     /// sharing a target folder share it, and an older file here does not rebuild it).
-    pub(crate) fn other_checkout(&self, package: &str) -> Option<String> {
+    pub(crate) fn other_checkout(&self, package: &str) -> Option<crate::BuildError> {
         let differs = self.compiled_from.iter().find(|(file, digest)| {
             let read = autotune_spec::guarded::read::read(
                 &self.root.join(file),
@@ -92,16 +92,13 @@ impl Tunables {
                 autotune_spec::names::file_digest(&bytes) != *digest
             })
         })?;
-        let crate_name = package.split(' ').next().unwrap_or(package);
-        Some(format!(
-            "this build script was compiled from {}, whose {} differs from {}'s: two \
-             checkouts of `{crate_name}` share a target folder and cargo reused the other's \
-             build script. Run `cargo clean -p {crate_name}` here, or give each checkout its \
-             own CARGO_TARGET_DIR",
-            self.compiled_at.display(),
-            differs.0,
-            self.root.display()
-        ))
+        let krate = package.split(' ').next().unwrap_or(package);
+        Some(crate::BuildError::OtherCheckout {
+            compiled_at: self.compiled_at.clone(),
+            file: differs.0.to_string(),
+            root: self.root.clone(),
+            krate: krate.to_string(),
+        })
     }
 
     /// Adds the kernel of one `#[autotune]` wrapper (its dispatch struct).

@@ -15,7 +15,7 @@ use autotune_table::table::{
     Stage, VENDOR, VariantRecord,
 };
 
-use crate::error::BuildError;
+use crate::error::{BuildError, KernelFault};
 use crate::fingerprint::KernelInputs;
 use crate::nvcc::{CompileJob, Nvcc, Target};
 use crate::ptxas::Resources;
@@ -143,10 +143,9 @@ impl Tuner<'_> {
         let progress = Progress::from_env(job.entry);
         let fallback_plan = fallback_plan(spec, job.fallback_table);
         let candidates = self.compile(job, &fallback_plan, &progress, log);
-        let default = spec.default_index().ok_or_else(|| BuildError::Kernel {
-            kernel: spec.name.to_string(),
-            message: "the default is not a point of the space".into(),
-        })?;
+        let default = spec
+            .default_index()
+            .ok_or_else(|| BuildError::kernel(spec.name, KernelFault::DefaultNotAPoint))?;
         let incumbents = incumbents(&candidates.variants, default, &fallback_plan);
         let variants = &candidates.variants;
         let plan = SweepPlan {
@@ -181,19 +180,18 @@ impl Tuner<'_> {
         let result = sweep::run(&plan, &progress, log)?;
         log_device_shares(&result, log);
         // Times taken while the GPU throttled for heat are not compared.
-        if let Some(why) = result.clocks.as_ref().and_then(|c| c.moved()) {
-            return Err(BuildError::Kernel {
-                kernel: spec.name.to_string(),
-                message: why,
-            });
+        if let Some(clocks) = result.clocks.as_ref().filter(|c| c.moved().is_some()) {
+            return Err(BuildError::kernel(
+                spec.name,
+                KernelFault::Throttled(*clocks),
+            ));
         }
         let mut table = self.entry(job, &plan, &candidates, &result);
         table.seconds.total = started.elapsed().as_secs_f64();
         write_summary(&table, log);
-        table.validate().map_err(|message| BuildError::Kernel {
-            kernel: spec.name.to_string(),
-            message: format!("the sweep produced an invalid table: {message}"),
-        })?;
+        table
+            .validate()
+            .map_err(|invalid| BuildError::kernel(spec.name, KernelFault::InvalidTable(invalid)))?;
         Ok(table)
     }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use autotune_table::vars;
 
-use crate::error::BuildError;
+use crate::error::{BuildError, WorkerFault};
 
 /// A running worker process: its stdin for jobs, its stdout lines as events, its
 /// stderr collected for the log.
@@ -32,11 +32,16 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| BuildError::Worker(format!("cannot start {}: {e}", exe.display())))?;
+            .map_err(|error| {
+                BuildError::Worker(WorkerFault::Start {
+                    exe: exe.to_path_buf(),
+                    error,
+                })
+            })?;
         let stdin = child
             .stdin
             .take()
-            .ok_or_else(|| BuildError::Worker("no stdin for the worker".into()))?;
+            .ok_or(BuildError::Worker(WorkerFault::NoStdin))?;
         let (sender, events) = mpsc::channel::<String>();
         let stdout = child.stdout.take();
         let mut readers = vec![std::thread::spawn(move || {
