@@ -13,7 +13,7 @@ use syn::visit::Visit;
 /// The most lines a function of library code may span, signature to closing brace.
 /// Issue 47 asks for 80: 100 since session 29 (it was 120; the 14 functions over 100
 /// were split), with 17 functions still between 81 and 100.
-const MAX_FUNCTION_LINES: usize = 100;
+const MAX_FUNCTION_LINES: usize = 80;
 
 /// The crates whose `src/` is library code (the root package is the kernels crate).
 const CRATES: &[&str] = &[

@@ -99,21 +99,28 @@ pub fn bake(input: &BakeInput<'_>) -> Result<KernelSummary, BuildError> {
         note: note.clone(),
         not_compiled,
     };
-    let text = generated.render()?;
-    let path = input
-        .out_dir
-        .join("autotune")
-        .join(format!("{}.rs", spec.name));
-    // Rewrite only on change, so that an unchanged plan does not recompile the crate.
+    write_if_changed(
+        &input
+            .out_dir
+            .join("autotune")
+            .join(format!("{}.rs", spec.name)),
+        &generated.render()?,
+    )?;
+    Ok(summary)
+}
+
+/// Writes the generated plan only on change, so that an unchanged plan does not
+/// recompile the crate.
+fn write_if_changed(path: &Path, text: &str) -> Result<(), BuildError> {
     let current = autotune_spec::guarded::read::read_to_string(
-        &path,
+        path,
         autotune_spec::guarded::read::MAX_SOURCE_BYTES,
     )
     .ok();
-    if current.as_deref() != Some(text.as_str()) {
-        table::write_text_atomic(&path, &text)?;
+    if current.as_deref() != Some(text) {
+        table::write_text_atomic(path, text)?;
     }
-    Ok(summary)
+    Ok(())
 }
 
 /// What the tables gave one kernel so far.

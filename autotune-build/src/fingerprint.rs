@@ -113,14 +113,7 @@ fn hash_wrapper(
     wrapper_files: &mut Vec<PathBuf>,
 ) -> Result<(), BuildError> {
     let error = |fault: KernelFault| BuildError::kernel(spec.name, fault);
-    let tokens_digest = |path: &Path, text: &str| {
-        rust_items_digest(text).map_err(|reason| {
-            error(KernelFault::NotRust {
-                path: path.to_path_buf(),
-                reason: reason.to_string(),
-            })
-        })
-    };
+    let tokens_digest = |path: &Path, text: &str| rust_digest(spec, path, text);
     let file = root.join(spec.wrapper_file);
     let text = autotune_spec::guarded::read::read_to_string(
         &file,
@@ -187,6 +180,15 @@ fn hash_wrapper(
     }
     wrapper_files.push(file);
     Ok(())
+}
+
+/// [`rust_items_digest`] of `text`, a Rust file of `spec`'s wrapper at `path`.
+fn rust_digest(spec: &KernelSpec, path: &Path, text: &str) -> Result<[u8; 32], BuildError> {
+    rust_items_digest(text).map_err(|reason| {
+        let path = path.to_path_buf();
+        let reason = reason.to_string();
+        BuildError::kernel(spec.name, KernelFault::NotRust { path, reason })
+    })
 }
 
 /// Every source of `spec` (the incumbent, then any candidates), each scanned for
@@ -337,29 +339,7 @@ impl KernelInputs {
         &self,
         recorded: Option<&Fingerprint>,
     ) -> Result<Fingerprint, Unfingerprintable> {
-        let files: Vec<PathBuf> = match (&self.nvcc_sources, recorded) {
-            (Some(list), _) => list.clone(),
-            // A committed table names what is read: only files inside the crate.
-            (None, Some(recorded)) => recorded
-                .sources
-                .iter()
-                .filter(|shown| !self.images.iter().any(|(written, _)| written == *shown))
-                .map(|shown| {
-                    let outside = || Unfingerprintable::Outside(shown.clone());
-                    let path = inside_crate(shown)
-                        .then(|| self.root.join(shown))
-                        .ok_or_else(outside)?;
-                    // A symlink inside the crate to a file outside it is outside too.
-                    match autotune_spec::guarded::read::check_inside(&path, &[&self.root]) {
-                        Err(autotune_spec::guarded::read::ReadError::Outside { .. }) => {
-                            Err(outside())
-                        }
-                        _ => Ok(path),
-                    }
-                })
-                .collect::<Result<_, _>>()?,
-            (None, None) => self.scanned.clone(),
-        };
+        let files = self.source_files(recorded)?;
         let mut sources = Sha256::new();
         let mut shown = Vec::new();
         for file in &files {
@@ -420,6 +400,38 @@ impl KernelInputs {
                 }
                 (Some((name, None)), _) => Some(format!("{name} (not found)")),
             },
+        })
+    }
+
+    /// The source files the fingerprint reads: nvcc's list where nvcc was asked,
+    /// else the list `recorded` names (only files inside the crate), else what the
+    /// scanner found.
+    fn source_files(
+        &self,
+        recorded: Option<&Fingerprint>,
+    ) -> Result<Vec<PathBuf>, Unfingerprintable> {
+        Ok(match (&self.nvcc_sources, recorded) {
+            (Some(list), _) => list.clone(),
+            // A committed table names what is read: only files inside the crate.
+            (None, Some(recorded)) => recorded
+                .sources
+                .iter()
+                .filter(|shown| !self.images.iter().any(|(written, _)| written == *shown))
+                .map(|shown| {
+                    let outside = || Unfingerprintable::Outside(shown.clone());
+                    let path = inside_crate(shown)
+                        .then(|| self.root.join(shown))
+                        .ok_or_else(outside)?;
+                    // A symlink inside the crate to a file outside it is outside too.
+                    match autotune_spec::guarded::read::check_inside(&path, &[&self.root]) {
+                        Err(autotune_spec::guarded::read::ReadError::Outside { .. }) => {
+                            Err(outside())
+                        }
+                        _ => Ok(path),
+                    }
+                })
+                .collect::<Result<_, _>>()?,
+            (None, None) => self.scanned.clone(),
         })
     }
 

@@ -100,25 +100,9 @@ pub fn take(
                 source: source.into(),
             }
         })?;
-        match (ptxas, job.constant) {
-            (Some((nvcc, arch)), None) => assemble(nvcc, &job.source, arch, partial),
-            // ptxas reads a file: the constant's text, beside the partial image.
-            (Some((nvcc, arch)), Some(text)) => {
-                let mut copy = partial.as_os_str().to_owned();
-                copy.push(".constant.ptx");
-                let copy = PathBuf::from(copy);
-                autotune_spec::guarded::write::write_atomic(&copy, text).map_err(|source| {
-                    NvccError::Io {
-                        what: "cannot write",
-                        path: copy.clone(),
-                        source: source.into(),
-                    }
-                })?;
-                let log = assemble(nvcc, &copy, arch, partial);
-                let _ = std::fs::remove_file(&copy);
-                log
-            }
-            (None, _) => Ok(String::new()),
+        match ptxas {
+            Some((nvcc, arch)) => assemble_job(nvcc, job, arch, partial),
+            None => Ok(String::new()),
         }
     })?;
     let cached = fresh.is_none();
@@ -137,6 +121,30 @@ pub fn take(
         seconds: 0.0,
         binary,
     })
+}
+
+/// [`assemble`] on `job`'s PTX: its file, or a constant's text written beside the
+/// partial image (ptxas reads a file).
+fn assemble_job(
+    nvcc: &Nvcc,
+    job: &CompileJob,
+    arch: &str,
+    partial: &Path,
+) -> Result<String, NvccError> {
+    let Some(text) = job.constant else {
+        return assemble(nvcc, &job.source, arch, partial);
+    };
+    let mut copy = partial.as_os_str().to_owned();
+    copy.push(".constant.ptx");
+    let copy = PathBuf::from(copy);
+    autotune_spec::guarded::write::write_atomic(&copy, text).map_err(|source| NvccError::Io {
+        what: "cannot write",
+        path: copy.clone(),
+        source: source.into(),
+    })?;
+    let log = assemble(nvcc, &copy, arch, partial);
+    let _ = std::fs::remove_file(&copy);
+    log
 }
 
 /// `ptxas -v` on the PTX for `arch`: its report (the machine code is dropped).

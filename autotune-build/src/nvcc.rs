@@ -545,17 +545,8 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
     // One file per nvcc: the cache is shared by every build of the target folder.
     let path_digest = hex(&Sha256::digest(nvcc.as_os_str().as_encoded_bytes())[..8]);
     let cache = cache_dir.join(format!("nvcc-identity-{path_digest}"));
-    if let Ok(text) = autotune_spec::guarded::read::read_to_string(&cache, 1 << 20) {
-        let mut lines = text.lines();
-        if lines.next() == Some(key.as_str())
-            && let (Some(version), Some(codes)) = (lines.next(), lines.next())
-        {
-            return Some(Identity {
-                version: version.to_string(),
-                gpu_codes: codes.split_whitespace().map(str::to_string).collect(),
-                toolkit_dirs: lines.map(PathBuf::from).collect(),
-            });
-        }
+    if let Some(identity) = remembered_identity(&cache, &key) {
+        return Some(identity);
     }
     // Each question under the timeout: an nvcc that hangs must not hang the build.
     // A question that got no answer (timed out, could not run) is not an answer of
@@ -592,6 +583,30 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
         gpu_codes,
         toolkit_dirs,
     };
+    if !unanswered.get() {
+        remember_identity(&cache, &key, &identity);
+    }
+    Some(identity)
+}
+
+/// The identity the cache file holds under `key`, if it does.
+fn remembered_identity(cache: &Path, key: &str) -> Option<Identity> {
+    let text = autotune_spec::guarded::read::read_to_string(cache, 1 << 20).ok()?;
+    let mut lines = text.lines();
+    if lines.next() != Some(key) {
+        return None;
+    }
+    let (version, codes) = (lines.next()?, lines.next()?);
+    Some(Identity {
+        version: version.to_string(),
+        gpu_codes: codes.split_whitespace().map(str::to_string).collect(),
+        toolkit_dirs: lines.map(PathBuf::from).collect(),
+    })
+}
+
+/// Writes `identity` under `key` into the cache file (a failure only costs the
+/// next build the questions again).
+fn remember_identity(cache: &Path, key: &str, identity: &Identity) {
     let mut text = format!(
         "{key}\n{}\n{}\n",
         identity.version,
@@ -600,10 +615,7 @@ fn cached_identity_of(nvcc: &Path, cache_dir: &Path, timeout: Duration) -> Optio
     for dir in &identity.toolkit_dirs {
         text.push_str(&format!("{}\n", dir.display()));
     }
-    if !unanswered.get() {
-        let _ = autotune_spec::guarded::write::write_atomic(&cache, text.as_bytes());
-    }
-    Some(identity)
+    let _ = autotune_spec::guarded::write::write_atomic(cache, text.as_bytes());
 }
 
 /// The layout of the `nvcc-identity` cache: key, version, machine codes, then

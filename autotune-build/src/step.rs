@@ -65,26 +65,7 @@ pub(crate) fn run(
         return Err(other);
     }
     build.check_names(&tunables, mode, &mut report)?;
-    let nvcc = if mode.docs_rs {
-        Err(NvccError::NotAsked("a docs.rs build"))
-    } else {
-        Nvcc::find(&build.cache_dir)
-    };
-    // A value of how nvcc runs that no build can use fails a tuning build; any
-    // other build says it is ignored and compiles with the defaults (it turned
-    // compilation off, as if there were no nvcc).
-    let nvcc = match nvcc {
-        Err(error @ (NvccError::Timeout(_) | NvccError::Jobs(_))) if mode.feature => {
-            return Err(BuildError::NvccSetting(error));
-        }
-        Err(error @ (NvccError::Timeout(_) | NvccError::Jobs(_))) => {
-            report.push(Note::SettingIgnored {
-                error: error.to_string(),
-            });
-            Nvcc::find_with_defaults(&build.cache_dir)
-        }
-        found => found,
-    };
+    let nvcc = find_nvcc(&build, mode, &mut report)?;
     // Every kernel's inputs, gathered once (nvcc asked once per kernel).
     let mut inputs = Vec::new();
     for spec in tunables.specs() {
@@ -137,6 +118,32 @@ pub(crate) fn run(
         println!("cargo::warning=autotune: {}", warning::of(&summary));
     }
     Ok(())
+}
+
+/// nvcc as this build finds it (none asked for docs.rs). A value of how nvcc runs
+/// that no build can use fails a tuning build; any other build says it is ignored
+/// and compiles with the defaults (it turned compilation off, as if there were no
+/// nvcc).
+fn find_nvcc(
+    build: &Build,
+    mode: Mode,
+    report: &mut Vec<Note>,
+) -> Result<Result<Nvcc, NvccError>, BuildError> {
+    if mode.docs_rs {
+        return Ok(Err(NvccError::NotAsked("a docs.rs build")));
+    }
+    Ok(match Nvcc::find(&build.cache_dir) {
+        Err(error @ (NvccError::Timeout(_) | NvccError::Jobs(_))) if mode.feature => {
+            return Err(BuildError::NvccSetting(error));
+        }
+        Err(error @ (NvccError::Timeout(_) | NvccError::Jobs(_))) => {
+            report.push(Note::SettingIgnored {
+                error: error.to_string(),
+            });
+            Nvcc::find_with_defaults(&build.cache_dir)
+        }
+        found => found,
+    })
 }
 
 type Probed = Option<Result<(GpuRecord, Vec<usize>), ProbeError>>;

@@ -190,34 +190,10 @@ pub fn run(
         .devices
         .iter()
         .enumerate()
-        .map(|(index, &device)| Lane {
-            index,
-            device,
-            worker: None,
-            share: DeviceShare {
-                device,
-                tasks: 0,
-                seconds: 0.0,
-            },
-        })
+        .map(|(index, &device)| Lane::new(index, device))
         .collect();
     sweep.record().replay_journal()?;
-    let lane_count = lanes.len();
-    if plan.strategy == Strategy::Grid {
-        let all: Vec<usize> = (0..plan.variants.len()).collect();
-        let units = sweep.units(
-            plan.spec.sizes.iter().map(|&key| (key, all.clone())),
-            lane_count,
-            MIN_SHARE,
-        );
-        sweep.run_units(&mut lanes, units, Vec::new())?;
-    } else {
-        let mut keys = plan.spec.sizes.to_vec();
-        if lane_count > 1 {
-            keys.sort_by_key(|&key| std::cmp::Reverse(key));
-        }
-        sweep.run_units(&mut lanes, Vec::new(), keys)?;
-    }
+    sweep.run_grid_or_search(&mut lanes)?;
     let decisions = sweep.record().decisions();
     let beyond = sweep.probe_above(&mut lanes, &decisions)?;
     sweep.refine(&mut lanes)?;
@@ -260,7 +236,44 @@ pub fn run(
     })
 }
 
+impl Lane {
+    /// Lane `index` on `device`, its worker not started yet.
+    fn new(index: usize, device: usize) -> Self {
+        Lane {
+            index,
+            device,
+            worker: None,
+            share: DeviceShare {
+                device,
+                tasks: 0,
+                seconds: 0.0,
+            },
+        }
+    }
+}
+
 impl<'a> Sweep<'a> {
+    /// Every variant at every key (the grid), split into units across the lanes;
+    /// or the search, key by key (the largest first where there are several lanes).
+    fn run_grid_or_search(&self, lanes: &mut [Lane]) -> Result<(), BuildError> {
+        let plan = self.plan;
+        let lane_count = lanes.len();
+        if plan.strategy == Strategy::Grid {
+            let all: Vec<usize> = (0..plan.variants.len()).collect();
+            let units = self.units(
+                plan.spec.sizes.iter().map(|&key| (key, all.clone())),
+                lane_count,
+                MIN_SHARE,
+            );
+            return self.run_units(lanes, units, Vec::new());
+        }
+        let mut keys = plan.spec.sizes.to_vec();
+        if lane_count > 1 {
+            keys.sort_by_key(|&key| std::cmp::Reverse(key));
+        }
+        self.run_units(lanes, Vec::new(), keys)
+    }
+
     fn record(&self) -> MutexGuard<'_, Record<'a>> {
         // A lane that panicked holding the lock left complete entries behind.
         self.record.lock().unwrap_or_else(PoisonError::into_inner)
@@ -376,32 +389,7 @@ impl<'a> Sweep<'a> {
                 incumbent,
                 plan.default,
             );
-            let mut by_key: BTreeMap<u64, Vec<Task>> = BTreeMap::new();
-            for range in &baked.ranges {
-                for key in tail_keys::keys_in(range, largest, plan.spec.key_max, plan.seed) {
-                    if asked.contains(&(key, range.choice)) {
-                        continue;
-                    }
-                    asked.push((key, range.choice));
-                    by_key.entry(key).or_default().push(Task {
-                        key,
-                        variant: range.choice,
-                        check: true,
-                        repeat: false,
-                        incumbent: false,
-                        verify: true,
-                        against: None,
-                    });
-                }
-            }
-            let units: Vec<Unit> = by_key
-                .into_iter()
-                .map(|(key, tasks)| Unit {
-                    key,
-                    tasks,
-                    lane: None,
-                })
-                .collect();
+            let units = self.off_grid_units(&baked.ranges, largest, &mut asked);
             if units.is_empty() {
                 break;
             }
@@ -421,13 +409,60 @@ impl<'a> Sweep<'a> {
             self.refine(lanes)?;
             self.confirm(lanes)?;
         }
+        Ok(OffGridRecord {
+            seed: plan.seed,
+            checks: self.off_grid_checks(&asked),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The verify tasks at the keys [`tail_keys::keys_in`] draws in each baked
+    /// range, one unit a key, leaving out what was `asked` before (and adding to it).
+    fn off_grid_units(
+        &self,
+        ranges: &[KeyRange<usize>],
+        largest: u64,
+        asked: &mut Vec<(u64, usize)>,
+    ) -> Vec<Unit> {
+        let plan = self.plan;
+        let mut by_key: BTreeMap<u64, Vec<Task>> = BTreeMap::new();
+        for range in ranges {
+            for key in tail_keys::keys_in(range, largest, plan.spec.key_max, plan.seed) {
+                if asked.contains(&(key, range.choice)) {
+                    continue;
+                }
+                asked.push((key, range.choice));
+                by_key.entry(key).or_default().push(Task {
+                    key,
+                    variant: range.choice,
+                    check: true,
+                    repeat: false,
+                    incumbent: false,
+                    verify: true,
+                    against: None,
+                });
+            }
+        }
+        by_key
+            .into_iter()
+            .map(|(key, tasks)| Unit {
+                key,
+                tasks,
+                lane: None,
+            })
+            .collect()
+    }
+
+    /// What each check off the grid found: its outcome, or why there is none (the
+    /// variant was already out, or the case refused the key).
+    fn off_grid_checks(&self, asked: &[(u64, usize)]) -> Vec<OffGridCheck> {
         let record = self.record();
         let found = record.off_grid();
-        let checks = asked
+        asked
             .iter()
             .map(|&(key, variant)| OffGridCheck {
                 key,
-                variant: plan.variants[variant].name.clone(),
+                variant: self.plan.variants[variant].name.clone(),
                 outcome: found.get(&(key, variant)).cloned().unwrap_or_else(|| {
                     match &record.rejected()[variant] {
                         Some(out) => OffGridOutcome::AlreadyOut {
@@ -439,12 +474,7 @@ impl<'a> Sweep<'a> {
                     }
                 }),
             })
-            .collect();
-        Ok(OffGridRecord {
-            seed: plan.seed,
-            checks,
-            seconds: started.elapsed().as_secs_f64(),
-        })
+            .collect()
     }
 
     /// With `above = measure`, times the largest size's pick against the incumbent
@@ -753,16 +783,7 @@ impl<'a> Sweep<'a> {
         let job_started = Instant::now();
         let worker = self.send_job(lane, tasks)?;
         let mut current: Option<(usize, Instant)> = None;
-        // Per task: checked, and finished (with any outcome).
-        let mut checked = vec![false; tasks.len()];
-        let mut finished = vec![false; tasks.len()];
-        let mut step = |phase: Phase| {
-            self.progress.step(phase);
-            match phase {
-                Phase::Verify => steps.verify += 1,
-                _ => steps.time += 1,
-            }
-        };
+        let mut counted = Counted::new(self.progress, steps, tasks.len());
         let mut progressed = false;
         let ending = loop {
             let line = match worker.events.recv_timeout(plan.task_timeout) {
@@ -782,12 +803,7 @@ impl<'a> Sweep<'a> {
                 }
                 Reported::Checked(task, check) => {
                     self.record().checked_by(check);
-                    if let Some(flag) = checked.get_mut(task)
-                        && !*flag
-                    {
-                        *flag = true;
-                        step(Phase::Verify);
-                    }
+                    counted.check(task);
                     continue;
                 }
                 Reported::Spent(phases, clocks) => {
@@ -799,15 +815,9 @@ impl<'a> Sweep<'a> {
             let Some(task) = tasks.get(task_index) else {
                 continue;
             };
-            let seconds = match current {
-                Some((index, started)) if index == task_index => {
-                    current = None;
-                    Some(started.elapsed().as_secs_f64())
-                }
-                _ => None,
-            };
+            let seconds = took(&mut current, task_index);
             progressed = true;
-            finish(task_index, task, &mut checked, &mut finished, &mut step);
+            counted.finish(task_index, task);
             lane.share.tasks += 1;
             self.record()
                 .apply(TaskId::of(task, lane.device), outcome, true, seconds)?;
@@ -824,23 +834,19 @@ impl<'a> Sweep<'a> {
             return Ok(progressed);
         };
         // The task it was on when it hung or died is out.
-        let (stage, reason) = match ending {
-            Ending::Hung => (
-                Stage::Timeout,
-                format!("no result within {} s", plan.task_timeout.as_secs()),
-            ),
-            _ => (
-                Stage::Crash,
-                format!("the worker died ({status}): {}", last_line(&stderr)),
-            ),
+        let outcome = match ending {
+            Ending::Hung => Outcome::Rejected {
+                stage: Stage::Timeout,
+                reason: format!("no result within {} s", plan.task_timeout.as_secs()),
+            },
+            _ => Outcome::Rejected {
+                stage: Stage::Crash,
+                reason: format!("the worker died ({status}): {}", last_line(&stderr)),
+            },
         };
-        finish(index, task, &mut checked, &mut finished, &mut step);
-        self.record().apply(
-            TaskId::of(task, lane.device),
-            Outcome::Rejected { stage, reason },
-            true,
-            None,
-        )?;
+        counted.finish(index, task);
+        let id = TaskId::of(task, lane.device);
+        self.record().apply(id, outcome, true, None)?;
         Ok(true)
     }
 
@@ -944,21 +950,67 @@ struct Steps {
     time: usize,
 }
 
-/// Counts task `index` of a job as through both phases.
-fn finish(
-    index: usize,
-    task: &Task,
-    checked: &mut [bool],
-    finished: &mut [bool],
-    step: &mut impl FnMut(Phase),
-) {
-    if task.check && !checked[index] {
-        checked[index] = true;
-        step(Phase::Verify);
+/// The seconds task `index` took, where `current` is it (the task the worker said
+/// it started), which it then no longer is.
+fn took(current: &mut Option<(usize, Instant)>, index: usize) -> Option<f64> {
+    match *current {
+        Some((task, started)) if task == index => {
+            *current = None;
+            Some(started.elapsed().as_secs_f64())
+        }
+        _ => None,
     }
-    if !finished[index] {
-        finished[index] = true;
-        step(Phase::Time);
+}
+
+/// A job's tasks counted through the progress bars' two phases, each task once
+/// per phase whatever the worker reports.
+struct Counted<'p> {
+    progress: &'p Progress,
+    steps: &'p mut Steps,
+    /// Per task: checked, and finished (with any outcome).
+    checked: Vec<bool>,
+    finished: Vec<bool>,
+}
+
+impl<'p> Counted<'p> {
+    fn new(progress: &'p Progress, steps: &'p mut Steps, tasks: usize) -> Self {
+        Self {
+            progress,
+            steps,
+            checked: vec![false; tasks],
+            finished: vec![false; tasks],
+        }
+    }
+
+    fn step(&mut self, phase: Phase) {
+        self.progress.step(phase);
+        match phase {
+            Phase::Verify => self.steps.verify += 1,
+            _ => self.steps.time += 1,
+        }
+    }
+
+    /// Task `index` was checked.
+    fn check(&mut self, index: usize) {
+        if let Some(flag) = self.checked.get_mut(index)
+            && !*flag
+        {
+            *flag = true;
+            self.step(Phase::Verify);
+        }
+    }
+
+    /// Task `index` is through both phases.
+    fn finish(&mut self, index: usize, task: &Task) {
+        if task.check {
+            self.check(index);
+        }
+        if let Some(flag) = self.finished.get_mut(index)
+            && !*flag
+        {
+            *flag = true;
+            self.step(Phase::Time);
+        }
     }
 }
 

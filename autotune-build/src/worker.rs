@@ -633,24 +633,37 @@ fn run_task<K: Kernel>(
             check_in_full::<K>(job, task.key, case, alternates, stream, variant, &samples)
         })?;
     }
-    let work = case.work();
+    let mut measurement = measurement(job, task.key, &samples, case.work());
+    measurement.error = error;
+    measurement.checked_once = task.check && !in_full;
+    measurement.buffers = u32::try_from(condition.buffers()).unwrap_or(u32::MAX);
     Ok(Event::Measured {
         task: index,
-        measurement: Measurement {
-            key: task.key,
-            median_us: samples.median(),
-            p25_us: samples.quantile(0.25),
-            p75_us: samples.quantile(0.75),
-            min_us: samples.min(),
-            repeats: samples.times_us.len() as u32,
-            error,
-            bytes: work.bytes,
-            flops: work.flops,
-            device: u32::try_from(job.device).unwrap_or(u32::MAX),
-            checked_once: task.check && !in_full,
-            buffers: u32::try_from(condition.buffers()).unwrap_or(u32::MAX),
-        },
+        measurement,
     })
+}
+
+/// What `samples` at `key` measured of `work`, unchecked, on the job's device.
+fn measurement(
+    job: &Job,
+    key: u64,
+    samples: &timing::Samples,
+    work: autotune_gate::Work,
+) -> Measurement {
+    Measurement {
+        key,
+        median_us: samples.median(),
+        p25_us: samples.quantile(0.25),
+        p75_us: samples.quantile(0.75),
+        min_us: samples.min(),
+        repeats: samples.times_us.len() as u32,
+        error: -1.0,
+        bytes: work.bytes,
+        flops: work.flops,
+        device: u32::try_from(job.device).unwrap_or(u32::MAX),
+        checked_once: false,
+        buffers: 0,
+    }
 }
 
 /// Times `variant` at the case's key with its inputs as the kernel finds them when

@@ -134,18 +134,7 @@ pub fn join(base: TuningTable, shards: &[(&str, TuningTable)]) -> Result<TuningT
         }
         *slot = Some(name);
         check_entries(name, table, record, &mut tuned_by)?;
-        let missing: Vec<&str> = record
-            .entries
-            .iter()
-            .filter(|e| !table.kernels.contains_key(*e))
-            .map(String::as_str)
-            .collect();
-        if !missing.is_empty() {
-            return Err(ShardError::Unfinished {
-                name: name.to_string(),
-                entries: missing.join(", "),
-            });
-        }
+        check_finished(name, table, record)?;
     }
     let absent: Vec<String> = (1..=count)
         .filter(|i| seen[*i as usize - 1].is_none())
@@ -184,6 +173,23 @@ pub fn join(base: TuningTable, shards: &[(&str, TuningTable)]) -> Result<TuningT
         }
     }
     Ok(merged)
+}
+
+/// Every entry `record` says the shard was to tune is in its table.
+fn check_finished(name: &str, table: &TuningTable, record: &ShardRecord) -> Result<(), ShardError> {
+    let missing: Vec<&str> = record
+        .entries
+        .iter()
+        .filter(|e| !table.kernels.contains_key(*e))
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ShardError::Unfinished {
+        name: name.to_string(),
+        entries: missing.join(", "),
+    })
 }
 
 /// A record whose shard is in its run before its index is used: `1 <= i <= N <=`
