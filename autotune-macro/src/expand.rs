@@ -189,29 +189,13 @@ fn spec_const(spec: &Spec) -> TokenStream {
     let rt = runtime();
     let name = spec.fn_name.to_string();
     let source = spec.source.value();
-    // The constant's bytes, read where the function is compiled in: the build
-    // script's build-dependency, or the crate's dependency.
-    let constant = match &spec.constant {
-        Some(path) => quote!(::core::option::Option::Some(
-            || #rt::spec::ImageBytes::image_bytes(#path)
-        )),
-        None => quote!(::core::option::Option::None),
-    };
+    let constant = constant_bytes(spec);
     let candidates: Vec<String> = spec.candidates.iter().map(|c| c.value()).collect();
     let entries = &spec.entries;
     let key = spec.key.to_string();
     let sizes = &spec.sizes;
     let param_names: Vec<&str> = spec.space.params.iter().map(|p| p.name.as_str()).collect();
-    // Empty where every parameter is compiled under its own name (the default).
-    let define_names = if !spec.defines.is_plain(&spec.space.params) {
-        let names = spec.defines.names.iter().map(|name| match name {
-            Some(name) => quote!(::core::option::Option::Some(#name)),
-            None => quote!(::core::option::Option::None),
-        });
-        quote!(&[#(#names),*])
-    } else {
-        quote!(&[])
-    };
+    let define_names = define_names(spec);
     let points = spec.space.points();
     let points = points.iter().map(|p| {
         let values = &p.0;
@@ -233,17 +217,7 @@ fn spec_const(spec: &Spec) -> TokenStream {
         Some(fb) => quote!(::core::option::Option::Some(&<#fb as #rt::Kernel>::SPEC)),
         None => quote!(::core::option::Option::None),
     };
-    let vendor_spec = match &spec.vendor {
-        Some(ty) => {
-            let type_name = quote!(#ty).to_string().replace(' ', "");
-            quote!(::core::option::Option::Some(#rt::VendorSpec {
-                type_name: #type_name,
-                name: <#ty as #rt::Vendor>::NAME,
-                library: <#ty as #rt::Vendor>::library,
-            }))
-        }
-        None => quote!(::core::option::Option::None),
-    };
+    let vendor_spec = vendor_spec(spec);
     let shape_args: Vec<String> = spec.shapes.args.iter().map(ToString::to_string).collect();
     let shapes = spec.shapes.values.iter().map(|values| {
         let values = values
@@ -276,6 +250,45 @@ fn spec_const(spec: &Spec) -> TokenStream {
             key_max: #key_max,
         }
     }
+}
+
+/// `KernelSpec::constant`: the constant's bytes, read where the function is
+/// compiled in (the build script's build-dependency, or the crate's dependency).
+fn constant_bytes(spec: &Spec) -> TokenStream {
+    let rt = runtime();
+    match &spec.constant {
+        Some(path) => quote!(::core::option::Option::Some(
+            || #rt::spec::ImageBytes::image_bytes(#path)
+        )),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// `KernelSpec::define_names`: empty where every parameter is compiled under its
+/// own name (the default).
+fn define_names(spec: &Spec) -> TokenStream {
+    if spec.defines.is_plain(&spec.space.params) {
+        return quote!(&[]);
+    }
+    let names = spec.defines.names.iter().map(|name| match name {
+        Some(name) => quote!(::core::option::Option::Some(#name)),
+        None => quote!(::core::option::Option::None),
+    });
+    quote!(&[#(#names),*])
+}
+
+/// `KernelSpec::vendor`: the vendor library's kernel, by its type.
+fn vendor_spec(spec: &Spec) -> TokenStream {
+    let rt = runtime();
+    let Some(ty) = &spec.vendor else {
+        return quote!(::core::option::Option::None);
+    };
+    let type_name = quote!(#ty).to_string().replace(' ', "");
+    quote!(::core::option::Option::Some(#rt::VendorSpec {
+        type_name: #type_name,
+        name: <#ty as #rt::Vendor>::NAME,
+        library: <#ty as #rt::Vendor>::library,
+    }))
 }
 
 /// `Kernel::load_vendor`: the vendor's launch on a case, for the sweep.
@@ -389,16 +402,7 @@ fn dispatch(spec: &Spec, item: &ItemFn, site: &Site) -> TokenStream {
     let generics = &item.sig.generics;
     let where_clause = &item.sig.generics.where_clause;
     let output = &item.sig.output;
-    let inputs = item.sig.inputs.iter().filter(|input| match input {
-        FnArg::Typed(typed) => match &*typed.pat {
-            syn::Pat::Ident(pat) => spec
-                .signature
-                .variant()
-                .is_none_or(|v| v.ident != pat.ident),
-            _ => true,
-        },
-        FnArg::Receiver(_) => false,
-    });
+    let inputs = launch_inputs(spec, item);
     let forwarded: Vec<&Ident> = spec
         .signature
         .args
@@ -406,14 +410,7 @@ fn dispatch(spec: &Spec, item: &ItemFn, site: &Site) -> TokenStream {
         .filter(|a| !matches!(a.role, ArgumentRole::Variant { .. }))
         .map(|a| &a.ident)
         .collect();
-    let call_args = spec.signature.args.iter().map(|a| match a.role {
-        ArgumentRole::Variant { .. } => quote!(variant),
-        _ => {
-            let ident = &a.ident;
-            quote!(#ident)
-        }
-    });
-    let call_args: Vec<TokenStream> = call_args.collect();
+    let call_args = call_args(spec);
     let (fallback_field, fallback_load, fallback_arm) =
         fallback_parts(spec, &forwarded, &call_args);
     let (choose, shape_params, shape_doc) = shape_parts(spec);
@@ -471,6 +468,36 @@ fn dispatch(spec: &Spec, item: &ItemFn, site: &Site) -> TokenStream {
             #introspection
         }
     }
+}
+
+/// `launch`'s parameters: the wrapper's, less the variant.
+fn launch_inputs<'a>(spec: &'a Spec, item: &'a ItemFn) -> impl Iterator<Item = &'a FnArg> {
+    item.sig.inputs.iter().filter(|input| match input {
+        FnArg::Typed(typed) => match &*typed.pat {
+            syn::Pat::Ident(pat) => spec
+                .signature
+                .variant()
+                .is_none_or(|v| v.ident != pat.ident),
+            _ => true,
+        },
+        FnArg::Receiver(_) => false,
+    })
+}
+
+/// The wrapper's arguments as `launch` passes them on: its own, with `variant`
+/// for the variant.
+fn call_args(spec: &Spec) -> Vec<TokenStream> {
+    spec.signature
+        .args
+        .iter()
+        .map(|a| match a.role {
+            ArgumentRole::Variant { .. } => quote!(variant),
+            _ => {
+                let ident = &a.ident;
+                quote!(#ident)
+            }
+        })
+        .collect()
 }
 
 /// With shapes, how `launch` chooses (the plan of the call's shape, or what the
@@ -563,27 +590,7 @@ fn introspection(
     } else {
         quote!(self.loaded.describe_in(&[#(#shape_idents as u64),*], #key as u64))
     };
-    let shape_rule = (!shape_idents.is_empty()).then(|| {
-        quote! {
-            /// Which plan a call at this shape uses and why: its own, or the nearest
-            /// tuned shape's (by the sum of |log2 ratio| of the dimensions).
-            pub fn shape_rule(&self, #(#shape_params),*) -> ::std::string::String {
-                self.loaded.shape_rule(&[#(#shape_idents as u64),*])
-            }
-
-            /// The ranges of the key of the plan a call at this shape uses (its own,
-            /// or what the nearest tuned shape lends it).
-            pub fn ranges_at(&self, #(#shape_params),*) -> &'static [#rt::dispatch::Range] {
-                self.loaded.ranges_in(&[#(#shape_idents as u64),*])
-            }
-
-            /// The shapes the plans in use were tuned at (a value per shape
-            /// argument, in declaration order); empty where the defaults are in use.
-            pub fn tuned_shapes(&self) -> ::std::vec::Vec<&'static [u64]> {
-                self.loaded.tuned_shapes()
-            }
-        }
-    });
+    let shape_rule = shape_methods(spec, shape_params);
     // Without shapes, one plan: its ranges. With shapes, each shape has its own
     // (`ranges_at`), and no one of them is "the" ranges.
     let ranges = shape_idents.is_empty().then(|| {
@@ -634,6 +641,33 @@ fn introspection(
         &#baked_mod::BAKED
     }
     }
+}
+
+/// With shapes, `shape_rule`, `ranges_at` and `tuned_shapes`; nothing without.
+fn shape_methods(spec: &Spec, shape_params: &[TokenStream]) -> Option<TokenStream> {
+    let rt = runtime();
+    let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
+    (!shape_idents.is_empty()).then(|| {
+        quote! {
+            /// Which plan a call at this shape uses and why: its own, or the nearest
+            /// tuned shape's (by the sum of |log2 ratio| of the dimensions).
+            pub fn shape_rule(&self, #(#shape_params),*) -> ::std::string::String {
+                self.loaded.shape_rule(&[#(#shape_idents as u64),*])
+            }
+
+            /// The ranges of the key of the plan a call at this shape uses (its own,
+            /// or what the nearest tuned shape lends it).
+            pub fn ranges_at(&self, #(#shape_params),*) -> &'static [#rt::dispatch::Range] {
+                self.loaded.ranges_in(&[#(#shape_idents as u64),*])
+            }
+
+            /// The shapes the plans in use were tuned at (a value per shape
+            /// argument, in declaration order); empty where the defaults are in use.
+            pub fn tuned_shapes(&self) -> ::std::vec::Vec<&'static [u64]> {
+                self.loaded.tuned_shapes()
+            }
+        }
+    })
 }
 
 /// The baked plans: generated into `OUT_DIR` by the build script for the crate; an

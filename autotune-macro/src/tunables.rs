@@ -30,18 +30,7 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
             "tunables!() runs under cargo (CARGO_MANIFEST_DIR is not set)",
         ));
     };
-    let mut files = Vec::new();
-    for folder in &folders {
-        let dir = manifest_dir.join(folder.value());
-        if !dir.is_dir() {
-            return Err(syn::Error::new(
-                folder.span(),
-                format!("{} is not a folder", dir.display()),
-            ));
-        }
-        collect_rs_files(&dir, &mut files);
-    }
-    files.sort();
+    let files = rust_files(&manifest_dir, &folders)?;
 
     let mut modules = Vec::new();
     let mut kernels = Vec::new();
@@ -99,6 +88,24 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 #(#kernels)*
         }
     })
+}
+
+/// Every `.rs` file under the `folders` of the crate at `manifest_dir`, sorted;
+/// an error on a folder that is not one.
+fn rust_files(manifest_dir: &Path, folders: &[LitStr]) -> syn::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for folder in folders {
+        let dir = manifest_dir.join(folder.value());
+        if !dir.is_dir() {
+            return Err(syn::Error::new(
+                folder.span(),
+                format!("{} is not a folder", dir.display()),
+            ));
+        }
+        collect_rs_files(&dir, &mut files);
+    }
+    files.sort();
+    Ok(files)
 }
 
 fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) {

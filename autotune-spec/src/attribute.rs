@@ -168,6 +168,60 @@ impl Spec {
             check_sources(dir, sources, entry_names, entry_option, &checked, &mut diag);
         }
 
+        let parts = Parts {
+            signature,
+            sources,
+            constant,
+            entries,
+            key,
+            sizes,
+            case,
+            default,
+            above,
+            inputs,
+            shapes,
+            fallback,
+            vendor,
+            flags,
+            space,
+            defines,
+        };
+        parts.finish(sig, diag, attr_span)
+    }
+
+    /// The name of the generated dispatch struct (`rms_norm` -> `RmsNorm`).
+    pub fn dispatch_struct(&self) -> Ident {
+        Ident::new(
+            &names::dispatch_struct(&self.fn_name.to_string()),
+            self.fn_name.span(),
+        )
+    }
+}
+
+/// What [`Spec::parse`] made of each part of the attribute: `None` where the part
+/// had an error (said in the diagnostics).
+struct Parts {
+    signature: Option<WrapperSignature>,
+    sources: Option<Vec<LitStr>>,
+    constant: Option<syn::Path>,
+    entries: Option<Vec<String>>,
+    key: Option<(Ident, Type)>,
+    sizes: Option<Vec<u64>>,
+    case: Option<Type>,
+    default: Option<Point>,
+    above: Option<Above>,
+    inputs: Option<Inputs>,
+    shapes: Option<Shapes>,
+    fallback: Option<Ident>,
+    vendor: Option<Type>,
+    flags: Vec<String>,
+    space: Space,
+    defines: Defines,
+}
+
+impl Parts {
+    /// The spec, where every part parsed and nothing was said; else every error.
+    fn finish(self, sig: &Signature, diag: Diagnostics, attr_span: Span) -> syn::Result<Spec> {
         let (
             Some(signature),
             Some(mut sources),
@@ -180,42 +234,43 @@ impl Spec {
             Some(inputs),
             Some(shapes),
         ) = (
-            signature, sources, entries, key, sizes, case, default, above, inputs, shapes,
+            self.signature,
+            self.sources,
+            self.entries,
+            self.key,
+            self.sizes,
+            self.case,
+            self.default,
+            self.above,
+            self.inputs,
+            self.shapes,
         )
         else {
             return Err(invalid(diag, attr_span));
         };
         let source = sources.remove(0);
-        diag.finish(Self {
+        diag.finish(Spec {
             fn_name: sig.ident.clone(),
             source,
-            constant,
+            constant: self.constant,
             candidates: sources,
             entries,
             key,
             sizes,
-            space,
+            space: self.space,
             default,
             case,
-            fallback,
-            vendor,
+            fallback: self.fallback,
+            vendor: self.vendor,
             shapes,
-            flags,
+            flags: self.flags,
             above,
             inputs,
             key_max: integer_max(&key_ty).unwrap_or(u64::MAX),
             key_ty,
             signature,
-            defines,
+            defines: self.defines,
         })
-    }
-
-    /// The name of the generated dispatch struct (`rms_norm` -> `RmsNorm`).
-    pub fn dispatch_struct(&self) -> Ident {
-        Ident::new(
-            &names::dispatch_struct(&self.fn_name.to_string()),
-            self.fn_name.span(),
-        )
     }
 }
 
@@ -1098,6 +1153,18 @@ fn check_sources(
         }
         sets.push(set);
     }
+    check_defines(dir, sources, &sets, checked, diag);
+}
+
+/// Every compile-time parameter's define appears in one of the sources' `sets`
+/// and none declares it; a launch-only parameter's default define is read by none.
+fn check_defines(
+    dir: &Path,
+    sources: &[LitStr],
+    sets: &[SourceSet],
+    checked: &Checked<'_>,
+    diag: &mut Diagnostics,
+) {
     let shown: Vec<String> = sources.iter().map(LitStr::value).collect();
     let params = checked.space.params.iter().zip(&checked.defines.names);
     for (param, define) in params.filter(|(p, _)| p.name != SOURCE_PARAM) {

@@ -67,17 +67,6 @@ pub fn table<'a>(kernels: impl IntoIterator<Item = (&'a str, KernelTable)>) -> T
 /// A small table of one kernel `k` (two variants, one timed size, its ranges),
 /// for tests of what reads tables.
 pub fn sample_table() -> TuningTable {
-    let fingerprint = Fingerprint {
-        spec_sha256: "aa".into(),
-        wrapper_sha256: "bb".into(),
-        sources: vec!["kernels/k.cu".into()],
-        sources_sha256: "cc".into(),
-        nvcc: "13.0.88".into(),
-        flags: vec!["-O3".into()],
-        crate_version: "k 0.1.0".into(),
-        tuner_version: "0.1.0".into(),
-        vendor: None,
-    };
     let measurement = Measurement {
         key: 8,
         median_us: 10.0,
@@ -102,7 +91,7 @@ pub fn sample_table() -> TuningTable {
         measurements: vec![measurement.clone()],
     };
     let kernel = KernelTable {
-        fingerprint,
+        fingerprint: sample_fingerprint(),
         tuned_on: "2026-11-30".into(),
         seed: 1,
         key: "n".into(),
@@ -152,4 +141,19 @@ pub fn sample_table() -> TuningTable {
         },
     };
     table([("k", kernel)])
+}
+
+/// The fingerprint of [`sample_table`]'s kernel.
+fn sample_fingerprint() -> Fingerprint {
+    Fingerprint {
+        spec_sha256: "aa".into(),
+        wrapper_sha256: "bb".into(),
+        sources: vec!["kernels/k.cu".into()],
+        sources_sha256: "cc".into(),
+        nvcc: "13.0.88".into(),
+        flags: vec!["-O3".into()],
+        crate_version: "k 0.1.0".into(),
+        tuner_version: "0.1.0".into(),
+        vendor: None,
+    }
 }
