@@ -640,6 +640,43 @@ fn the_workspace_tests_declare_what_they_need_instead_of_skipping() {
     );
 }
 
+/// Tests own their data: the library crates' integration tests read no shipped
+/// table (`kernels/tuning`, an example's `tuning`), so a retune changes none of them;
+/// they use their own fixtures (the tables crate's `testing::FIXTURE_TABLE`). Only
+/// the root package's tests read the shipped tables.
+#[test]
+fn library_tests_read_no_shipped_table() {
+    let mut found = Vec::new();
+    // The root package (".") is the one whose tests follow the shipped tables.
+    for krate in CRATES.iter().filter(|krate| **krate != ".") {
+        let dir = root().join(krate).join("tests");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|ext| ext != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (number, line) in text.lines().enumerate() {
+                if line.contains("kernels/tuning") || line.contains("/tuning/nvidia-h200") {
+                    found.push(format!(
+                        "{krate}/tests/{}:{}",
+                        path.file_name().unwrap().display(),
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a library crate's test reads a shipped table (use a fixture):\n{}",
+        found.join("\n")
+    );
+}
+
 /// Module names that two crates of the workspace share on purpose, each with the
 /// one meaning it has in both.
 const SHARED_MODULE_NAMES: &[(&str, &str)] = &[

@@ -1,4 +1,5 @@
-//! `cargo autotune` as a user runs it, against the committed H200 table and, for
+//! `cargo autotune` as a user runs it, against a copy of the tables crate's fixture
+//! (an H200 table: a retune of the shipped one changes nothing here) and, for
 //! `tune`, a small downstream crate (`tests/fixtures/scale`) built by real cargo.
 //! No GPU needed: `tune` then builds, tunes nothing, and says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
@@ -28,7 +29,8 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn report_and_compare_read_the_committed_table() {
-    let out = cargo_autotune(root(), &["report", "--kernel", "gemm"]);
+    let dir = tables_copy("report");
+    let out = cargo_autotune(&dir, &["report", "--kernel", "gemm"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report = text(&out.stdout);
     // Every shape's entry of the kernel asked for, cuBLAS among its variants.
@@ -46,8 +48,8 @@ fn report_and_compare_read_the_committed_table() {
     assert!(report.contains("vendor fallback: cuBLAS"), "{report}");
     assert!(!report.contains("rms_norm:"), "only the kernel asked for");
 
-    let table = "kernels/tuning/nvidia-h200.json";
-    let out = cargo_autotune(root(), &["compare", table, table, "--kernel", "rms_norm"]);
+    let table = "tuning/nvidia-h200.json";
+    let out = cargo_autotune(&dir, &["compare", table, table, "--kernel", "rms_norm"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let compared = text(&out.stdout);
     let last = compared.lines().last().unwrap_or_default();
@@ -60,7 +62,8 @@ fn report_and_compare_read_the_committed_table() {
 }
 
 fn context_writes_markdown_from_the_committed_table() {
-    let out = cargo_autotune(root(), &["context", "--kernel", "topk_indexer"]);
+    let dir = tables_copy("context");
+    let out = cargo_autotune(&dir, &["context", "--kernel", "topk_indexer"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let context = text(&out.stdout);
     assert!(
@@ -70,35 +73,33 @@ fn context_writes_markdown_from_the_committed_table() {
     assert!(context.contains("## `topk_indexer`"), "{context}");
     assert!(!context.contains("## `gemm`"), "only the kernel asked for");
     assert!(context.contains("| range | bakes |"), "{context}");
-    let missing = cargo_autotune(root(), &["context", "--tables", "/nonexistent"]);
+    let missing = cargo_autotune(&dir, &["context", "--tables", "/nonexistent"]);
     assert!(!missing.status.success());
 }
 
+/// `plot` writes each entry's plot as the tables crate renders it, under the name
+/// it gives it.
 fn plot_writes_the_committed_plots() {
-    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-plots");
-    let _ = std::fs::remove_dir_all(&out_dir);
-    let out = cargo_autotune(root(), &["plot", "--out", out_dir.to_str().unwrap()]);
+    let dir = tables_copy("plot");
+    let out_dir = dir.join("plots");
+    let out = cargo_autotune(&dir, &["plot", "--out", out_dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    for kernel in [
-        "gemm_n_4096_k_4096",
-        "gemm_n_8192_k_8192",
-        "rms_norm",
-        "topk_indexer",
-        "topk_keep_all",
-    ] {
-        let name = format!("nvidia-h200-{kernel}.svg");
-        let written = std::fs::read_to_string(out_dir.join(&name)).unwrap();
-        let committed =
-            std::fs::read_to_string(root().join("kernels/tuning/plots").join(&name)).unwrap();
+    let table = autotune_table::testing::fixture_table();
+    let files = autotune_table::artifacts::plot_files(&table);
+    assert!(files.len() >= 5, "{files:?}");
+    for (entry, kernel) in &table.kernels {
+        let name = &files[entry];
+        let written = std::fs::read_to_string(out_dir.join(name)).unwrap();
         assert!(
-            written == committed,
-            "{name} differs from the committed plot"
+            written == autotune_table::plot::render(entry, kernel, &table),
+            "{name} is not the table's plot"
         );
     }
 }
 
 fn a_malformed_budget_stops_tune_before_cargo_runs() {
-    let out = cargo_autotune(root(), &["tune", "--strategy", "local", "--budget", "6x"]);
+    let dir = tables_copy("budget");
+    let out = cargo_autotune(&dir, &["tune", "--strategy", "local", "--budget", "6x"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("budget `6x`"), "{stderr}");
@@ -202,7 +203,8 @@ fn tune_without_a_gpu_says_so_before_it_builds() {
 /// An unknown kernel is an error that lists the kernels, in every command that
 /// reads tables (they printed a header, or nothing, and exited 0).
 fn an_unknown_kernel_is_an_error_that_lists_the_kernels() {
-    let table = "kernels/tuning/nvidia-h200.json";
+    let dir = tables_copy("unknown-kernel");
+    let table = "tuning/nvidia-h200.json";
     for args in [
         &["report", "--kernel", "nosuch"][..],
         &["context", "--kernel", "nosuch"][..],
@@ -220,7 +222,7 @@ fn an_unknown_kernel_is_an_error_that_lists_the_kernels() {
             "4",
         ][..],
     ] {
-        let out = cargo_autotune(root(), args);
+        let out = cargo_autotune(&dir, args);
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stdout}\n{stderr}");
         assert!(
@@ -296,8 +298,9 @@ fn init_adds_the_quick_start_to_a_fresh_crate() {
 
 /// A table without candidate sources has nothing to judge: exit 2, said.
 fn judge_needs_candidate_sources() {
-    let table = "kernels/tuning/nvidia-h200.json";
-    let out = cargo_autotune(root(), &["judge", "--kernel", "rms_norm", "--table", table]);
+    let dir = tables_copy("judge-candidates");
+    let table = "tuning/nvidia-h200.json";
+    let out = cargo_autotune(&dir, &["judge", "--kernel", "rms_norm", "--table", table]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("`rms_norm` has no candidate variants"),
@@ -343,7 +346,8 @@ const MIMIC: &str = r#"{
   } }
 }"#;
 
-/// A copy of the committed tables folder (the table alone) in a scratch folder.
+/// A scratch folder with `tuning/nvidia-h200.json`, a copy of the tables crate's
+/// fixture.
 fn tables_copy(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("cli-tables")
@@ -351,7 +355,7 @@ fn tables_copy(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("tuning")).unwrap();
     std::fs::copy(
-        root().join("kernels/tuning/nvidia-h200.json"),
+        autotune_table::testing::FIXTURE_TABLE,
         dir.join("tuning/nvidia-h200.json"),
     )
     .unwrap();

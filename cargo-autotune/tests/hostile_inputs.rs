@@ -6,11 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use autotune_table::table::{self, TuningTable};
-
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
+use autotune_table::table::TuningTable;
 
 fn cargo_autotune(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cargo-autotune"))
@@ -29,7 +25,8 @@ fn said(out: &Output) -> String {
     )
 }
 
-/// A folder of this test with `tuning/nvidia-h200.json`, the committed table.
+/// A folder of this test with `tuning/nvidia-h200.json`, the tables crate's fixture
+/// (a copy of an H200 table: a retune of the shipped one changes nothing here).
 fn tables(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("hostile")
@@ -37,7 +34,7 @@ fn tables(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("tuning")).unwrap();
     std::fs::copy(
-        root().join("kernels/tuning/nvidia-h200.json"),
+        autotune_table::testing::FIXTURE_TABLE,
         dir.join("tuning/nvidia-h200.json"),
     )
     .unwrap();
@@ -45,7 +42,7 @@ fn tables(name: &str) -> PathBuf {
 }
 
 fn committed() -> TuningTable {
-    table::read(&root().join("kernels/tuning/nvidia-h200.json")).unwrap()
+    autotune_table::testing::fixture_table()
 }
 
 /// Writes `table` as JSON at `path` without the validation a reader applies.
