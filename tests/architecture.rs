@@ -1,46 +1,63 @@
 //! ARCHITECTURE.md describes the code as it is: its table of crates names every
-//! package of the workspace, and its list of `autotune-build`'s modules names every
-//! module of that crate, and nothing that is not one.
+//! package of the workspace, and its list of each library crate's modules names
+//! every module of that crate, and nothing that is not one.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
 use std::path::Path;
 
+/// The crates whose modules ARCHITECTURE.md lists, each under
+/// "- **`<crate>`'s modules**".
+const LISTED: &[&str] = &[
+    "autotune-spec",
+    "autotune-macro",
+    "autotune-gate",
+    "autotune-runtime",
+    "autotune-table",
+    "autotune-build",
+    "cargo-autotune",
+];
+
 #[test]
-fn the_build_crate_s_module_list_is_its_source_tree() {
+fn each_crate_s_module_list_is_its_source_tree() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
-    let start = text
-        .find("- **`autotune-build`'s modules**")
-        .expect("the list");
-    let list = &text[start..start + text[start..].find("\n- **").unwrap_or(text.len() - start)];
-    let listed: Vec<&str> = list
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
-        .collect();
-    let mut modules: Vec<String> = std::fs::read_dir(root.join("autotune-build/src"))
-        .unwrap()
-        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
-        .filter(|m| m != "lib")
-        .collect();
-    modules.sort();
-    let missing: Vec<&String> = modules
-        .iter()
-        .filter(|m| !listed.contains(&m.as_str()))
-        .collect();
+    let mut wrong = Vec::new();
+    for krate in LISTED {
+        let heading = format!("- **`{krate}`'s modules**");
+        let Some(start) = text.find(&heading) else {
+            wrong.push(format!("{krate}: no list ({heading})"));
+            continue;
+        };
+        let rest = &text[start + heading.len()..];
+        let list = &rest[..rest.find("\n- **").unwrap_or(rest.len())];
+        let listed: Vec<&str> = list
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .collect();
+        let mut modules: Vec<String> = std::fs::read_dir(root.join(krate).join("src"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
+            .filter(|m| m != "lib" && m != "main")
+            .collect();
+        modules.sort();
+        for module in &modules {
+            if !listed.contains(&module.as_str()) {
+                wrong.push(format!("{krate}: `{module}` is not listed"));
+            }
+        }
+        for word in listed {
+            if !modules.iter().any(|m| m == word) && !["lib", "tunables"].contains(&word) {
+                wrong.push(format!("{krate}: `{word}` is listed but is no module"));
+            }
+        }
+    }
     assert!(
-        missing.is_empty(),
-        "ARCHITECTURE.md does not list {missing:?}"
-    );
-    let stray: Vec<&&str> = listed
-        .iter()
-        .filter(|w| !modules.iter().any(|m| m == *w) && !["lib", "tunables"].contains(w))
-        .collect();
-    assert!(
-        stray.is_empty(),
-        "ARCHITECTURE.md lists {stray:?}, which are not modules"
+        wrong.is_empty(),
+        "ARCHITECTURE.md's module lists:\n{}",
+        wrong.join("\n")
     );
 }
 
