@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
-use autotune_table::shown;
 use autotune_table::summary::{
-    BuildSummary, KernelSummary, Note, SUMMARY_FORMAT, SUMMARY_PATH, TuningOutcome,
+    BuildSummary, KernelSummary, Note, SUMMARY_FORMAT, SUMMARY_PATH, TablesDirProblem,
+    TuningOutcome,
 };
 use autotune_table::table::{self, GpuRecord, TuningTable};
 use autotune_table::vars::{self, Var};
@@ -192,7 +192,10 @@ impl Build {
             && let Some(problem) = tables_dir_problem(value, &tables_dir)
             && !(mode.feature && usable.is_some() && !tables_dir.exists())
         {
-            report.push(Note::TablesDir { problem });
+            report.push(Note::TablesDir {
+                value: value.to_string_lossy().into_owned(),
+                problem,
+            });
         }
         Ok(Self {
             root,
@@ -281,21 +284,14 @@ impl Build {
 }
 
 /// What is wrong with the tables folder `AUTOTUNE_TABLES_DIR` names, if anything.
-fn tables_dir_problem(value: &std::ffi::OsStr, dir: &Path) -> Option<String> {
-    let shown = shown::line(&value.to_string_lossy());
-    let name = vars::TABLES_DIR.name;
+fn tables_dir_problem(value: &std::ffi::OsStr, dir: &Path) -> Option<TablesDirProblem> {
     if value.to_str().is_none_or(|text| text.trim().is_empty()) {
-        return Some(format!("{name}={shown:?} names no folder: ignored"));
+        return Some(TablesDirProblem::NamesNoFolder);
     }
     if dir.is_file() {
-        return Some(format!(
-            "{name}={shown} is a file, not a folder: no table read"
-        ));
+        return Some(TablesDirProblem::IsAFile);
     }
-    if !dir.exists() {
-        return Some(format!("{name}={shown} does not exist: no table read"));
-    }
-    None
+    (!dir.exists()).then_some(TablesDirProblem::DoesNotExist)
 }
 
 /// Whether this library, and so the build script that links it (cargo compiles

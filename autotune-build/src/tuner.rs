@@ -371,22 +371,7 @@ impl Tuner<'_> {
                 name(index)
             }
         };
-        let sizes: Vec<SizeRecord> = result
-            .decisions
-            .iter()
-            .map(|d| SizeRecord {
-                key: d.key,
-                winner: name(d.winner),
-                winner_us: d.winner_us,
-                incumbent: name(d.incumbent),
-                incumbent_us: d.incumbent_us,
-                margin: d.margin,
-                noise: d.noise,
-                runner_up: d.runner_up.map(name),
-                refinement: d.refinement,
-                duel: d.duel,
-            })
-            .collect();
+        let sizes: Vec<SizeRecord> = result.decisions.iter().map(|d| d.record(name)).collect();
         let Served { above, ranges } = served(
             spec,
             &result.decisions,

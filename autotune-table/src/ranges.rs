@@ -54,6 +54,24 @@ pub struct Decision {
     pub duel: Option<Duel>,
 }
 
+impl Decision {
+    /// The table's record of this decision, each variant by `name`.
+    pub fn record(&self, name: impl Fn(usize) -> String) -> crate::table::SizeRecord {
+        crate::table::SizeRecord {
+            key: self.key,
+            winner: name(self.winner),
+            winner_us: self.winner_us,
+            incumbent: name(self.incumbent),
+            incumbent_us: self.incumbent_us,
+            margin: self.margin,
+            noise: self.noise,
+            runner_up: self.runner_up.map(&name),
+            refinement: self.refinement,
+            duel: self.duel,
+        }
+    }
+}
+
 /// The winner at one key value. The incumbent (the default, or the fallback when
 /// declared) keeps the key unless the fastest challenger's median is lower by more
 /// than `max(min_margin, noise)`, where noise is the larger relative half-IQR of the

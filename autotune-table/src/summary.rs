@@ -40,6 +40,18 @@ pub struct BuildSummary {
     pub notes: Vec<Note>,
 }
 
+/// What is wrong with the folder `AUTOTUNE_TABLES_DIR` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TablesDirProblem {
+    /// The value is empty or blank (ignored: build.rs's folder is read).
+    NamesNoFolder,
+    /// It names a file.
+    IsAFile,
+    /// It names nothing.
+    DoesNotExist,
+}
+
 /// Something the build says besides each kernel's plans.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -48,8 +60,11 @@ pub enum Note {
     StrayWorker { variable: String },
     /// A setting this build cannot use; it does not tune, so it goes on without it.
     SettingIgnored { error: String },
-    /// The tables folder a variable names is not one.
-    TablesDir { problem: String },
+    /// The tables folder `AUTOTUNE_TABLES_DIR` names (`value`) is not one.
+    TablesDir {
+        value: String,
+        problem: TablesDirProblem,
+    },
     /// `AUTOTUNE_FORCE` names no kernel of this crate.
     ForceUnknown {
         unknown: Vec<String>,
@@ -89,7 +104,20 @@ impl Note {
                 "{variable} is set but this build was not started by a sweep: ignored (unset it)"
             ),
             Note::SettingIgnored { error } => format!("{error} (ignored: not tuning)"),
-            Note::TablesDir { problem } => problem.clone(),
+            Note::TablesDir { value, problem } => {
+                let name = crate::vars::TABLES_DIR.name;
+                match problem {
+                    TablesDirProblem::NamesNoFolder => {
+                        format!("{name}={value:?} names no folder: ignored")
+                    }
+                    TablesDirProblem::IsAFile => {
+                        format!("{name}={value} is a file, not a folder: no table read")
+                    }
+                    TablesDirProblem::DoesNotExist => {
+                        format!("{name}={value} does not exist: no table read")
+                    }
+                }
+            }
             Note::ForceUnknown { unknown, known } => format!(
                 "{} names no kernel of this crate: {} (its kernels: {})",
                 crate::vars::FORCE.name,

@@ -39,7 +39,7 @@ use autotune_table::progress::Progress;
 use autotune_table::shard::Shard;
 use autotune_table::strategy::Strategy;
 use autotune_table::table::{
-    self, Fingerprint, KernelTable, Measurement, Seconds, SizeRecord, TuningTable, VariantRecord,
+    self, Fingerprint, KernelTable, Measurement, Seconds, TuningTable, VariantRecord,
 };
 
 /// The shards of the run.
@@ -488,22 +488,7 @@ fn entry_table(plan: &SweepPlan, result: &SweepResult) -> KernelTable {
                 measurements: result.measurements[v].clone(),
             })
             .collect(),
-        sizes: result
-            .decisions
-            .iter()
-            .map(|d| SizeRecord {
-                key: d.key,
-                winner: name(d.winner),
-                winner_us: d.winner_us,
-                incumbent: name(d.incumbent),
-                incumbent_us: d.incumbent_us,
-                margin: d.margin,
-                noise: d.noise,
-                runner_up: d.runner_up.map(name),
-                refinement: d.refinement,
-                duel: d.duel,
-            })
-            .collect(),
+        sizes: result.decisions.iter().map(|d| d.record(name)).collect(),
         ranges: baked.ranges.into_iter().map(|r| r.map(name)).collect(),
         above: Some(baked.above),
         off_grid: Some(result.off_grid.clone()),
