@@ -9,11 +9,14 @@ use crate::{BuildError, step, worker_entry};
 /// The build step, configured in `build.rs`; every option is overridden by its
 /// `AUTOTUNE_*` environment variable where that is set (see [`Settings`]).
 ///
-/// ```ignore
-/// autotune_build::Builder::new()
-///     .tables_dir("kernels/tuning")
-///     .min_margin(0.02)
-///     .tune(autotune_build::tunables!())
+/// ```no_run
+/// // build.rs
+/// fn main() -> Result<(), autotune_build::BuildError> {
+///     autotune_build::Builder::new()
+///         .tables_dir("kernels/tuning")
+///         .min_margin(0.02)
+///         .tune(autotune_build::tunables!())
+/// }
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Builder {
@@ -30,12 +33,32 @@ impl Builder {
     }
 
     /// Where the tuning tables live, relative to the crate root (default `tuning`).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), autotune_build::BuildError> {
+    /// # let tunables = autotune_build::Tunables::new(env!("CARGO_MANIFEST_DIR"));
+    /// // build.rs
+    /// autotune_build::Builder::new()
+    ///     .tables_dir("kernels/tuning")
+    ///     .tune(tunables)
+    /// # }
+    /// ```
     pub fn tables_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.tables_dir = Some(dir.into());
         self
     }
 
     /// The architectures to compile for, the first one the sweep's (`AUTOTUNE_ARCH`).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), autotune_build::BuildError> {
+    /// # let tunables = autotune_build::Tunables::new(env!("CARGO_MANIFEST_DIR"));
+    /// // build.rs
+    /// autotune_build::Builder::new()
+    ///     .archs(["sm_90a", "sm_100"])
+    ///     .tune(tunables)
+    /// # }
+    /// ```
     pub fn archs<S: Into<String>>(mut self, archs: impl IntoIterator<Item = S>) -> Self {
         self.settings.archs = archs.into_iter().map(Into::into).collect();
         self

@@ -50,6 +50,7 @@ mod wrapper_files;
 
 pub use autotune_runtime::tunables;
 
+pub use autotune_table::strategy::{Budget, Strategy};
 pub use builder::Builder;
 pub use error::{BuildError, KernelFault, Unfingerprintable, WorkerFault};
 pub use probe::ProbeError;

@@ -48,9 +48,21 @@ macro_rules! settings {
         }
     };
     (@setter [$($doc:tt)*] $field:ident, $ty:ty) => {};
-    (@setter [$($doc:tt)*] $field:ident, $ty:ty, $setter:ident) => {
+    (@setter [$($doc:tt)*] $field:ident, $ty:ty, $setter:ident, $example:expr) => {
         impl crate::Builder {
             $($doc)*
+            ///
+            #[doc = concat!(
+                "```no_run\n",
+                "# fn main() -> Result<(), autotune_build::BuildError> {\n",
+                "# let tunables = autotune_build::Tunables::new(env!(\"CARGO_MANIFEST_DIR\"));\n",
+                "// build.rs\n",
+                "autotune_build::Builder::new()\n",
+                "    .", stringify!($setter), "(", stringify!($example), ")\n",
+                "    .tune(tunables)\n",
+                "# }\n",
+                "```"
+            )]
             pub fn $setter(mut self, value: $ty) -> Self {
                 self.settings.$field = value;
                 self
@@ -59,7 +71,8 @@ macro_rules! settings {
     };
     ($(
         $(#[doc = $doc:literal])*
-        $field:ident: $ty:ty = $default:expr, $var:ident => $read:tt $(, setter $setter:ident)?;
+        $field:ident: $ty:ty = $default:expr, $var:ident => $read:tt
+            $(, setter $setter:ident($example:expr))?;
     )*) => {
         #[derive(Debug, Clone)]
         pub struct Settings {
@@ -84,13 +97,13 @@ macro_rules! settings {
             }
         }
 
-        $(settings!(@setter [$(#[doc = $doc])*] $field, $ty $(, $setter)?);)*
+        $(settings!(@setter [$(#[doc = $doc])*] $field, $ty $(, $setter, $example)?);)*
     };
 }
 
 settings! {
     /// The CUDA devices to tune on (`AUTOTUNE_DEVICES`: `0,1`, or `all`; default 0).
-    devices: Devices = Devices::List(vec![0]), DEVICES => (|text, _| Devices::parse(text)), setter devices;
+    devices: Devices = Devices::List(vec![0]), DEVICES => (|text, _| Devices::parse(text)), setter devices(autotune_build::Devices::List(vec![0, 1]));
     /// The architectures to compile for (`AUTOTUNE_ARCH`: `sm_90a,sm_100`): the first
     /// is what the sweep compiles and times instead of the device's own; all are
     /// baked.
@@ -98,37 +111,37 @@ settings! {
     /// The kernels to retune even when fresh (`AUTOTUNE_FORCE`: `all`, or names).
     force: Vec<String> = Vec::new(), FORCE => (|text, _| Ok(list(text)));
     /// Keep variants whose registers spill (`AUTOTUNE_ALLOW_SPILLS=1`).
-    allow_spills: bool = false, ALLOW_SPILLS => switch, setter allow_spills;
+    allow_spills: bool = false, ALLOW_SPILLS => switch, setter allow_spills(true);
     /// The least relative win that replaces the incumbent (`AUTOTUNE_MIN_MARGIN`,
     /// default 0.01).
-    min_margin: f64 = 0.01, MIN_MARGIN => parse, setter min_margin;
+    min_margin: f64 = 0.01, MIN_MARGIN => parse, setter min_margin(0.02);
     /// Rounds of boundary refinement (`AUTOTUNE_REFINE`, default 2).
-    refine_rounds: u32 = 2, REFINE => parse, setter refine_rounds;
+    refine_rounds: u32 = 2, REFINE => parse, setter refine_rounds(3);
     /// How long a variant may go without a result before it is out
     /// (`AUTOTUNE_TASK_TIMEOUT_S`, default 120 s).
     task_timeout: Duration = Duration::from_secs(120),
-        TASK_TIMEOUT_S => (|text, name| Ok(Duration::from_secs(parse(text, name)?))), setter task_timeout;
+        TASK_TIMEOUT_S => (|text, name| Ok(Duration::from_secs(parse(text, name)?))), setter task_timeout(std::time::Duration::from_secs(300));
     /// The seed of the random inputs (`AUTOTUNE_SEED`; default: from the clock).
-    seed: u64 = clock_seed(), SEED => parse, setter seed;
+    seed: u64 = clock_seed(), SEED => parse, setter seed(20261206);
     /// Draws of random inputs each variant is checked on at each size
     /// (`AUTOTUNE_CHECK_SEEDS`, default 1: the seed's own; more draws are derived
     /// from it and come after the timing, in the same buffers, so that a kernel that
     /// returns an earlier launch's result is caught; `cargo autotune judge` uses 2).
-    check_seeds: u32 = 1, CHECK_SEEDS => parse, setter check_seeds;
+    check_seeds: u32 = 1, CHECK_SEEDS => parse, setter check_seeds(2);
     /// The time budget per variant and key, in ms (`AUTOTUNE_TARGET_MS`, default 30).
-    target_ms: f64 = TimingConfig::default().target_ms, TARGET_MS => parse, setter target_ms;
+    target_ms: f64 = TimingConfig::default().target_ms, TARGET_MS => parse, setter target_ms(50.0);
     /// Time each launch as a replay of the CUDA graph it was captured into, and put
     /// out a variant whose launch cannot be captured (`AUTOTUNE_GRAPH=1`, default off;
     /// `cargo autotune judge` turns it on).
-    graph: bool = false, GRAPH => switch, setter graph;
+    graph: bool = false, GRAPH => switch, setter graph(true);
     /// How L2 is evicted before a timed launch whose inputs do not rotate
     /// (`AUTOTUNE_FLUSH`: `memset`, the default, or `read`).
     flush: Flush = Flush::Memset, FLUSH => (|text, name| {
         Flush::parse(text).ok_or_else(|| SettingsError::new(name, text, "takes memset or read"))
-    }), setter flush;
+    }), setter flush(autotune_build::timing::Flush::Read);
     /// Interleaved rounds of a challenger against the incumbent before it takes a
     /// key (`AUTOTUNE_DUEL_ROUNDS`, default 60; 0 decides on the medians alone).
-    duel_rounds: u32 = TimingConfig::default().duel_rounds, DUEL_ROUNDS => parse, setter duel_rounds;
+    duel_rounds: u32 = TimingConfig::default().duel_rounds, DUEL_ROUNDS => parse, setter duel_rounds(100);
     /// This machine's part of a run (`AUTOTUNE_SHARD`: `1/2`): only this shard's
     /// part of what is stale is tuned, into the tables folder's `shards/` (`cargo
     /// autotune merge` joins the shards).
@@ -140,7 +153,8 @@ settings! {
     /// Which points the sweep times (`AUTOTUNE_STRATEGY`: `grid`, `random` or
     /// `local`, with `AUTOTUNE_BUDGET`: points per size, `28`, or seconds for a
     /// kernel's search, `60s`).
-    strategy: Strategy = Strategy::Grid, STRATEGY => later, setter strategy;
+    strategy: Strategy = Strategy::Grid, STRATEGY => later,
+        setter strategy(autotune_build::Strategy::Local { budget: autotune_build::Budget::Points(36), seed: 7 });
 }
 
 /// A seed from the clock, for a build that sets none.
