@@ -162,6 +162,7 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
             runner_up: None,
             refinement: false,
             duel: None,
+            confirmation: None,
         }],
         ranges: vec![KeyRange {
             first: 0,

@@ -136,6 +136,9 @@ pub struct Record<'a> {
     /// Each duel by key, challenger and incumbent: its rounds' verdict, or `None`
     /// where it could not be run to the end (the incumbent keeps the key then).
     duels: BTreeMap<(u64, usize, usize), Option<Duel>>,
+    /// Each confirmation of a duel the challenger won, in a fresh worker process
+    /// ([`TaskId::repeat`] on a duel), keyed as the duels.
+    confirmations: BTreeMap<(u64, usize, usize), Option<Duel>>,
 }
 
 impl std::fmt::Debug for Record<'_> {
@@ -169,6 +172,7 @@ impl<'a> Record<'a> {
             off_grid: BTreeMap::new(),
             off_grid_failed_keys: BTreeMap::new(),
             duels: BTreeMap::new(),
+            confirmations: BTreeMap::new(),
             clocks: None,
         }
     }
@@ -242,9 +246,14 @@ impl<'a> Record<'a> {
     /// no case, or it was measured (the incumbent: on this device, as its anchor).
     pub fn is_done(&self, task: &Task, device: usize) -> bool {
         if let Some(against) = task.against {
+            let duels = if task.repeat {
+                &self.confirmations
+            } else {
+                &self.duels
+            };
             return self.rejected[task.variant].is_some()
                 || self.rejected[against].is_some()
-                || self.duels.contains_key(&(task.key, task.variant, against));
+                || duels.contains_key(&(task.key, task.variant, against));
         }
         if task.verify {
             return self.rejected[task.variant].is_some()
@@ -454,15 +463,36 @@ impl<'a> Record<'a> {
                 DuelVerdict::Tie => "a tie: the incumbent keeps it",
                 DuelVerdict::Incumbent => "the incumbent's",
             };
+            let again = if id.repeat {
+                " again, in a fresh worker"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 self.log,
-                "  {gpu}{key:<12} {} against {}: {}; {verdict}",
+                "  {gpu}{key:<12} {} against {}{again}: {}; {verdict}",
                 names.0,
                 names.1,
                 duel.describe()
             );
         }
-        self.duels.insert((id.key, id.variant, against), duel);
+        let duels = if id.repeat {
+            &mut self.confirmations
+        } else {
+            &mut self.duels
+        };
+        duels.insert((id.key, id.variant, against), duel);
+    }
+
+    /// Keys a challenger took in its duel that have not seen the same duel in a
+    /// fresh worker yet: `(key, challenger, incumbent)`.
+    pub fn unconfirmed(&self) -> Vec<(u64, usize, usize)> {
+        self.decisions()
+            .iter()
+            .filter(|d| d.winner != d.incumbent && d.duel.is_some())
+            .map(|d| (d.key, d.winner, d.incumbent))
+            .filter(|duel| !self.confirmations.contains_key(duel))
+            .collect()
     }
 
     /// Keys whose decision hands them to a challenger that has not met the
@@ -585,25 +615,30 @@ impl<'a> Record<'a> {
             .collect()
     }
 
-    /// `decision` as its duel has it, where the challenger met the incumbent: the
+    /// `decision` as its duels have it, where the challenger met the incumbent: the
     /// challenger keeps the key only where the rounds' interval clears the margin
-    /// ([`Duel::verdict`]); otherwise the incumbent takes it back and the challenger
-    /// is the runner-up. A duel not run to the end gives the key to the incumbent.
+    /// ([`Duel::verdict`]), and, once the same duel was run again in a fresh worker
+    /// process, where that one does too; otherwise the incumbent takes it back and
+    /// the challenger is the runner-up. A duel not run to the end gives the key to
+    /// the incumbent.
     fn with_duel(&self, decision: Decision) -> Decision {
         if decision.winner == decision.incumbent {
             return decision;
         }
-        let Some(duel) = self
-            .duels
-            .get(&(decision.key, decision.winner, decision.incumbent))
-        else {
+        let id = (decision.key, decision.winner, decision.incumbent);
+        let Some(duel) = self.duels.get(&id).copied() else {
             return decision;
         };
-        let kept =
-            duel.is_some_and(|d| d.verdict(self.facts.min_margin) == DuelVerdict::Challenger);
+        let confirmation = self.confirmations.get(&id).copied();
+        let says_challenger = |duel: Option<Duel>| {
+            duel.is_some_and(|d| d.verdict(self.facts.min_margin) == DuelVerdict::Challenger)
+        };
+        let kept = says_challenger(duel) && confirmation.is_none_or(says_challenger);
+        let confirmation = confirmation.flatten();
         if kept {
             return Decision {
-                duel: *duel,
+                duel,
+                confirmation,
                 ..decision
             };
         }
@@ -611,7 +646,8 @@ impl<'a> Record<'a> {
             winner: decision.incumbent,
             winner_us: decision.incumbent_us,
             runner_up: Some(decision.winner),
-            duel: *duel,
+            duel,
+            confirmation,
             ..decision
         }
     }
@@ -884,6 +920,59 @@ mod tests {
         };
         let before = decide(false);
         assert_eq!(before, (0, Some(1), Some(30)), "a tie: the incumbent's");
+        assert_eq!(decide(true), before, "the same after a resume");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A challenger that won its duel keeps the key until the same duel in a fresh
+    /// worker ([`TaskId::repeat`] on a duel) ties; then the incumbent takes it back,
+    /// and a resume decides the same from the journal.
+    #[test]
+    fn a_confirmation_that_ties_hands_the_key_back_after_a_resume_too() {
+        let path = journal("confirmation");
+        let first = TaskId {
+            against: Some(0),
+            ..id(100, 1, false, 0)
+        };
+        let again = TaskId {
+            repeat: true,
+            ..first
+        };
+        let incumbent: Vec<f64> = (0..30).map(|i| 10.0 + f64::from(i % 3) * 0.1).collect();
+        let rounds = |challenger_speedup: f64| Outcome::Dueled {
+            incumbent_us: incumbent.clone(),
+            challenger_us: incumbent.iter().map(|t| t / challenger_speedup).collect(),
+        };
+        let decide = |replay: bool| {
+            let mut log = Vec::new();
+            let mut record = Record::new(facts(path.clone()), vec![None; 3], &mut log);
+            if replay {
+                record.replay_journal().unwrap();
+            } else {
+                for (task, outcome) in [
+                    (id(100, 0, false, 0), measured(100, 10.0, 0)),
+                    (id(100, 0, true, 0), measured(100, 10.0, 0)),
+                    (id(100, 1, false, 0), measured(100, 9.0, 0)),
+                ] {
+                    record.apply(task, outcome, true, None).unwrap();
+                }
+                record.apply(first, rounds(1.10), true, None).unwrap();
+                assert_eq!(record.decisions()[0].winner, 1, "the first duel's");
+                assert_eq!(record.unconfirmed(), [(100, 1, 0)]);
+                record.apply(again, rounds(1.0), true, None).unwrap();
+                assert!(record.unconfirmed().is_empty());
+            }
+            let decision = record.decisions()[0].clone();
+            let ratio = |duel: Option<Duel>| duel.map(|d| (d.ratio * 100.0).round());
+            (
+                decision.winner,
+                decision.runner_up,
+                ratio(decision.duel),
+                ratio(decision.confirmation),
+            )
+        };
+        let before = decide(false);
+        assert_eq!(before, (0, Some(1), Some(110.0), Some(100.0)));
         assert_eq!(decide(true), before, "the same after a resume");
         let _ = std::fs::remove_file(&path);
     }

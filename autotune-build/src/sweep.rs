@@ -311,7 +311,9 @@ impl<'a> Sweep<'a> {
     /// Every key a challenger would take from the incumbent is decided again by
     /// the two timed against each other in interleaved rounds (`Task::against`,
     /// [`autotune_table::duel`]): the challenger keeps it only where the interval
-    /// of their ratio clears the margin. A key handed back may move a boundary, so
+    /// of their ratio clears the margin, and then again in a fresh worker process
+    /// (a new CUDA context, the modules loaded again: what one process's state made
+    /// of the two does not carry over). A key handed back may move a boundary, so
     /// the boundaries are refined again and the new keys' challengers met too, for
     /// as many rounds as refinement has; the last round's duels are not refined
     /// after.
@@ -322,41 +324,71 @@ impl<'a> Sweep<'a> {
         }
         for round in 0..=plan.refine_rounds {
             let duels = self.record().undueled();
-            if duels.is_empty() {
+            if !duels.is_empty() {
+                self.duel(lanes, &duels, false)?;
+            }
+            let again = self.record().unconfirmed();
+            if !again.is_empty() {
+                // Each lane's next job starts a worker of its own.
+                for lane in lanes.iter_mut() {
+                    if let Some(worker) = lane.worker.take() {
+                        let _ = worker.stop();
+                    }
+                }
+                self.duel(lanes, &again, true)?;
+            }
+            if duels.is_empty() && again.is_empty() {
                 break;
             }
-            let keys: Vec<String> = duels.iter().map(|d| d.0.to_string()).collect();
-            self.say(format_args!(
-                "  timing each challenger against the incumbent in {} interleaved rounds at {}={}",
-                plan.timing.duel_rounds,
-                plan.spec.key,
-                keys.join(", ")
-            ));
-            let units: Vec<Unit> = duels
-                .into_iter()
-                .map(|(key, challenger, incumbent)| Unit {
-                    key,
-                    tasks: vec![Task {
-                        key,
-                        variant: challenger,
-                        check: false,
-                        repeat: false,
-                        incumbent: false,
-                        verify: false,
-                        against: Some(incumbent),
-                    }],
-                    lane: None,
-                })
-                .collect();
-            for unit in &units {
-                self.announce(&unit.tasks);
-            }
-            self.run_units(lanes, units, Vec::new())?;
             if round < plan.refine_rounds {
                 self.refine(lanes)?;
             }
         }
         Ok(())
+    }
+
+    /// Times each `(key, challenger, incumbent)` of `duels` in interleaved rounds,
+    /// a unit a key; `fresh`: the confirmations, in fresh workers
+    /// ([`Task::repeat`] on a duel).
+    fn duel(
+        &self,
+        lanes: &mut [Lane],
+        duels: &[(u64, usize, usize)],
+        fresh: bool,
+    ) -> Result<(), BuildError> {
+        let plan = self.plan;
+        let keys: Vec<String> = duels.iter().map(|d| d.0.to_string()).collect();
+        let again = if fresh {
+            " again, each in a fresh worker,"
+        } else {
+            ""
+        };
+        self.say(format_args!(
+            "  timing each challenger against the incumbent{again} in {} interleaved rounds at {}={}",
+            plan.timing.duel_rounds,
+            plan.spec.key,
+            keys.join(", ")
+        ));
+        let units: Vec<Unit> = duels
+            .iter()
+            .map(|&(key, challenger, incumbent)| Unit {
+                key,
+                tasks: vec![Task {
+                    key,
+                    variant: challenger,
+                    check: false,
+                    repeat: fresh,
+                    incumbent: false,
+                    verify: false,
+                    against: Some(incumbent),
+                }],
+                lane: None,
+            })
+            .collect();
+        for unit in &units {
+            self.announce(&unit.tasks);
+        }
+        self.run_units(lanes, units, Vec::new())
     }
 
     /// Checks every variant the decisions would bake at keys of the ranges it

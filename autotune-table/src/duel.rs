@@ -31,6 +31,14 @@
 //! - **incumbent** where `high < 1 + μ`: it is not, with 95% confidence;
 //! - **tie** otherwise: the interval holds `1 + μ`, the rounds cannot tell, and the
 //!   incumbent keeps the key. Two sweeps may only disagree on a tie.
+//!
+//! A challenger the rounds give the key to meets the incumbent once more, in a fresh
+//! worker process, and keeps the key only where that duel says **challenger** too
+//! (`SizeRecord::confirmation`): the paired rounds cancel drift within a process,
+//! not what differs between processes (the clocks a process starts at, a library's
+//! choice made once per process): on an H100, cuBLAS's median at one key was
+//! 46.66 us in one sweep and 42.98 us in another an hour later, a change larger
+//! than either sweep's interval (`bench/results/h100-session29/README.md`).
 
 use serde::{Deserialize, Serialize};
 

@@ -52,6 +52,9 @@ pub struct Decision {
     /// where it was timed so (see [`crate::duel`]): the key is the challenger's only
     /// where they said so.
     pub duel: Option<Duel>,
+    /// The same duel in a fresh worker process, where the first gave the key to the
+    /// challenger: the key stays the challenger's only where this says so too.
+    pub confirmation: Option<Duel>,
 }
 
 impl Decision {
@@ -68,6 +71,7 @@ impl Decision {
             runner_up: self.runner_up.map(&name),
             refinement: self.refinement,
             duel: self.duel,
+            confirmation: self.confirmation,
         }
     }
 }
@@ -117,6 +121,7 @@ pub fn decide(timings: &SizeTimings, incumbent: usize, min_margin: f64) -> Optio
         runner_up,
         refinement: timings.refinement,
         duel: None,
+        confirmation: None,
     })
 }
 
@@ -359,6 +364,7 @@ mod tests {
             runner_up: None,
             refinement: false,
             duel: None,
+            confirmation: None,
         }
     }
 

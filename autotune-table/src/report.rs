@@ -220,6 +220,10 @@ fn range_report(k: &KernelTable, range: &KeyRange<String>) -> String {
         if let Some(duel) = &size.duel {
             let _ = writeln!(out, "  {:<24} {}", "", duel_line(duel, k.min_margin));
         }
+        if let Some(duel) = &size.confirmation {
+            let line = duel_line(duel, k.min_margin);
+            let _ = writeln!(out, "  {:<24} again in a fresh worker: {line}", "");
+        }
     }
     out
 }

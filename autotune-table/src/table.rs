@@ -409,6 +409,11 @@ pub struct SizeRecord {
     /// keys the incumbent kept on the medians alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duel: Option<crate::duel::Duel>,
+    /// Where the duel gave the key to the challenger: the same duel again in a
+    /// fresh worker process (a new CUDA context, modules loaded again), which must
+    /// say so too, or the incumbent keeps the key. Absent in tables made before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<crate::duel::Duel>,
 }
 
 /// A range of a table: its choice is a variant's name, or [`FALLBACK`].

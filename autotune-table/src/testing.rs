@@ -116,6 +116,7 @@ pub fn sample_table() -> TuningTable {
             runner_up: None,
             refinement: false,
             duel: None,
+            confirmation: None,
         }],
         ranges: vec![
             KeyRange {

@@ -317,6 +317,7 @@ mod tests {
             runner_up: None,
             refinement: false,
             duel: None,
+            confirmation: None,
         }
     }
 
