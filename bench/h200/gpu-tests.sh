@@ -32,4 +32,15 @@ for test in .gpu-bin/tests/*; do
   result=$(grep -E "^test result|all passed" "$out/$name.txt" | tail -n 1)
   summary+=("$(printf '%-18s exit %-3s %4ss  %s' "$name" "$code" "$((SECONDS - start))" "$result")")
 done
+# The decode step (benches/decode_step.rs), where its release binary was carried
+# too (here: cargo bench --bench decode_step --no-run; copy the executable to
+# .gpu-bin/benches/decode_step): the table's picks judged in a model's step.
+if [ -x .gpu-bin/benches/decode_step ]; then
+  start=$SECONDS
+  timeout "${BENCH_S:-300}" .gpu-bin/benches/decode_step --out "$out/decode_step.json" \
+    > "$out/decode_step.txt" 2>&1
+  code=$?
+  summary+=("$(printf '%-18s exit %-3s %4ss  %s' decode_step "$code" "$((SECONDS - start))" \
+    "$(tail -n 1 "$out/decode_step.txt")")")
+fi
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
