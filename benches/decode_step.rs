@@ -134,6 +134,7 @@ fn main() -> ExitCode {
 }
 
 fn run(ctx: &Arc<CudaContext>, layers: usize) -> Result<serde_json::Value, Box<dyn Error>> {
+    let facts = common::RunFacts::start(ctx);
     let kernels = Kernels {
         gemm: Gemm::load(ctx)?,
         cublas: CublasGemm::load(ctx)?,
@@ -192,6 +193,7 @@ fn run(ctx: &Arc<CudaContext>, layers: usize) -> Result<serde_json::Value, Box<d
     }
     Ok(json!({
         "command": "cargo bench --bench decode_step",
+        "run": facts.finish(),
         "layers": layers,
         "projections": PROJECTIONS.iter().map(|(name, n, k)| json!({"name": name, "n": n, "k": k})).collect::<Vec<_>>(),
         "plan": kernels.gemm.selection().to_string(),

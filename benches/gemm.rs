@@ -40,7 +40,7 @@ use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
 use autotune_table::duel::Duel;
 use autotune_table::table::{self, Role, TuningTable};
-use common::{Floor, time_ms};
+use common::{Floor, Timed, time_ms, timed};
 use serde_json::json;
 
 const TABLE: &str = concat!(
@@ -153,6 +153,7 @@ fn rotated_duel(
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+    let facts = common::RunFacts::start(ctx);
     let gpu = GpuIdentity::of(ctx)?;
     let kernel = Gemm::load(ctx)?;
     // The table the crate baked for this GPU, wherever the build read it (the tuning
@@ -193,20 +194,21 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             // Side by side at this row: dispatch, cuBLAS as a user calls it (both
             // again with L2 left clean on the decode rows), and every variant of ours
             // the crate baked (the best of them).
-            let mut dispatch_and_cublas = |flush: &mut L2Flush| -> Result<(f64, f64), String> {
-                let dispatch = time_ms(&stream, flush, &mut || {
+            let mut dispatch_and_cublas = |flush: &mut L2Flush| -> Result<(Timed, Timed), String> {
+                let dispatch = timed(&stream, flush, &mut || {
                     kernel
                         .launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)
                         .map_err(|e| e.to_string())
                 })?;
-                let cublas = time_ms(&stream, flush, &mut || {
+                let cublas = timed(&stream, flush, &mut || {
                     vendor
                         .launch(&stream, &da, &db, &mut cublas_out, &mut workspace, m, n, k)
                         .map_err(|e| e.to_string())
                 })?;
                 Ok((dispatch, cublas))
             };
-            let (dispatch, cublas) = dispatch_and_cublas(&mut flush)?;
+            let (dispatch_timed, cublas_timed) = dispatch_and_cublas(&mut flush)?;
+            let (dispatch, cublas) = (dispatch_timed.median_ms, cublas_timed.median_ms);
             // The same two in interleaved rounds: cuBLAS's time over dispatch's per
             // round, with its interval.
             let mut c_rounds = stream.alloc_zeros::<bf16>(m * n)?;
@@ -257,7 +259,10 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 None
             };
             let (dispatch_clean, cublas_clean) = match clean.as_mut().filter(|_| m <= 16) {
-                Some(clean) => dispatch_and_cublas(clean)?,
+                Some(clean) => {
+                    let (d, c) = dispatch_and_cublas(clean)?;
+                    (d.median_ms, c.median_ms)
+                }
                 None => (f64::NAN, f64::NAN),
             };
             let mut ours_best: Option<(f64, &str)> = None;
@@ -284,6 +289,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 "owner": if dispatched == "cuBLAS" { "cuBLAS" } else { "ours" },
                 "dispatch_ms": dispatch,
                 "cublas_ms": cublas,
+                "dispatch_timing": dispatch_timed.to_json(),
+                "cublas_timing": cublas_timed.to_json(),
                 "ours_best_ms": ours_best_ms,
                 "ours_best_variant": ours_best_variant,
                 "dispatch_vs_cublas": cublas / dispatch,
@@ -322,6 +329,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         "gpu": gpu.to_string(),
         "selection": kernel.selection().to_string(),
         "command": COMMAND,
+        "run": facts.finish(),
         "floor": floor.to_json(),
         "method": "one run, rows side by side: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median of repeats; *_clean (decode rows): the same with L2 flushed by a read of 2x L2, which leaves it holding clean lines; dispatch = Gemm::launch (the tuned plan, cuBLAS where it owns the range); cuBLAS = CublasGemm::launch, as dispatch's fallback calls it (cublasGemmEx bf16 in/out, f32 compute, its default algorithm, the 32 MiB workspace set at load), same buffers; dispatch_vs_cublas_interleaved: 100 rounds of both in an order drawn per round, the median of cuBLAS's time over dispatch's per round with its 95% distribution-free interval; dispatch_vs_cublas_rotated (M <= 64): the same duel with nothing flushed and B (the weights) rotated through `buffers` copies that together cover the L2 3 times, one shared rotation so that each launch, of either side, reads another copy (a decode step's condition: each layer's weights come from HBM, L2 holds clean lines of other weights), medians of each side's rounds in dispatch_ms and cublas_ms; ours_best = fastest of the variants of ours baked into the crate (timed here); ours_sweep_best = fastest valid variant of our whole space at this (M, N, K) as the sweep timed it (from the committed table; absent where the shape or M was not tuned)",
         "cublas_workspace_bytes": 32 << 20,

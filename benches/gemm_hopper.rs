@@ -60,6 +60,7 @@ fn main() -> ExitCode {
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+    let facts = common::RunFacts::start(ctx);
     let gpu = GpuIdentity::of(ctx)?;
     if gpu.compute_capability.0 != 9 {
         println!("gemm_hopper bench: {gpu} is not a Hopper GPU; nothing to time.");
@@ -200,6 +201,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     let report = json!({
         "gpu": gpu.to_string(),
         "command": COMMAND,
+        "run": facts.finish(),
         "floor": floor.to_json(),
         "method": "one run: CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; for M <= 64 also `rotated`: A and B rotated through copies together over 2x L2, nothing flushed, both sides; every point checked against cuBLAS on the same buffers before it is timed; cuBLAS timed as the GEMM's vendor fallback calls it (cublasGemmEx, f32 compute, 32 MiB workspace)",
         "rows": rows,

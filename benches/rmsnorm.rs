@@ -28,6 +28,7 @@ fn main() -> ExitCode {
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+    let facts = common::RunFacts::start(ctx);
     let gpu = GpuIdentity::of(ctx)?;
     let norm = RmsNorm::load(ctx)?;
     let stream = ctx.default_stream();
@@ -106,6 +107,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         }));
     }
     let report = json!({
+        "run": facts.finish(),
         "gpu": gpu.to_string(),
         "selection": norm.selection().to_string(),
         "method": "CUDA events around each launch, L2 flushed before each (memset of 2x L2), median; anchors: triton.testing.do_bench(return_mode='median'), which also flushes L2, eager (torch_ms, triton_ms) and replaying a CUDA graph of the same call (*_graph_ms: the GPU time without the host's)",

@@ -273,6 +273,7 @@ fn batched_rows(
 }
 
 fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+    let facts = common::RunFacts::start(ctx);
     let gpu = GpuIdentity::of(ctx)?;
     let indexer = TopkIndexer::load(ctx)?;
     let keep_all = TopkKeepAll::load(ctx)?;
@@ -406,6 +407,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
     }
     let batched = batched_rows(ctx, &stream, &mut flush, &floor, flashinfer.as_ref())?;
     let report = json!({
+        "run": facts.finish(),
         "gpu": gpu.to_string(),
         "selection": indexer.selection().to_string(),
         "shape": {"heads": HEADS, "dim": DIM, "top_k": TOP_K, "dtype": "bf16 q and keys, f32 head weights"},

@@ -72,6 +72,7 @@ pub mod testing {
 
     pub use crate::fingerprint::KernelInputs;
     pub use crate::nvcc::{CompileJob, Compiled, Nvcc, Target};
+    pub use crate::nvml::Nvml;
     pub use crate::served::{Beyond, Served, served};
     pub use crate::shard_run::{Entry as ShardEntry, ShardRun};
     pub use crate::sweep::{SweepPlan, SweepResult, run as run_sweep};

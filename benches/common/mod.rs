@@ -4,9 +4,11 @@
 use std::process::Command;
 use std::sync::Arc;
 
+use autotune_build::testing::Nvml;
 use autotune_build::timing::{self, Flush, L2Flush, TimingConfig};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaStream, LaunchConfig};
 use autotune_runtime::cudarc::nvrtc::Ptx;
+use autotune_table::clocks::ClockRecord;
 use serde_json::{Value, json};
 
 /// Generous: many repeats, so that ratios between rows are stable.
@@ -28,8 +30,83 @@ pub fn time_ms(
     flush: &mut L2Flush,
     launch: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<f64, String> {
-    let samples = timing::measure(stream, Some(flush), &TIMING, None, launch);
-    Ok(samples.map_err(|e| e.to_string())?.median() / 1e3)
+    Ok(timed(stream, flush, launch)?.median_ms)
+}
+
+/// A time as a file of record keeps it: the median, the quartiles and how many
+/// launches were timed.
+#[derive(Debug, Clone, Copy)]
+pub struct Timed {
+    pub median_ms: f64,
+    pub p25_ms: f64,
+    pub p75_ms: f64,
+    pub repeats: usize,
+}
+
+impl Timed {
+    pub fn to_json(self) -> Value {
+        json!({
+            "median_ms": self.median_ms,
+            "p25_ms": self.p25_ms,
+            "p75_ms": self.p75_ms,
+            "repeats": self.repeats,
+        })
+    }
+}
+
+/// [`time_ms`] with the quartiles and the repeat count.
+pub fn timed(
+    stream: &Arc<CudaStream>,
+    flush: &mut L2Flush,
+    launch: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Timed, String> {
+    let samples =
+        timing::measure(stream, Some(flush), &TIMING, None, launch).map_err(|e| e.to_string())?;
+    Ok(Timed {
+        median_ms: samples.median() / 1e3,
+        p25_ms: samples.quantile(0.25) / 1e3,
+        p75_ms: samples.quantile(0.75) / 1e3,
+        repeats: samples.times_us.len(),
+    })
+}
+
+/// What a file of record keeps of the run beside its rows: the CUDA driver's
+/// version, and the GPU's SM clock, temperature and NVML's throttling counters
+/// read at the start and at the end (none where NVML cannot be loaded).
+pub struct RunFacts {
+    nvml: Option<Nvml>,
+    clocks: Option<ClockRecord>,
+}
+
+impl RunFacts {
+    /// Reads the clocks for the first time.
+    pub fn start(ctx: &Arc<CudaContext>) -> Self {
+        let nvml = Nvml::for_context(ctx);
+        let clocks = nvml.as_ref().and_then(Nvml::sample).map(ClockRecord::new);
+        Self { nvml, clocks }
+    }
+
+    /// Reads the clocks a last time; the facts as JSON.
+    pub fn finish(mut self) -> Value {
+        if let (Some(record), Some(sample)) = (
+            self.clocks.as_mut(),
+            self.nvml.as_ref().and_then(Nvml::sample),
+        ) {
+            record.add(sample);
+        }
+        let mut version = 0;
+        // SAFETY: the driver is loaded (a context exists); writes one int.
+        let read =
+            unsafe { autotune_runtime::cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+        let driver = (read == autotune_runtime::cudarc::driver::sys::CUresult::CUDA_SUCCESS)
+            .then(|| format!("{}.{}", version / 1000, (version % 1000) / 10));
+        json!({
+            "driver": driver,
+            "clocks": self.clocks,
+            "thermal_throttle_ms": self.clocks.map(|c| c.thermal_ms()),
+            "power_cap_ms": self.clocks.map(|c| c.power_ms()),
+        })
+    }
 }
 
 /// Median milliseconds of `launch(i)`, the i-th launch using copy `i % copies` of
