@@ -4,13 +4,11 @@
 # would be ignored for want of a GPU or nvcc fails instead), from release test
 # binaries built on a machine with Rust and carried in .gpu-bin/tests/:
 #
-#   here: cargo test --release --no-run --test gpu --test device_kernels \
-#           --test cold_inputs --test hopper_gemm --test rmsnorm_reference \
-#           --test topk_batched --test topk_fused --test topk_reference \
-#           --test sweep_faults --test baked
-#         each executable copied to .gpu-bin/tests/NAME (stripped); the binaries
-#         read the repository at the path they were built at (the device's
-#         checkout is at the same path).
+#   here: bash bench/h200/prepare.sh (cargo test --release --no-run for each GPU
+#         test file, each executable copied to .gpu-bin/tests/NAME, stripped; the
+#         decode-step bench to .gpu-bin/benches/); the binaries read the
+#         repository at the path they were built at (the device's checkout is at
+#         the same path).
 #   GPU:  bash bench/h200/gpu-tests.sh    results in $OUT/NAME.txt, a table last
 set -uo pipefail
 cd "$(dirname "$0")/../.."
