@@ -216,12 +216,8 @@ fn baked_images_carry_every_default_architecture() {
         .expect("the harness runs this test only where cuobjdump is found");
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("baked-archs");
     std::fs::create_dir_all(&dir).unwrap();
-    for (baked, name) in [
-        (RmsNorm::baked(), RmsNorm::SPEC.name),
-        (TopkIndexer::baked(), TopkIndexer::SPEC.name),
-        (TopkKeepAll::baked(), TopkKeepAll::SPEC.name),
-        (Gemm::baked(), Gemm::SPEC.name),
-    ] {
+    for baked in shipped() {
+        let name = baked.kernel;
         for image in baked.images {
             let file = dir.join(format!(
                 "{name}-{}.fatbin",
@@ -275,13 +271,7 @@ fn baked_images_carry_every_default_architecture() {
 /// The main job lists every kernel's plans and gives a reason nothing was compiled
 /// once: `describe_plans` leaves it out (it stood under each of four kernels).
 fn a_listing_of_plans_gives_the_not_compiled_reason_once() {
-    let all = [
-        RmsNorm::baked(),
-        TopkIndexer::baked(),
-        TopkKeepAll::baked(),
-        Gemm::baked(),
-    ];
-    for baked in all {
+    for baked in shipped() {
         let plans = baked.describe_plans("n");
         assert!(!plans.contains("not compiled:"), "{plans}");
         if let Some(reason) = baked.not_compiled {
@@ -292,16 +282,19 @@ fn a_listing_of_plans_gives_the_not_compiled_reason_once() {
     }
 }
 
-/// Why the shipped kernels were baked without binaries, if they were.
-fn not_compiled() -> Option<&'static str> {
+/// What the build baked of every shipped kernel.
+fn shipped() -> [&'static Baked; 4] {
     [
         RmsNorm::baked(),
         TopkIndexer::baked(),
         TopkKeepAll::baked(),
         Gemm::baked(),
     ]
-    .iter()
-    .find_map(|baked| baked.not_compiled)
+}
+
+/// Why the shipped kernels were baked without binaries, if they were.
+fn not_compiled() -> Option<&'static str> {
+    shipped().iter().find_map(|baked| baked.not_compiled)
 }
 
 fn main() -> std::process::ExitCode {

@@ -604,32 +604,16 @@ fn the_workspace_tests_declare_what_they_need_instead_of_skipping() {
         "SKIPPED",
         "nvcc_or_skip",
     ];
-    let mut dirs = vec![root().join("tests")];
-    for krate in std::fs::read_dir(root()).unwrap() {
-        let tests = krate.unwrap().path().join("tests");
-        if tests.is_dir()
-            && tests
-                .parent()
-                .is_some_and(|p| p.join("Cargo.toml").is_file())
-        {
-            dirs.push(tests);
-        }
-    }
+    let exempt = ["tests/tidy.rs", "autotune-build/tests/skip.rs"];
     let mut found = Vec::new();
-    for dir in dirs {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let shown = path.strip_prefix(root()).unwrap().display().to_string();
-            let exempt = ["tests/tidy.rs", "autotune-build/tests/skip.rs"];
-            if path.extension().is_none_or(|ext| ext != "rs") || exempt.contains(&shown.as_str()) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (number, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                if skips.iter().any(|skip| code.contains(skip)) {
-                    found.push(format!("{shown}:{}: {}", number + 1, line.trim()));
-                }
+    for (shown, text) in workspace_test_files() {
+        if exempt.contains(&shown.as_str()) {
+            continue;
+        }
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if skips.iter().any(|skip| code.contains(skip)) {
+                found.push(format!("{shown}:{}: {}", number + 1, line.trim()));
             }
         }
     }
@@ -640,6 +624,30 @@ fn the_workspace_tests_declare_what_they_need_instead_of_skipping() {
     );
 }
 
+/// Every integration test file of the workspace (`tests/*.rs` of the root package
+/// and of each crate folder beside it), by its path from the root, with its text.
+fn workspace_test_files() -> Vec<(String, String)> {
+    let mut dirs = vec![root().join("tests")];
+    for krate in std::fs::read_dir(root()).unwrap() {
+        let krate = krate.unwrap().path();
+        if krate.join("Cargo.toml").is_file() && krate.join("tests").is_dir() {
+            dirs.push(krate.join("tests"));
+        }
+    }
+    let mut files = Vec::new();
+    for dir in dirs {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|ext| ext == "rs") {
+                let shown = path.strip_prefix(root()).unwrap().display().to_string();
+                files.push((shown, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// Tests own their data: the library crates' integration tests read no shipped
 /// table (`kernels/tuning`, an example's `tuning`), so a retune changes none of them;
 /// they use their own fixtures (the tables crate's `testing::FIXTURE_TABLE`). Only
@@ -647,26 +655,14 @@ fn the_workspace_tests_declare_what_they_need_instead_of_skipping() {
 #[test]
 fn library_tests_read_no_shipped_table() {
     let mut found = Vec::new();
-    // The root package (".") is the one whose tests follow the shipped tables.
-    for krate in CRATES.iter().filter(|krate| **krate != ".") {
-        let dir = root().join(krate).join("tests");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+    // The root package's tests are the ones that follow the shipped tables.
+    for (shown, text) in workspace_test_files() {
+        if shown.starts_with("tests/") {
             continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|ext| ext != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (number, line) in text.lines().enumerate() {
-                if line.contains("kernels/tuning") || line.contains("/tuning/nvidia-h200") {
-                    found.push(format!(
-                        "{krate}/tests/{}:{}",
-                        path.file_name().unwrap().display(),
-                        number + 1
-                    ));
-                }
+        }
+        for (number, line) in text.lines().enumerate() {
+            if line.contains("kernels/tuning") || line.contains("/tuning/nvidia-h200") {
+                found.push(format!("{shown}:{}", number + 1));
             }
         }
     }

@@ -869,6 +869,18 @@ mod tests {
         assert!(!path.exists(), "a stale journal is removed");
     }
 
+    /// The incumbent (v=0) timed twice at key 100, 10 us, and the challenger (v=1)
+    /// once, 9 us: on the medians, the key is the challenger's.
+    fn challenger_faster_at_100(record: &mut Record<'_>) {
+        for (task, outcome) in [
+            (id(100, 0, false, 0), measured(100, 10.0, 0)),
+            (id(100, 0, true, 0), measured(100, 10.0, 0)),
+            (id(100, 1, false, 0), measured(100, 9.0, 0)),
+        ] {
+            record.apply(task, outcome, true, None).unwrap();
+        }
+    }
+
     /// A duel's verdict outlives a kill: journaled and replayed, it decides the key
     /// as before; a journal line naming an incumbent this sweep does not have is
     /// left out (it panicked on the name).
@@ -891,13 +903,7 @@ mod tests {
             if replay {
                 record.replay_journal().unwrap();
             } else {
-                for (task, outcome) in [
-                    (id(100, 0, false, 0), measured(100, 10.0, 0)),
-                    (id(100, 0, true, 0), measured(100, 10.0, 0)),
-                    (id(100, 1, false, 0), measured(100, 9.0, 0)),
-                ] {
-                    record.apply(task, outcome, true, None).unwrap();
-                }
+                challenger_faster_at_100(&mut record);
                 assert_eq!(record.undueled(), [(100, 1, 0)]);
                 record.apply(duel, tie.clone(), true, None).unwrap();
                 let stray = TaskId {
@@ -949,13 +955,7 @@ mod tests {
             if replay {
                 record.replay_journal().unwrap();
             } else {
-                for (task, outcome) in [
-                    (id(100, 0, false, 0), measured(100, 10.0, 0)),
-                    (id(100, 0, true, 0), measured(100, 10.0, 0)),
-                    (id(100, 1, false, 0), measured(100, 9.0, 0)),
-                ] {
-                    record.apply(task, outcome, true, None).unwrap();
-                }
+                challenger_faster_at_100(&mut record);
                 record.apply(first, rounds(1.10), true, None).unwrap();
                 assert_eq!(record.decisions()[0].winner, 1, "the first duel's");
                 assert_eq!(record.unconfirmed(), [(100, 1, 0)]);

@@ -658,21 +658,26 @@ mod tests {
         },
     ];
 
+    /// The plan of a GPU without a table: `select` at every key.
+    const fn everywhere(select: fn(u64) -> Choice) -> Plan {
+        Plan {
+            origin: None,
+            shape: &[],
+            ranges: &[],
+            select,
+            borrowed: &[],
+            select_borrowed: select,
+            above: "",
+        }
+    }
+
     static BAKED: Baked = Baked {
         kernel: "gemm",
         images: &[],
         plans: &PLANS,
         shape_args: &["n", "k"],
         fallback: "cuBLAS",
-        defaults: Plan {
-            origin: None,
-            shape: &[],
-            ranges: &[],
-            select: variant_0,
-            borrowed: &[],
-            select_borrowed: variant_0,
-            above: "",
-        },
+        defaults: everywhere(variant_0),
         note: "test",
         not_compiled: None,
     };
@@ -747,15 +752,7 @@ mod tests {
             plans: &[],
             shape_args: &["n", "k"],
             fallback: "cuBLAS",
-            defaults: Plan {
-                origin: None,
-                shape: &[],
-                ranges: &[],
-                select: fallback,
-                borrowed: &[],
-                select_borrowed: fallback,
-                above: "",
-            },
+            defaults: everywhere(fallback),
             note: "gemm: cuBLAS (its incumbent) at every size: no table has it",
             not_compiled: None,
         };
