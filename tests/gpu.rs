@@ -367,8 +367,9 @@ mod gemm {
     /// where it has one, or where no GPU opens (the GPU need says that).
     pub(super) fn without_a_plan() -> Option<&'static str> {
         let ctx = autotune_runtime::gpu::open(0).ok()?;
-        let kernel = Gemm::load(&ctx).ok()?;
-        let selection = kernel.selection();
+        let gpu = autotune_runtime::gpu::GpuIdentity::of(&ctx).ok()?;
+        // What `load` would select, without loading the modules.
+        let (_, selection) = Gemm::baked().plans_for(&gpu);
         (!matches!(selection, Selection::Tuned { .. }))
             .then(|| format!("no tuned plan for this GPU ({selection})").leak() as &str)
     }
