@@ -359,19 +359,25 @@ impl KernelInputs {
         // An image under the name the attribute gives it: `$DEP_X_DIR/k.ptx` is the
         // same on every machine, wherever the variable points.
         for (written, at) in &self.images {
-            let bytes = match at {
+            // A constant is hashed where it is, not copied.
+            let read;
+            let bytes: &[u8] = match at {
                 ImageAt::File(file) => {
-                    autotune_table::regular::read(file, autotune_table::regular::MAX_SOURCE_BYTES)
-                        .map_err(|error| Unfingerprintable::Unreadable {
+                    read = autotune_table::regular::read(
+                        file,
+                        autotune_table::regular::MAX_SOURCE_BYTES,
+                    )
+                    .map_err(|error| Unfingerprintable::Unreadable {
                         path: file.clone(),
                         error,
-                    })?
+                    })?;
+                    &read
                 }
-                ImageAt::Constant(bytes) => bytes.to_vec(),
+                ImageAt::Constant(bytes) => bytes,
             };
             sources.update(written.as_bytes());
             sources.update([0]);
-            sources.update(&bytes);
+            sources.update(bytes);
             sources.update([0]);
             shown.push(written.clone());
         }

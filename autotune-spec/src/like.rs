@@ -45,14 +45,12 @@ pub fn resolve(args: &AttrArgs, file: &syn::File) -> syn::Result<AttrArgs> {
         )
     })?;
     if let Some(chained) = other.entries.iter().find(|e| e.name == "like") {
-        let third = chained.value.clone();
+        let third = quote::ToTokens::to_token_stream(&chained.value);
         return Err(syn::Error::new_spanned(
             &like.value,
             format!(
-                "`{name}` takes its options from `{}` itself: name `{}` here \
-                 (`like` is one step)",
-                quote::ToTokens::to_token_stream(&third),
-                quote::ToTokens::to_token_stream(&third)
+                "`{name}` takes its options from `{third}` itself: name `{third}` here \
+                 (`like` is one step)"
             ),
         ));
     }
