@@ -19,6 +19,13 @@
 //! the committed table's medians of what each path launches at that m, for the
 //! GEMMs (m = 1, 16 and 64 are timed sizes; m = 4 is not, and has no prediction).
 //!
+//! Then each GEMM shape alone, as the step calls it: every layer's GEMMs of that
+//! shape in one graph (each reading its own weights from HBM), on dispatch and on
+//! cuBLAS, the replay's median over its launches set beside the table's median of
+//! the same kernel at the same m. A table timed as the step calls its kernels
+//! agrees with this column; one timed under another condition (a memset flush)
+//! need not (issue 48, item 1).
+//!
 //! Without a GPU it says so and exits successfully.
 
 mod common;
@@ -191,14 +198,30 @@ fn run(ctx: &Arc<CudaContext>, layers: usize) -> Result<serde_json::Value, Box<d
             }));
         }
     }
+    println!(
+        "\neach GEMM as the step calls it (every layer's, one graph), beside the table's median at m\n{:>4}  {:>13} {:<9} {:>10} {:>10} {:>8}  runs",
+        "m", "N x K", "path", "step (us)", "table (us)", "ratio"
+    );
+    let mut gemms = Vec::new();
+    for m in ROWS {
+        let mut acts = activations(&stream, m)?;
+        gemms.extend(per_gemm(
+            &stream,
+            &kernels,
+            &weights,
+            &mut acts,
+            table.as_ref(),
+        )?);
+    }
     Ok(json!({
         "command": "cargo bench --bench decode_step",
         "run": facts.finish(),
         "layers": layers,
         "projections": PROJECTIONS.iter().map(|(name, n, k)| json!({"name": name, "n": n, "k": k})).collect::<Vec<_>>(),
         "plan": kernels.gemm.selection().to_string(),
-        "method": "each step captured in one CUDA graph; CUDA events around each replay, median of repeats (warm-up first); every layer's weights its own buffers, so each replay reads every weight from HBM once; predicted = the committed table's medians of what the path launches at m, summed over the step's GEMMs",
+        "method": "each step captured in one CUDA graph; CUDA events around each replay, median of repeats (warm-up first); every layer's weights its own buffers, so each replay reads every weight from HBM once; predicted = the committed table's medians of what the path launches at m, summed over the step's GEMMs; per_gemm: every layer's GEMMs of one shape in one graph, the replay's median over its launches, beside the table's median of what the path launches at m",
         "rows": rows,
+        "per_gemm": gemms,
     }))
 }
 
@@ -301,40 +324,143 @@ fn step_layer(
     } else {
         stream.memcpy_dtod(&acts.x, &mut acts.h)?;
     }
-    // The input of each projection: h for q, k, v; q for o; h again for gate and
-    // up (the MLP's norm, where there is one, writes h over); gate for down.
-    for (index, (_, n, k)) in PROJECTIONS.iter().enumerate() {
+    for index in 0..PROJECTIONS.len() {
         if index == 4 && with_norm {
             let (o, h) = (&acts.out[3], &mut acts.h);
             kernels
                 .norm
                 .launch(stream, o, &layer.norm, h, m, TUNED_HIDDEN, TUNED_EPS)?;
         }
-        let input_of = match index {
-            3 => Some(0),
-            6 => Some(4),
-            _ => None,
-        };
-        let (a, c) = match input_of {
-            Some(from) => {
-                let (before, after) = acts.out.split_at_mut(index);
-                (&before[from], &mut after[0])
-            }
-            None => (&acts.h, &mut acts.out[index]),
-        };
-        let b = &layer.weights[index];
-        let ws = &mut acts.workspace;
-        match path {
-            Path::Dispatch => kernels.gemm.launch(stream, a, b, c, ws, m, *n, *k)?,
-            Path::Cublas => kernels.cublas.launch(stream, a, b, c, ws, m, *n, *k)?,
-            Path::OurDefault => {
-                let variant = kernels.gemm.default_variant();
-                gemm::gemm(stream, variant, a, b, c, ws, m, *n, *k)?
-            }
-        }
+        launch_projection(stream, kernels, layer, acts, path, index)?;
     }
     stream.memcpy_dtod(&acts.out[6], &mut acts.x)?;
     Ok(())
+}
+
+/// Projection `index` of a layer on `path`. The input of each projection: h for
+/// q, k, v; q for o; h again for gate and up (the MLP's norm, where there is one,
+/// writes h over); gate for down.
+fn launch_projection(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    layer: &Layer,
+    acts: &mut Activations,
+    path: Path,
+    index: usize,
+) -> Result<(), Box<dyn Error>> {
+    let (m, (_, n, k)) = (acts.m, PROJECTIONS[index]);
+    let input_of = match index {
+        3 => Some(0),
+        6 => Some(4),
+        _ => None,
+    };
+    let (a, c) = match input_of {
+        Some(from) => {
+            let (before, after) = acts.out.split_at_mut(index);
+            (&before[from], &mut after[0])
+        }
+        None => (&acts.h, &mut acts.out[index]),
+    };
+    let b = &layer.weights[index];
+    let ws = &mut acts.workspace;
+    match path {
+        Path::Dispatch => kernels.gemm.launch(stream, a, b, c, ws, m, n, k)?,
+        Path::Cublas => kernels.cublas.launch(stream, a, b, c, ws, m, n, k)?,
+        Path::OurDefault => {
+            let variant = kernels.gemm.default_variant();
+            gemm::gemm(stream, variant, a, b, c, ws, m, n, k)?
+        }
+    }
+    Ok(())
+}
+
+/// The step's GEMMs of one shape alone, every layer's (each reading its own
+/// weights from HBM, as in the step), captured in one graph: the median
+/// microseconds of one GEMM (the replay's time over its launches).
+fn time_shape(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    layers: &[Layer],
+    acts: &mut Activations,
+    path: Path,
+    (n, k): (usize, usize),
+) -> Result<f64, Box<dyn Error>> {
+    let indices: Vec<usize> = (0..PROJECTIONS.len())
+        .filter(|&i| (PROJECTIONS[i].1, PROJECTIONS[i].2) == (n, k))
+        .collect();
+    let graph = capture(stream, || {
+        for layer in layers {
+            for &index in &indices {
+                launch_projection(stream, kernels, layer, acts, path, index)?;
+            }
+        }
+        Ok(())
+    })?;
+    let samples = timing::measure(stream, None, &common::TIMING, None, &mut || graph.launch())
+        .map_err(|e| e.to_string())?;
+    Ok(samples.median() / (layers.len() * indices.len()) as f64)
+}
+
+/// The distinct (N, K) of the step's projections, in the order they come.
+fn shapes() -> Vec<(usize, usize)> {
+    let mut shapes: Vec<(usize, usize)> = Vec::new();
+    for (_, n, k) in PROJECTIONS {
+        if !shapes.contains(&(n, k)) {
+            shapes.push((n, k));
+        }
+    }
+    shapes
+}
+
+/// Each GEMM shape of the step at `m`, on dispatch and on cuBLAS, timed as the
+/// step calls it and set beside what the table measured for the same kernel at
+/// the same m (issue 48, item 1: the sweep's timing condition judged by the
+/// step's). Printed, and returned as the file of record's rows.
+fn per_gemm(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    layers: &[Layer],
+    acts: &mut Activations,
+    table: Option<&TuningTable>,
+) -> Result<Vec<serde_json::Value>, Box<dyn Error>> {
+    let m = acts.m;
+    let mut rows = Vec::new();
+    for (n, k) in shapes() {
+        for path in [Path::Dispatch, Path::Cublas] {
+            let in_step_us = time_shape(stream, kernels, layers, acts, path, (n, k))?;
+            let runs = match path {
+                Path::Cublas => "vendor:cuBLAS".to_string(),
+                _ => kernels.gemm.describe(m, n, k).to_string(),
+            };
+            let table_us = table.and_then(|t| table_us(t, path, m, n, k));
+            let ratio = table_us.map(|t| in_step_us / t);
+            println!(
+                "{m:>4}  {:>13} {:<9} {in_step_us:>10.2} {:>10} {:>8}  {runs}",
+                format!("{n} x {k}"),
+                path.name(),
+                table_us.map_or("-".to_string(), |t| format!("{t:.2}")),
+                ratio.map_or("-".to_string(), |r| format!("{r:.3}")),
+            );
+            rows.push(json!({
+                "m": m, "n": n, "k": k, "path": path.name(), "runs": runs,
+                "in_step_us": in_step_us, "table_us": table_us, "in_step_over_table": ratio,
+            }));
+        }
+    }
+    Ok(rows)
+}
+
+/// What the table measured at `m` for what `path` launches at (n, k): the winner's
+/// median for dispatch, the incumbent's for cuBLAS; `None` where m is no timed
+/// size of that shape.
+fn table_us(table: &TuningTable, path: Path, m: usize, n: usize, k: usize) -> Option<f64> {
+    let entry = table.kernels.get(&format!("gemm@n={n},k={k}"))?;
+    let size = entry.sizes.iter().find(|s| s.key == m as u64)?;
+    match path {
+        Path::Dispatch => Some(size.winner_us),
+        Path::Cublas => Some(size.incumbent_us),
+        Path::OurDefault => None,
+    }
 }
 
 /// What the committed table predicts for one layer's GEMMs on `path` at `m`, in
@@ -343,12 +469,12 @@ fn step_layer(
 fn predicted_ms(table: &TuningTable, gemm: &Gemm, path: Path, m: usize) -> Option<f64> {
     let mut total_us = 0.0;
     for (_, n, k) in PROJECTIONS {
-        let entry = table.kernels.get(&format!("gemm@n={n},k={k}"))?;
-        let size = entry.sizes.iter().find(|s| s.key == m as u64)?;
         total_us += match path {
-            Path::Dispatch => size.winner_us,
-            Path::Cublas => size.incumbent_us,
-            Path::OurDefault => median_of(entry, gemm.default_variant().name(), m)?,
+            Path::OurDefault => {
+                let entry = table.kernels.get(&format!("gemm@n={n},k={k}"))?;
+                median_of(entry, gemm.default_variant().name(), m)?
+            }
+            _ => table_us(table, path, m, n, k)?,
         };
     }
     Some(total_us / 1e3)
