@@ -20,6 +20,8 @@
 # points per key) with bench/h200/cold-retune-rotating.patch applied (the GEMM's
 # weights and the indexers' keys rotated through copies: inputs cold); the second
 # sweep: the GEMM's four shapes again (AUTOTUNE_FORCE=gemm) from the first's tables.
+# PATCH_ONLY=src/gemm.rs RETUNE_FORCE=gemm: the GEMM alone; RETUNE_S: the first
+# retune stopped after so many seconds (the entries it finished are kept).
 set -uo pipefail
 W=${JUDGE_DIR:-/tmp/w}
 R=$W/res
@@ -71,12 +73,27 @@ build() {
   return $code
 }
 
-# A tuning build of the tree in $PWD into tables folder $1, forcing $2.
+# The retune's patch (PATCH_ONLY=src/gemm.rs: that file's part alone, so that on a
+# GPU with a table only the GEMM's entries go stale).
+apply_patch() {
+  local file=bench/h200/cold-retune-rotating.patch
+  if [ -n "${PATCH_ONLY:-}" ]; then
+    awk -v only="a/$PATCH_ONLY " '/^diff --git/ { keep = index($0, only) > 0 } keep' "$file" \
+      | patch -p1
+  else
+    patch -p1 -i "$file"
+  fi
+}
+
+# A tuning build of the tree in $PWD into tables folder $1, forcing $2, stopped
+# after $3 seconds where $3 is not 0 (the entries done by then are in the table).
 retune() {
   AUTOTUNE_TABLES_DIR=$1 AUTOTUNE_FORCE=$2 AUTOTUNE_SEED=20261201 AUTOTUNE_STRATEGY=local \
     AUTOTUNE_BUDGET=36 AUTOTUNE_PROGRESS=$R/progress.jsonl \
-    cargo build --release --features autotune 2>&1
+    timeout "${3:-0}" cargo build --release --features autotune 2>&1
   local code=$?
+  # A stopped build leaves no sweep behind on the GPU.
+  pkill -f build-script-build && sleep 2
   local summary
   summary=$(ls -t "$CARGO_TARGET_DIR"/release/build/autotune-kernels-*/out/autotune/summary.json \
     2>/dev/null | head -n 1)
@@ -102,22 +119,26 @@ work() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
     --format=csv,noheader > "$R/gpu.txt"
   cd "$W/tree" || return 1
-  step build-shipped build shipped
-  step cli cargo build --release -p cargo-autotune
-  step decode-shipped "$W/bin/shipped/decode_step" --out "$R/decode-shipped.json"
+  # The shipped table judged, on the GPU it was tuned for (elsewhere dispatch
+  # would run the defaults).
+  if grep -q H200 "$R/gpu.txt"; then
+    step build-shipped build shipped
+    step decode-shipped "$W/bin/shipped/decode_step" --out "$R/decode-shipped.json"
+  fi
   # One checkout, patched in place: two checkouts of the crate sharing a target
   # folder is refused (the build script would be the other's).
-  step patch patch -p1 -i bench/h200/cold-retune-rotating.patch
+  step patch apply_patch
   cp -r kernels/tuning "$W/tables-A"
-  step retune-A retune "$W/tables-A" all
+  step retune-A retune "$W/tables-A" "${RETUNE_FORCE:-all}" "${RETUNE_S:-0}"
   export AUTOTUNE_TABLES_DIR=$W/tables-A
   step build-A build A
   step decode-A "$W/bin/A/decode_step" --out "$R/decode-A.json"
   unset AUTOTUNE_TABLES_DIR
   cp -r "$W/tables-A" "$W/tables-B"
   step retune-B retune "$W/tables-B" gemm
+  step cli cargo build --release -p cargo-autotune
   local table
-  table=$(basename "$(ls "$W"/tables-A/nvidia-*.json | head -n 1)")
+  table=$(basename "$(ls -t "$W"/tables-A/nvidia-*.json | head -n 1)")
   step compare "$CARGO_TARGET_DIR/release/cargo-autotune" autotune compare \
     "$W/tables-A/$table" "$W/tables-B/$table" --kernel gemm
   # The tests on the tree as it would be committed: the patch and the first
