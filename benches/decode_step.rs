@@ -213,6 +213,7 @@ fn run(ctx: &Arc<CudaContext>, layers: usize) -> Result<serde_json::Value, Box<d
             table.as_ref(),
         )?);
     }
+    println!("{}", agreement(&gemms));
     Ok(json!({
         "command": "cargo bench --bench decode_step",
         "run": facts.finish(),
@@ -448,6 +449,25 @@ fn per_gemm(
         }
     }
     Ok(rows)
+}
+
+/// How far the table's medians are from the step's times, over the per-GEMM rows
+/// that have both: how many agree within 5%, and the extremes of step / table.
+fn agreement(rows: &[serde_json::Value]) -> String {
+    let ratios: Vec<f64> = rows
+        .iter()
+        .filter_map(|row| row["in_step_over_table"].as_f64())
+        .collect();
+    if ratios.is_empty() {
+        return "no row of the table to compare with the step's times".into();
+    }
+    let within = ratios.iter().filter(|r| (*r - 1.0).abs() <= 0.05).count();
+    let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "the table's medians within 5% of the step's times at {within} of {} rows (step / table {low:.3}-{high:.3})",
+        ratios.len()
+    )
 }
 
 /// What the table measured at `m` for what `path` launches at (n, k): the winner's
