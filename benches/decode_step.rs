@@ -72,6 +72,8 @@ enum Path {
     Cublas,
     /// Our declared default variant at every m, through the wrapper.
     OurDefault,
+    /// Baked variant `i` of the GEMM (`Gemm::variants()[i]`) at every m.
+    Variant(usize),
 }
 
 impl Path {
@@ -80,6 +82,7 @@ impl Path {
             Path::Dispatch => "dispatch",
             Path::Cublas => "cuBLAS",
             Path::OurDefault => "our default",
+            Path::Variant(_) => "variant",
         }
     }
 }
@@ -122,7 +125,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    match run(&ctx, layers) {
+    let every_variant = args.iter().any(|a| a == "--variants");
+    match run(&ctx, layers, every_variant) {
         Ok(report) => {
             if let Some(out) = value("--out") {
                 let text = serde_json::to_string_pretty(&report).unwrap_or_default();
@@ -140,7 +144,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(ctx: &Arc<CudaContext>, layers: usize) -> Result<serde_json::Value, Box<dyn Error>> {
+fn run(
+    ctx: &Arc<CudaContext>,
+    layers: usize,
+    every_variant: bool,
+) -> Result<serde_json::Value, Box<dyn Error>> {
     let facts = common::RunFacts::start(ctx);
     let kernels = Kernels {
         gemm: Gemm::load(ctx)?,
@@ -214,6 +222,11 @@ fn run(ctx: &Arc<CudaContext>, layers: usize) -> Result<serde_json::Value, Box<d
         )?);
     }
     println!("{}", agreement(&gemms));
+    let variants = if every_variant {
+        per_variant(&stream, &kernels, &weights, table.as_ref())?
+    } else {
+        Vec::new()
+    };
     Ok(json!({
         "command": "cargo bench --bench decode_step",
         "run": facts.finish(),
@@ -223,6 +236,7 @@ fn run(ctx: &Arc<CudaContext>, layers: usize) -> Result<serde_json::Value, Box<d
         "method": "each step captured in one CUDA graph; CUDA events around each replay, median of repeats (warm-up first); every layer's weights its own buffers, so each replay reads every weight from HBM once; predicted = the committed table's medians of what the path launches at m, summed over the step's GEMMs; per_gemm: every layer's GEMMs of one shape in one graph, the replay's median over its launches, beside the table's median of what the path launches at m",
         "rows": rows,
         "per_gemm": gemms,
+        "per_variant": variants,
     }))
 }
 
@@ -371,6 +385,7 @@ fn launch_projection(
             let variant = kernels.gemm.default_variant();
             gemm::gemm(stream, variant, a, b, c, ws, m, n, k)?
         }
+        Path::Variant(i) => gemm::gemm(stream, &kernels.gemm.variants()[i], a, b, c, ws, m, n, k)?,
     }
     Ok(())
 }
@@ -470,6 +485,48 @@ fn agreement(rows: &[serde_json::Value]) -> String {
     )
 }
 
+/// `--variants`: every variant the build baked, at each GEMM shape and m, timed as
+/// the step calls it ([`time_shape`]) beside the table's median of that variant
+/// there. Any table's medians can be set beside these rows afterwards (a retune's
+/// under another timing), which is what judges a timing method without a rebuild.
+fn per_variant(
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    layers: &[Layer],
+    table: Option<&TuningTable>,
+) -> Result<Vec<serde_json::Value>, Box<dyn Error>> {
+    println!("\nevery baked variant as the step calls it (--variants)");
+    let mut rows = Vec::new();
+    for m in ROWS {
+        let mut acts = activations(stream, m)?;
+        for (n, k) in shapes() {
+            for (i, variant) in kernels.gemm.variants().iter().enumerate() {
+                let timed =
+                    time_shape(stream, kernels, layers, &mut acts, Path::Variant(i), (n, k));
+                let table_us = table
+                    .and_then(|t| t.kernels.get(&format!("gemm@n={n},k={k}")))
+                    .and_then(|entry| median_of(entry, variant.name(), m));
+                let shown = match &timed {
+                    Ok(us) => format!("{us:>10.2}"),
+                    Err(e) => format!("refused: {e}"),
+                };
+                println!(
+                    "{m:>4}  {:>13} {shown} {:>10}  {}",
+                    format!("{n} x {k}"),
+                    table_us.map_or("-".to_string(), |t| format!("{t:.2}")),
+                    variant.name()
+                );
+                rows.push(json!({
+                    "m": m, "n": n, "k": k, "variant": variant.name(),
+                    "in_step_us": timed.as_ref().ok(), "refused": timed.as_ref().err().map(|e| e.to_string()),
+                    "table_us": table_us,
+                }));
+            }
+        }
+    }
+    Ok(rows)
+}
+
 /// What the table measured at `m` for what `path` launches at (n, k): the winner's
 /// median for dispatch, the incumbent's for cuBLAS; `None` where m is no timed
 /// size of that shape.
@@ -479,7 +536,7 @@ fn table_us(table: &TuningTable, path: Path, m: usize, n: usize, k: usize) -> Op
     match path {
         Path::Dispatch => Some(size.winner_us),
         Path::Cublas => Some(size.incumbent_us),
-        Path::OurDefault => None,
+        Path::OurDefault | Path::Variant(_) => None,
     }
 }
 
