@@ -7,7 +7,7 @@
 # a rebuild.
 #
 #   here: bash bench/h200/judge-shipped.sh prepare
-#   GPU:  carry [.gpu-bin/benches, .gpu-bin/root, .gpu-bin/autotune-kernels-build-script]
+#   GPU:  carry [.gpu-bin/benches, .gpu-bin/gemm.rs, .gpu-bin/autotune-kernels-build-script]
 #         bash bench/h200/judge-shipped.sh run       (CALL_S: the call's seconds, 540)
 #
 # Results in $OUT: decode-shipped.{txt,json}, cold-gemm.tgz (the cold sweep's
@@ -35,6 +35,7 @@ for line in sys.stdin:
       | while read -r path; do cp "$path" .gpu-bin/benches/decode_step; done
     gemm_patch -s
     trap 'gemm_patch -s -R' EXIT
+    cp src/gemm.rs .gpu-bin/gemm.rs
     cargo build --release
     script=$(ls -t target/release/build/autotune-kernels-*/build-script-build | head -n 1)
     cp "$script" .gpu-bin/autotune-kernels-build-script
@@ -50,9 +51,10 @@ for line in sys.stdin:
     timeout "${DECODE_S:-240}" .gpu-bin/benches/decode_step --variants --out "$out/decode-shipped.json" \
       > "$out/decode-shipped.txt" 2>&1
     echo "decode step: exit $? at ${SECONDS}s"
-    # The cold sweep of the GEMM, in this tree with the GEMM's patch (the build
-    # script was compiled from it at this path: another checkout would be refused).
-    gemm_patch -s || exit 1
+    # The cold sweep of the GEMM, in this tree with the GEMM's patch (the patched
+    # file carried: the machine may have no `patch`; the build script was compiled
+    # from this tree at this path, and another checkout would be refused).
+    cp .gpu-bin/gemm.rs src/gemm.rs || exit 1
     cp -r kernels/tuning /tmp/cold-tables
     left=$((${CALL_S:-540} - SECONDS - 15))
     mkdir -p /tmp/cold-out
