@@ -7,7 +7,8 @@
 # a rebuild.
 #
 #   here: bash bench/h200/judge-shipped.sh prepare
-#   GPU:  carry [.gpu-bin/benches, .gpu-bin/gemm.rs, .gpu-bin/autotune-kernels-build-script]
+#   GPU:  carry [.gpu-bin/benches, .gpu-bin/root, .gpu-bin/gemm.rs,
+#         .gpu-bin/autotune-kernels-build-script]
 #         bash bench/h200/judge-shipped.sh run       (CALL_S: the call's seconds, 540)
 #
 # Results in $OUT: decode-shipped.{txt,json}, cold-gemm.tgz (the cold sweep's
@@ -55,6 +56,10 @@ for line in sys.stdin:
     # file carried: the machine may have no `patch`; the build script was compiled
     # from this tree at this path, and another checkout would be refused).
     cp .gpu-bin/gemm.rs src/gemm.rs || exit 1
+    root=$(cat .gpu-bin/root)
+    if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then
+      mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
+    fi
     cp -r kernels/tuning /tmp/cold-tables
     left=$((${CALL_S:-540} - SECONDS - 15))
     mkdir -p /tmp/cold-out
