@@ -597,6 +597,16 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// Whether `variant` was timed at `key`, or put out (then it is not timed
+    /// again anywhere).
+    pub fn has_timed(&self, key: u64, variant: usize) -> bool {
+        self.rejected.get(variant).is_some_and(Option::is_some)
+            || self
+                .measured
+                .range(key_range(key))
+                .any(|(id, _)| id.variant == variant)
+    }
+
     /// The decision at every key with valid timings, ascending.
     pub fn decisions(&self) -> Vec<Decision> {
         let keys: BTreeSet<u64> = self.measured.keys().map(|id| id.key).collect();

@@ -283,12 +283,18 @@ impl<'a> Sweep<'a> {
         self.record().say(line);
     }
 
-    /// Up to `refine_rounds` rounds: both winners timed between adjacent keys whose
-    /// winners differ, so that the boundary lies where they cross.
+    /// Up to `refine_rounds` rounds: both winners of adjacent keys whose winners
+    /// differ timed at each key where one of them was not, and between the keys,
+    /// so that the boundary lies where they cross.
     fn refine(&self, lanes: &mut [Lane]) -> Result<(), BuildError> {
         let plan = self.plan;
         for _ in 0..plan.refine_rounds {
-            let points = ranges::refinement_points(&self.record().decisions());
+            let points = {
+                let record = self.record();
+                ranges::refinement_points(&record.decisions(), |key, variant| {
+                    record.has_timed(key, variant)
+                })
+            };
             if points.is_empty() {
                 break;
             }

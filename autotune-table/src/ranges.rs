@@ -168,23 +168,43 @@ pub fn decide_with_candidates(
     Some(new)
 }
 
-/// Key values between adjacent decisions with different winners, worth timing
-/// both winners at to place the boundary (geometric midpoints of gaps wider than
-/// 25%), with the two variants to time.
-pub fn refinement_points(decisions: &[Decision]) -> Vec<(u64, usize, usize)> {
-    decisions
-        .windows(2)
-        .filter(|pair| pair[0].winner != pair[1].winner)
-        .filter_map(|pair| {
-            let (low, high) = (pair[0].key, pair[1].key);
-            let mid = midpoint(low, high);
-            (high as f64 > low as f64 * 1.25 && mid > low && mid < high).then_some((
-                mid,
-                pair[0].winner,
-                pair[1].winner,
-            ))
-        })
-        .collect()
+/// Where to time both winners of adjacent decisions with different winners, A at
+/// `low` and B at `high`, to place the boundary between them:
+///
+/// - at `low` where B was not timed there, and at `high` where A was not (a
+///   search may find B at one key and never try it at its neighbour, where it
+///   may win too: on an H100, `gemm@n=14336,k=4096`'s winner at m=19..64 was
+///   never timed at m=16, and won there by 5.7% in a decode step);
+/// - at the geometric midpoint `sqrt(low * high)` where the gap is wider than
+///   25% (`high > 1.25 low`).
+///
+/// `timed(key, variant)`: whether the variant has a timing (or was put out) at
+/// that key. Each point is `(key, A, B)`.
+pub fn refinement_points(
+    decisions: &[Decision],
+    timed: impl Fn(u64, usize) -> bool,
+) -> Vec<(u64, usize, usize)> {
+    let mut points = Vec::new();
+    for pair in decisions.windows(2) {
+        let (a, b) = (pair[0].winner, pair[1].winner);
+        if a == b {
+            continue;
+        }
+        let (low, high) = (pair[0].key, pair[1].key);
+        if !timed(low, b) {
+            points.push((low, a, b));
+        }
+        if !timed(high, a) {
+            points.push((high, a, b));
+        }
+        let mid = midpoint(low, high);
+        if high as f64 > low as f64 * 1.25 && mid > low && mid < high {
+            points.push((mid, a, b));
+        }
+    }
+    points.sort_unstable();
+    points.dedup();
+    points
 }
 
 fn midpoint(low: u64, high: u64) -> u64 {
@@ -443,6 +463,21 @@ mod tests {
             decision(1600, 2),
             decision(1700, 0),
         ];
-        assert_eq!(refinement_points(&ds), vec![(800, 1, 2)]);
+        let everything = |_: u64, _: usize| true;
+        assert_eq!(refinement_points(&ds, everything), vec![(800, 1, 2)]);
+    }
+
+    #[test]
+    fn a_winner_is_timed_at_its_neighbour_key_where_the_search_never_tried_it() {
+        // Variant 2 won at 64 and was never timed at 16, where 1 won; 1 was timed
+        // at 64. Before, only the midpoint 32 was timed, and 16 stayed 1's unseen.
+        let ds = [decision(16, 1), decision(64, 2)];
+        let timed = |key: u64, variant: usize| !(key == 16 && variant == 2);
+        assert_eq!(refinement_points(&ds, timed), vec![(16, 1, 2), (32, 1, 2)]);
+        let nothing = |_: u64, _: usize| false;
+        assert_eq!(
+            refinement_points(&ds, nothing),
+            vec![(16, 1, 2), (32, 1, 2), (64, 1, 2)]
+        );
     }
 }
