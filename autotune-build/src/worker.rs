@@ -691,25 +691,20 @@ fn timed_in_condition<K: Kernel>(
     let timed = clock.during(Part::Time, || {
         let mut next = 0;
         if job.timing.graph {
-            // As graph-using code runs it: the launch captured once (once per
-            // rotated buffer), the graph replayed.
-            let mut graphs = Vec::with_capacity(condition.buffers());
-            for buffer in 0..condition.buffers() {
-                condition.select(case, buffer);
-                graphs.push(capture::<K>(case, stream, variant)?);
-            }
+            // As graph-using code runs it: captured once, the graph replayed; where
+            // the inputs rotate, one launch per rotated buffer back to back in the
+            // graph, as a model's step runs its layers (each launch's fixed cost
+            // hidden behind the one before), each replay's time over its launches.
+            let graph = capture::<K>(case, stream, variant, condition)?;
+            let launches = condition.buffers() as f64;
             timing::measure(
                 stream,
                 condition.flush(flush),
                 &job.timing,
-                best_us,
-                &mut || {
-                    next += 1;
-                    graphs[next % graphs.len()]
-                        .launch()
-                        .map_err(|e| e.to_string())
-                },
+                best_us.map(|best| best * launches),
+                &mut || graph.launch().map_err(|e| e.to_string()),
             )
+            .map(|samples| per_launch(samples, launches))
         } else {
             timing::measure_after(
                 stream,
@@ -783,30 +778,33 @@ fn duel_rounds<K: Kernel>(
         count.set(count.get() + 1);
         count.get()
     };
-    // As graph replays where the job times graphs: each side captured once per
-    // rotated buffer.
-    let mut graphs = [Vec::new(), Vec::new()];
-    if job.timing.graph {
-        for buffer in 0..condition.buffers() {
-            condition.select(case, buffer);
-            graphs[0].push(capture::<K>(case, stream, sides[0])?);
-            graphs[1].push(capture::<K>(case, stream, sides[1])?);
-        }
-    }
+    // As graph replays where the job times graphs: each side captured once, a
+    // launch per rotated buffer back to back (as `timed_in_condition` times them).
+    let graphs = if job.timing.graph {
+        [
+            Some(capture::<K>(case, stream, sides[0], condition)?),
+            Some(capture::<K>(case, stream, sides[1], condition)?),
+        ]
+    } else {
+        [None, None]
+    };
     // Both launches need the case, one at a time.
     let case = std::cell::RefCell::new(case);
     let side = |which: usize, count: &std::cell::Cell<usize>| {
         let launch_number = advance(count);
-        let captured = &graphs[which];
-        if captured.is_empty() {
-            let mut case = case.borrow_mut();
-            condition.select(&mut **case, launch_number);
-            launch::<K>(&mut case, stream, sides[which]).map_err(|e| e.to_string())
-        } else {
-            captured[launch_number % captured.len()]
-                .launch()
-                .map_err(|e| e.to_string())
+        match &graphs[which] {
+            Some(graph) => graph.launch().map_err(|e| e.to_string()),
+            None => {
+                let mut case = case.borrow_mut();
+                condition.select(&mut **case, launch_number);
+                launch::<K>(&mut case, stream, sides[which]).map_err(|e| e.to_string())
+            }
         }
+    };
+    let launches = if job.timing.graph {
+        condition.buffers() as f64
+    } else {
+        1.0
     };
     timing::interleaved(
         stream,
@@ -816,16 +814,26 @@ fn duel_rounds<K: Kernel>(
         order_seed,
         [&mut || side(0, &count_a), &mut || side(1, &count_b)],
     )
+    .map(|sides| sides.map(|samples| per_launch(samples, launches)))
     .map_err(|e| Failure::Out(Stage::Launch, e.to_string()))
 }
 
-/// One launch of `variant` captured into a CUDA graph on `stream`. A launch that
-/// cannot be captured (it synchronises with the host, allocates, or uses another
-/// stream) puts the variant out: dispatch inside a graph could not run it.
+/// A replay's times over the launches it holds: the time of one launch.
+fn per_launch(samples: timing::Samples, launches: f64) -> timing::Samples {
+    timing::Samples {
+        times_us: samples.times_us.iter().map(|t| t / launches).collect(),
+    }
+}
+
+/// The launches of `variant` in `condition` captured into one CUDA graph on
+/// `stream`: one, or one per rotated buffer, back to back. A launch that cannot be
+/// captured (it synchronises with the host, allocates, or uses another stream)
+/// puts the variant out: dispatch inside a graph could not run it.
 fn capture<K: Kernel>(
     case: &mut K::Case,
     stream: &Arc<CudaStream>,
     variant: &Runnable<K::Params, K::Case>,
+    condition: Condition,
 ) -> Result<cudarc::driver::CudaGraph, Failure> {
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     let out = |e: String| {
@@ -837,7 +845,10 @@ fn capture<K: Kernel>(
     stream
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(|e| out(e.to_string()))?;
-    let launched = launch::<K>(case, stream, variant);
+    let launched = (0..condition.buffers()).try_for_each(|buffer| {
+        condition.select(case, buffer);
+        launch::<K>(case, stream, variant)
+    });
     // End the capture whatever happened, so that the stream is usable again.
     let ended = stream.end_capture(CUgraphInstantiate_flags(0));
     launched.map_err(|e| out(e.to_string()))?;

@@ -34,7 +34,11 @@ pub struct TimingConfig {
     pub hopeless: f64,
     /// Time each launch as a CUDA graph it was captured into, as graph-using code
     /// runs it (`AUTOTUNE_GRAPH=1`; the judge's default): a variant whose launch
-    /// cannot be captured (a host synchronisation, an allocation) is out.
+    /// cannot be captured (a host synchronisation, an allocation) is out. Where the
+    /// inputs rotate, the graph holds one launch per rotated buffer, back to back,
+    /// as a model's step runs its layers, and a launch's time is the replay's over
+    /// its launches (a launch timed alone between two events carries its fixed
+    /// cost, about 3 us on an H100, which back-to-back launches hide).
     #[serde(default)]
     pub graph: bool,
     /// How L2 is evicted before each timed launch (`AUTOTUNE_FLUSH`).

@@ -22,6 +22,9 @@
 # sweep: the GEMM's four shapes again (AUTOTUNE_FORCE=gemm) from the first's tables.
 # PATCH_ONLY=src/gemm.rs RETUNE_FORCE=gemm: the GEMM alone; RETUNE_S: the first
 # retune stopped after so many seconds (the entries it finished are kept).
+# AUTOTUNE_GRAPH=1 (passed on to the sweeps): the rotated launches timed back to
+# back in one graph, which the step's per-GEMM rows then judge against the
+# default per-launch timing (bench/results/h100-session31: about 3 us apart).
 set -uo pipefail
 W=${JUDGE_DIR:-/tmp/w}
 R=$W/res

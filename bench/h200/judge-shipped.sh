@@ -11,6 +11,7 @@
 #         .gpu-bin/autotune-kernels-build-script]
 #         bash bench/h200/judge-shipped.sh run       (CALL_S: the call's seconds, 540)
 #
+# AUTOTUNE_GRAPH=1 reaches the sweep: the rotated launches timed back to back.
 # Results in $OUT: decode-shipped.{txt,json}, cold-gemm.tgz (the cold sweep's
 # tables so far, its live logs, its output), gpu.txt.
 set -uo pipefail
