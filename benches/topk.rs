@@ -77,8 +77,9 @@ fn capture(
 }
 
 /// FlashInfer's times at one context, replayed from CUDA graphs and checked: the
-/// pipeline (scoring, then the CUB selection), the CUB selection alone and the
-/// radix selection alone, in ms.
+/// pipeline (cuBLAS scoring, then the CUB selection), the CUB selection alone, the
+/// radix selection alone, and the fused pipeline (the fused scorer, then the CUB
+/// selection), in ms.
 #[allow(clippy::too_many_arguments)]
 fn flashinfer_row(
     fi: &FlashInfer,
@@ -88,8 +89,20 @@ fn flashinfer_row(
     out_idx: &mut CudaSlice<i32>,
     scores: &[f64],
     n_ctx: usize,
-) -> Result<[f64; 3], Box<dyn std::error::Error>> {
+) -> Result<[f64; 4], Box<dyn std::error::Error>> {
     let mut buffers = fi.buffers(HEADS, (&[n_ctx], n_ctx), TOP_K, false)?;
+    let fused = capture(stream, || {
+        fi.fused_scores(dq, dw, dk, (HEADS, DIM), &mut buffers)?;
+        Ok(fi.select_cub(TOP_K, &mut buffers, out_idx)?)
+    })?;
+    // The fused scorer checked on scores it must write itself: NaN before it.
+    autotune_runtime::gate::poison(stream, &mut buffers.scores)?;
+    checked(stream, out_idx, scores, "the fused pipeline", n_ctx, |_| {
+        Ok(fused.launch()?)
+    })?;
+    let fused_ms = time_ms(stream, flush, &mut || {
+        fused.launch().map_err(|e| e.to_string())
+    })?;
     let pipeline = capture(stream, || {
         fi.scores(dq, dw, dk, (HEADS, DIM), &mut buffers)?;
         Ok(fi.select_cub(TOP_K, &mut buffers, out_idx)?)
@@ -100,7 +113,7 @@ fn flashinfer_row(
     let radix = capture(stream, || {
         Ok(fi.select_radix(TOP_K, &mut buffers, out_idx)?)
     })?;
-    let mut times = [0.0; 3];
+    let mut times = [0.0, 0.0, 0.0, fused_ms];
     let graphs = [
         (&pipeline, "FlashInfer's pipeline"),
         (&cub, "FlashInfer's CUB top-k"),
@@ -223,10 +236,15 @@ fn batched_rows(
             let ours_ms = time_ms(stream, flush, &mut || {
                 ours.launch().map_err(|e| e.to_string())
             })?;
-            let (mut pipeline_ms, mut select_ms, mut error) = (None, None, None);
+            let (mut fused_ms, mut pipeline_ms, mut select_ms, mut error) =
+                (None, None, None, None);
             if let Some(fi) = flashinfer {
-                let mut timed = || -> Result<(f64, f64), Box<dyn std::error::Error>> {
+                let mut timed = || -> Result<[f64; 3], Box<dyn std::error::Error>> {
                     let mut buffers = fi.buffers(HEADS, (&lengths, max_len), TOP_K, true)?;
+                    let fused = capture(stream, || {
+                        fi.fused_scores(&dq, &dw, &dk, (HEADS, DIM), &mut buffers)?;
+                        Ok(fi.select_cub(TOP_K, &mut buffers, &mut out)?)
+                    })?;
                     let pipeline = capture(stream, || {
                         fi.scores(&dq, &dw, &dk, (HEADS, DIM), &mut buffers)?;
                         Ok(fi.select_cub(TOP_K, &mut buffers, &mut out)?)
@@ -234,19 +252,30 @@ fn batched_rows(
                     let select = capture(stream, || {
                         Ok(fi.select_cub(TOP_K, &mut buffers, &mut out)?)
                     })?;
-                    let mut times = [0.0; 2];
-                    for (time, graph) in times.iter_mut().zip([&pipeline, &select]) {
+                    // The fused pipeline first, on scores it must write itself (NaN
+                    // before it); the selection alone reads what the cuBLAS
+                    // pipeline wrote.
+                    autotune_runtime::gate::poison(stream, &mut buffers.scores)?;
+                    let mut times = [0.0; 3];
+                    let graphs = [
+                        (&fused, "the fused ragged pipeline"),
+                        (&pipeline, "FlashInfer's ragged pipeline"),
+                        (&select, "FlashInfer's ragged selection"),
+                    ];
+                    for (time, (graph, what)) in times.iter_mut().zip(graphs) {
                         autotune_runtime::gate::poison(stream, &mut out)?;
                         graph.launch()?;
-                        check_batch(stream, &out, &scores, "FlashInfer's ragged pipeline")?;
+                        check_batch(stream, &out, &scores, what)?;
                         *time = time_ms(stream, flush, &mut || {
                             graph.launch().map_err(|e| e.to_string())
                         })?;
                     }
-                    Ok((times[0], times[1]))
+                    Ok(times)
                 };
                 match timed() {
-                    Ok((p, s)) => (pipeline_ms, select_ms) = (Some(p), Some(s)),
+                    Ok([f, p, s]) => {
+                        (fused_ms, pipeline_ms, select_ms) = (Some(f), Some(p), Some(s));
+                    }
                     Err(e) => {
                         eprintln!("FlashInfer at batch {batch}, max_len {max_len}: {e}");
                         error = Some(e.to_string());
@@ -266,6 +295,8 @@ fn batched_rows(
                 "flashinfer_pipeline_graph_ms": pipeline_ms,
                 "flashinfer_select_graph_ms": select_ms,
                 "ratio_pipeline_graphs": pipeline_ms.map(|t| t / ours_ms),
+                "flashinfer_fused_pipeline_graph_ms": fused_ms,
+                "ratio_fused_pipeline_graphs": fused_ms.map(|t| t / ours_ms),
             }));
         }
     }
@@ -333,7 +364,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         // A failure of the anchor (a launch its library cannot capture, a wrong
         // top-k) is reported in its row; ours are timed and checked regardless.
         let mut fi_error = None;
-        let [fi_pipeline, fi_cub, fi_radix] = match &flashinfer {
+        let [fi_pipeline, fi_cub, fi_radix, fi_fused] = match &flashinfer {
             Some(fi) => {
                 let inputs = (&dq, &dw, &dk);
                 match flashinfer_row(
@@ -349,11 +380,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                     Err(error) => {
                         eprintln!("FlashInfer at T = {n_ctx}: {error}");
                         fi_error = Some(error.to_string());
-                        [None; 3]
+                        [None; 4]
                     }
                 }
             }
-            None => [None; 3],
+            None => [None; 4],
         };
         let torch_value = |field: &str| {
             anchor.as_ref().and_then(|a| {
@@ -397,6 +428,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "flashinfer_radix_select_graph_ms": fi_radix,
             "ratio_pipeline_graphs": fi_pipeline.map(|t| t / ours_graph),
             "ratio_cub_select_graphs": fi_cub.map(|t| t / ours_graph),
+            "flashinfer_fused_pipeline_graph_ms": fi_fused,
+            "ratio_fused_pipeline_graphs": fi_fused.map(|t| t / ours_graph),
             "keys_TBps": key_bytes / ours / 1e9,
             "bytes": bytes,
             "floor_ms": floor_ms,
@@ -419,6 +452,7 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "pipeline": "cublasGemmEx (bf16 q and keys, f32 logits, H x T) + one weighted-ReLU-sum kernel + CUB DeviceBatchedTopK (what flashinfer.top_k runs for one row on sm_90), one CUDA graph",
             "cub_select": "the CUB selection alone on f32 scores, graph-replayed",
             "radix_select": "FlashInfer's sampling::TopKDispatch (its radix or filtered kernels) alone, graph-replayed",
+            "fused_pipeline": "bench/flashinfer/fused_scores.cuh (one launch for every query, each key read once, WMMA bf16 logits and the weighted ReLU sum fused, offsets on the device) + the same CUB selection, one CUDA graph",
         })),
         "floor": floor.to_json(),
         "rows": rows,
@@ -483,25 +517,36 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
             "against FlashInfer (every time a CUDA graph replay, L2 flushed before each, ms):"
         );
         println!(
-            "{:>8} {:>10} {:>10} {:>10} {:>10} {:>12} {:>11}",
-            "T", "ours", "pipeline", "CUB top-k", "radix", "pipeline/us", "CUB/us"
+            "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>11} {:>9}",
+            "T",
+            "ours",
+            "pipeline",
+            "fused",
+            "CUB top-k",
+            "radix",
+            "pipeline/us",
+            "fused/us",
+            "CUB/us"
         );
         for row in &rows {
             let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
             println!(
-                "{:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x {:>10.2}x",
+                "{:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x {:>10.2}x {:>8.2}x",
                 row["T"].as_u64().unwrap_or(0),
                 f("ours_graph_ms"),
                 f("flashinfer_pipeline_graph_ms"),
+                f("flashinfer_fused_pipeline_graph_ms"),
                 f("flashinfer_cub_select_graph_ms"),
                 f("flashinfer_radix_select_graph_ms"),
                 f("ratio_pipeline_graphs"),
+                f("ratio_fused_pipeline_graphs"),
                 f("ratio_cub_select_graphs"),
             );
         }
         println!(
             "(pipeline: cuBLAS logits + weighted ReLU sum + FlashInfer's CUB top-k, the best \
-             unfused path a user can call; CUB / radix top-k: FlashInfer's selection alone on \
+             unfused path a user can call; fused: the fused scorer (each key read once) + \
+             the same CUB top-k, a production indexer's shape; CUB / radix top-k: FlashInfer's selection alone on \
              scores already computed; /us: their time over ours, above 1 ours is faster)"
         );
     }

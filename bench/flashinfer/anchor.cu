@@ -12,9 +12,11 @@
 // (FlashInfer widens them to int64 on the store). FlashInfer's own radix kernels
 // (`sampling::TopKDispatch`, include/flashinfer/topk.cuh) are the second selection.
 //
-// The scoring is the indexer's `s_t = sum_h w_h relu(q_h . k_t)` as a user without
-// a fused kernel computes it: cuBLAS for the H x T logits (bf16 in, f32 out), then
-// one kernel for the weighted ReLU sum over heads.
+// The scoring is the indexer's `s_t = sum_h w_h relu(q_h . k_t)` two ways: as a user
+// without a fused kernel computes it (cuBLAS for the H x T logits, bf16 in, f32 out,
+// then one kernel for the weighted ReLU sum over heads), and fused, as a production
+// indexer computes it (fused_scores.cuh: one launch for every query, each key read
+// once).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -31,6 +33,8 @@
 #include <flashinfer/topk.cuh>
 
 #include <cstdint>
+
+#include "fused_scores.cuh"
 
 namespace {
 
@@ -111,7 +115,7 @@ __global__ void fill_tails(int32_t* out_idx, const int32_t* lengths, int k) {
 extern "C" {
 
 // The library's own version, so that the bench refuses a stale build.
-int fi_anchor_version() { return 3; }
+int fi_anchor_version() { return 4; }
 
 // A cuBLAS handle on `stream` with its own 32 MiB workspace, so that its calls can be
 // captured into a CUDA graph. 0 on success.
@@ -157,6 +161,21 @@ int fi_anchor_scores(void* handle, const __nv_bfloat16* q, const float* w, const
     }
     dim3 grid((max_len + 255) / 256, rows);
     weighted_relu_sum<<<grid, 256, 0, stream>>>(logits, w, scores, heads, max_len, lengths);
+    return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
+
+// The indexer's scores of `rows` queries in one launch reading each key once
+// (fused_scores.cuh): query r's keys are keys[offsets[r] .. offsets[r + 1])
+// (offsets on the device, as a serving stack's page table has them), its scores the
+// first offsets[r + 1] - offsets[r] of row r of [rows][max_len]. Only 64 heads of 128
+// dims (3 otherwise). 0 on success.
+int fi_anchor_fused_scores(const __nv_bfloat16* q, const float* w, const __nv_bfloat16* keys,
+                           const int32_t* offsets, int rows, int heads, int dim, int max_len,
+                           float* scores, cudaStream_t stream) {
+    if (heads != fused::kHeads || dim != fused::kDim) return 3;
+    if (rows <= 0 || max_len <= 0) return 0;
+    dim3 grid((max_len + fused::kKeysPerBlock - 1) / fused::kKeysPerBlock, rows);
+    fused::scores<<<grid, fused::kWarps * 32, 0, stream>>>(q, w, keys, offsets, max_len, scores);
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }
 

@@ -13,6 +13,8 @@
 #   carry [.gpu/p3, .gpu/vendor.tar.xz, .gpu/setup.sh]
 #       bash .gpu/setup.sh part 3 && . .gpu/setup.sh env && bash bench/h200/judge-retune.sh start
 #   carry [.gpu/setup.sh]               bash bench/h200/judge-retune.sh poll   (until "done")
+# (carry target/flashinfer/headers.tar.xz with the start too, from
+# `bash bench/flashinfer/build.sh headers` here, for the top-k bench's anchors)
 #
 # Results: $OUT/judge.tgz (steps.txt, the step and bench files, both tables with
 # their reports and sweep logs, the compare, the tests' outputs), a summary last.
@@ -150,6 +152,13 @@ work() {
   step build-tests build tests tests
   step gpu-tests gpu_tests
   step gemm-A "$W/bin/A/gemm" --out "$R/gemm-A.json"
+  # The top-k bench (the first retune's tables) against FlashInfer's anchors, the
+  # fused one included, where the headers were carried
+  # (target/flashinfer/headers.tar.xz: `bash bench/flashinfer/build.sh headers` here).
+  if [ -f target/flashinfer/headers.tar.xz ]; then
+    step anchor bash bench/flashinfer/build.sh
+    step topk cargo bench --bench topk -- --out "$R/topk.json"
+  fi
   unset AUTOTUNE_TABLES_DIR
   cd "$W/tree/examples/library" || return 1
   step library-tests env CARGO_TARGET_DIR=$W/target-library AUTOTUNE_REQUIRE_GPU=1 \
@@ -178,6 +187,9 @@ case "${1:-}" in
     mkdir -p "$W/tree" && tar -cf - --exclude=./target --exclude='./examples/*/target' \
       --exclude=./.gpu --exclude=./.gpu-bin --exclude=./.venv-cuda . | tar -xf - -C "$W/tree" \
       || exit 1
+    if [ -f target/flashinfer/headers.tar.xz ]; then
+      mkdir -p "$W/tree/target/flashinfer" && cp target/flashinfer/headers.tar.xz "$W/tree/target/flashinfer/"
+    fi
     setsid nohup bash "$W/tree/bench/h200/judge-retune.sh" work > "$W/run.log" 2>&1 < /dev/null &
     sleep 2
     exec bash "$0" poll

@@ -1,7 +1,8 @@
 //! The top-k bench's production anchor: FlashInfer's selection (CUB's
 //! DeviceBatchedTopK as `flashinfer.top_k` calls it for one row on sm_90, and
 //! FlashInfer's own radix kernels) and the scoring a user would run before it
-//! (cuBLAS logits, then a weighted ReLU sum over heads), from the shared library
+//! (cuBLAS logits, then a weighted ReLU sum over heads; or fused, each key read
+//! once, as a production indexer scores), from the shared library
 //! `bench/flashinfer/build.sh` builds out of `bench/flashinfer/anchor.cu`.
 
 use std::ffi::c_void;
@@ -13,7 +14,7 @@ use autotune_runtime::cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceP
 use autotune_runtime::half::bf16;
 
 /// The library's version this bench speaks (`fi_anchor_version`).
-const VERSION: i32 = 3;
+const VERSION: i32 = 4;
 
 type Version = unsafe extern "C" fn() -> i32;
 type BlasCreate = unsafe extern "C" fn(*mut *mut c_void, *mut *mut c_void, CUstream) -> i32;
@@ -30,6 +31,18 @@ type Scores = unsafe extern "C" fn(
     i32,
     i32,
     *mut c_void,
+    *mut c_void,
+    CUstream,
+) -> i32;
+type FusedScores = unsafe extern "C" fn(
+    *const c_void,
+    *const c_void,
+    *const c_void,
+    *const c_void,
+    i32,
+    i32,
+    i32,
+    i32,
     *mut c_void,
     CUstream,
 ) -> i32;
@@ -79,6 +92,8 @@ pub struct Buffers {
     pub lengths: Option<CudaSlice<i32>>,
     /// The running sums of the lengths, on the host (the cuBLAS calls' offsets).
     pub offsets: Vec<i32>,
+    /// The same on the device (the fused scorer's).
+    pub device_offsets: CudaSlice<i32>,
     pub max_len: usize,
 }
 
@@ -196,6 +211,7 @@ impl FlashInfer {
             // SAFETY: a size; zeroed once, as FlashInfer's radix kernels need.
             row_states: stream.alloc_zeros(unsafe { states() }).map_err(driver)?,
             lengths,
+            device_offsets: stream.clone_htod(&offsets).map_err(driver)?,
             offsets,
             max_len,
         })
@@ -242,6 +258,45 @@ impl FlashInfer {
             )
         };
         status(code, "the anchor's scoring")
+    }
+
+    /// The indexer's scores of the queries into `buffers.scores` as a production
+    /// indexer computes them: one launch for every query, each key read once, the
+    /// weighted ReLU sum fused (`fused_scores.cuh`; 64 heads of 128 dims only).
+    pub fn fused_scores(
+        &self,
+        q: &CudaSlice<bf16>,
+        w: &CudaSlice<f32>,
+        keys: &CudaSlice<bf16>,
+        (heads, dim): (usize, usize),
+        buffers: &mut Buffers,
+    ) -> Result<(), String> {
+        let scores = self.symbol::<FusedScores>(b"fi_anchor_fused_scores\0")?;
+        let stream = &self.stream;
+        let rows = buffers.rows();
+        let (q, _q) = q.device_ptr(stream);
+        let (w, _w) = w.device_ptr(stream);
+        let (keys, _k) = keys.device_ptr(stream);
+        let (offsets, _d) = buffers.device_offsets.device_ptr(stream);
+        let (out, _o) = buffers.scores.device_ptr_mut(stream);
+        // SAFETY: the scores are sized for `rows` queries of at most max_len keys
+        // (`buffers`), the device offsets are the running sums of the lengths, and
+        // `keys` holds offsets[rows] keys; all on `stream`.
+        let code = unsafe {
+            scores(
+                q as *const c_void,
+                w as *const c_void,
+                keys as *const c_void,
+                offsets as *const c_void,
+                int(rows)?,
+                int(heads)?,
+                int(dim)?,
+                int(buffers.max_len)?,
+                out as *mut c_void,
+                stream.cu_stream(),
+            )
+        };
+        status(code, "the fused anchor's scoring")
     }
 
     /// `flashinfer.top_k`'s selection on sm_90 (CUB DeviceBatchedTopK; with
