@@ -504,7 +504,7 @@ fn per_variant(
                 let timed =
                     time_shape(stream, kernels, layers, &mut acts, Path::Variant(i), (n, k));
                 let table_us = table
-                    .and_then(|t| t.kernels.get(&format!("gemm@n={n},k={k}")))
+                    .and_then(|t| entry(t, n, k))
                     .and_then(|entry| median_of(entry, variant.name(), m));
                 let shown = match &timed {
                     Ok(us) => format!("{us:>10.2}"),
@@ -531,8 +531,10 @@ fn per_variant(
 /// median for dispatch, the incumbent's for cuBLAS; `None` where m is no timed
 /// size of that shape.
 fn table_us(table: &TuningTable, path: Path, m: usize, n: usize, k: usize) -> Option<f64> {
-    let entry = table.kernels.get(&format!("gemm@n={n},k={k}"))?;
-    let size = entry.sizes.iter().find(|s| s.key == m as u64)?;
+    let size = entry(table, n, k)?
+        .sizes
+        .iter()
+        .find(|s| s.key == m as u64)?;
     match path {
         Path::Dispatch => Some(size.winner_us),
         Path::Cublas => Some(size.incumbent_us),
@@ -547,14 +549,16 @@ fn predicted_ms(table: &TuningTable, gemm: &Gemm, path: Path, m: usize) -> Optio
     let mut total_us = 0.0;
     for (_, n, k) in PROJECTIONS {
         total_us += match path {
-            Path::OurDefault => {
-                let entry = table.kernels.get(&format!("gemm@n={n},k={k}"))?;
-                median_of(entry, gemm.default_variant().name(), m)?
-            }
+            Path::OurDefault => median_of(entry(table, n, k)?, gemm.default_variant().name(), m)?,
             _ => table_us(table, path, m, n, k)?,
         };
     }
     Some(total_us / 1e3)
+}
+
+/// The table's entry of the GEMM at (n, k).
+fn entry(table: &TuningTable, n: usize, k: usize) -> Option<&KernelTable> {
+    table.kernels.get(&format!("gemm@n={n},k={k}"))
 }
 
 /// The median the table holds for variant `name` at key `m`.

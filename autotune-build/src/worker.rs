@@ -689,7 +689,6 @@ fn timed_in_condition<K: Kernel>(
         .map_err(preparing)?;
     let first = first.filter(|_| condition == Condition::Flushed);
     let timed = clock.during(Part::Time, || {
-        let mut next = 0;
         if job.timing.graph {
             // As graph-using code runs it: captured once, the graph replayed; where
             // the inputs rotate, one launch per rotated buffer back to back in the
@@ -706,6 +705,7 @@ fn timed_in_condition<K: Kernel>(
             )
             .map(|samples| per_launch(samples, launches))
         } else {
+            let mut next = 0;
             timing::measure_after(
                 stream,
                 condition.flush(flush),

@@ -13,12 +13,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
+# Where the binaries are (GPU_BIN: another folder of the same layout).
+bin=${GPU_BIN:-.gpu-bin}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export AUTOTUNE_REQUIRE_GPU=1 AUTOTUNE_REQUIRE_NVCC=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 summary=()
-for test in .gpu-bin/tests/*; do
+for test in "$bin"/tests/*; do
   name=$(basename "$test")
   start=$SECONDS
   if [ "$name" = sweep_faults ]; then
@@ -33,9 +35,9 @@ done
 # The decode step (benches/decode_step.rs), where its release binary was carried
 # too (here: cargo bench --bench decode_step --no-run; copy the executable to
 # .gpu-bin/benches/decode_step): the table's picks judged in a model's step.
-if [ -x .gpu-bin/benches/decode_step ]; then
+if [ -x "$bin/benches/decode_step" ]; then
   start=$SECONDS
-  timeout "${BENCH_S:-300}" .gpu-bin/benches/decode_step --out "$out/decode_step.json" \
+  timeout "${BENCH_S:-300}" "$bin/benches/decode_step" --out "$out/decode_step.json" \
     > "$out/decode_step.txt" 2>&1
   code=$?
   summary+=("$(printf '%-18s exit %-3s %4ss  %s' decode_step "$code" "$((SECONDS - start))" \

@@ -32,22 +32,11 @@ W=${JUDGE_DIR:-/tmp/w}
 R=$W/res
 out=${OUT:-/tmp/out}
 
-# The GPU tests of the root package (bench/h200/gpu-tests.sh's list).
-TESTS=(gpu device_kernels cold_inputs hopper_gemm rmsnorm_reference topk_batched
-  topk_fused topk_reference sweep_faults baked)
+. "$(dirname "$0")/common.sh"
 
 # `name path` of each executable `cargo build $@` makes.
 executables() {
-  cargo build --release --message-format=json "$@" 2> "$R/cargo-$BASHPID.err" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        continue
-    if message.get("reason") == "compiler-artifact" and message.get("executable"):
-        print(message["target"]["name"], message["executable"])
-'
+  cargo build --release --message-format=json "$@" 2> "$R/cargo-$BASHPID.err" | cargo_executables
 }
 
 # Runs `$2...` as step `$1`, its output in $R/$1.txt; a line in steps.txt.
@@ -69,7 +58,7 @@ build() {
   mkdir -p "$into"
   if [ "${2:-}" = tests ]; then
     args=()
-    for test in "${TESTS[@]}"; do args+=(--test "$test"); done
+    for test in "${GPU_TESTS[@]}"; do args+=(--test "$test"); done
   fi
   executables "${args[@]}" | while read -r name path; do cp "$path" "$into/$name"; done
   local code=$?
@@ -107,15 +96,11 @@ retune() {
   return $code
 }
 
-# Every GPU test binary in $W/bin/tests, required to run.
+# Every GPU test binary in $W/bin/tests, required to run (bench/h200/gpu-tests.sh);
+# fails where any test did.
 gpu_tests() {
-  local code=0
-  for test in "$W"/bin/tests/*; do
-    AUTOTUNE_REQUIRE_GPU=1 AUTOTUNE_REQUIRE_NVCC=1 timeout 300 "$test" --test-threads=1 \
-      > "$R/test-$(basename "$test").txt" 2>&1 || code=1
-    echo "$(basename "$test"): $(grep -E '^test result|all passed' "$R/test-$(basename "$test").txt" | tail -n 1)"
-  done
-  return $code
+  GPU_BIN=$W/bin OUT=$R/tests bash bench/h200/gpu-tests.sh
+  ! grep -qE "exit [1-9]" "$R/tests/summary.txt"
 }
 
 work() {

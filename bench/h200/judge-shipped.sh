@@ -28,13 +28,9 @@ case "${1:-}" in
     set -e
     mkdir -p .gpu-bin/benches
     pwd > .gpu-bin/root
+    . bench/h200/common.sh
     cargo bench --no-run --bench decode_step --message-format=json 2>/dev/null \
-      | python3 -c 'import json, sys
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable"): print(m["executable"])' \
-      | while read -r path; do cp "$path" .gpu-bin/benches/decode_step; done
+      | cargo_executables | while read -r _ path; do cp "$path" .gpu-bin/benches/decode_step; done
     gemm_patch -s
     trap 'gemm_patch -s -R' EXIT
     cp src/gemm.rs .gpu-bin/gemm.rs

@@ -19,24 +19,15 @@ rm -rf .gpu-bin
 mkdir -p .gpu-bin/tests .gpu-bin/benches
 pwd > .gpu-bin/root
 
+. bench/h200/common.sh
+
 # Each executable cargo reports for `$@`, as `name path` lines.
 executables() {
-  cargo "$@" --message-format=json 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        continue
-    if message.get("reason") == "compiler-artifact" and message.get("executable"):
-        print(message["target"]["name"], message["executable"])
-'
+  cargo "$@" --message-format=json 2>/dev/null | cargo_executables
 }
 
-tests=(gpu device_kernels cold_inputs hopper_gemm rmsnorm_reference topk_batched
-  topk_fused topk_reference sweep_faults baked)
 args=()
-for test in "${tests[@]}"; do
+for test in "${GPU_TESTS[@]}"; do
   args+=(--test "$test")
 done
 executables test --release --no-run "${args[@]}" | while read -r name path; do

@@ -1,0 +1,21 @@
+# Sourced by the scripts of bench/h200 that build here, or with cargo on the GPU
+# machine, what the GPU runs.
+
+# The root package's GPU test files.
+GPU_TESTS=(gpu device_kernels cold_inputs hopper_gemm rmsnorm_reference topk_batched
+  topk_fused topk_reference sweep_faults baked)
+
+# `name path` of each executable in cargo's JSON messages on stdin
+# (`cargo build --message-format=json ... | cargo_executables`).
+cargo_executables() {
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        continue
+    if message.get("reason") == "compiler-artifact" and message.get("executable"):
+        print(message["target"]["name"], message["executable"])
+'
+}
