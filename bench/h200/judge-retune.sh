@@ -72,8 +72,7 @@ build() {
 apply_patch() {
   local file=bench/h200/cold-retune-rotating.patch
   if [ -n "${PATCH_ONLY:-}" ]; then
-    awk -v only="a/$PATCH_ONLY " '/^diff --git/ { keep = index($0, only) > 0 } keep' "$file" \
-      | patch -p1
+    cold_patch_part "$PATCH_ONLY" | patch -p1
   else
     patch -p1 -i "$file"
   fi

@@ -16,11 +16,11 @@
 # tables so far, its live logs, its output), gpu.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-patch_file=bench/h200/cold-retune-rotating.patch
+. bench/h200/common.sh
 
 # The GEMM's part of the patch (its case's weights rotate), applied to this tree.
 gemm_patch() {
-  awk '/^diff --git/ { keep = index($0, "a/src/gemm.rs ") > 0 } keep' "$patch_file" | patch "$@" -p1
+  cold_patch_part src/gemm.rs | patch "$@" -p1
 }
 
 case "${1:-}" in
@@ -28,7 +28,6 @@ case "${1:-}" in
     set -e
     mkdir -p .gpu-bin/benches
     pwd > .gpu-bin/root
-    . bench/h200/common.sh
     cargo bench --no-run --bench decode_step --message-format=json 2>/dev/null \
       | cargo_executables | while read -r _ path; do cp "$path" .gpu-bin/benches/decode_step; done
     gemm_patch -s
