@@ -109,12 +109,13 @@ fn locate(
 fn hash_wrapper(
     spec: &KernelSpec,
     root: &Path,
+    compiled_at: &Path,
     wrapper: &mut Sha256,
     wrapper_files: &mut Vec<PathBuf>,
 ) -> Result<(), BuildError> {
     let error = |fault: KernelFault| BuildError::kernel(spec.name, fault);
     let tokens_digest = |path: &Path, text: &str| rust_digest(spec, path, text);
-    let file = root.join(spec.wrapper_file);
+    let file = wrapper_path(spec.wrapper_file, root, compiled_at);
     let text = autotune_spec::guarded::read::read_to_string(
         &file,
         autotune_spec::guarded::read::MAX_SOURCE_BYTES,
@@ -180,6 +181,20 @@ fn hash_wrapper(
     }
     wrapper_files.push(file);
     Ok(())
+}
+
+/// Where the wrapper file `written` (a spec's `wrapper_file`) is in the crate at
+/// `root`. The macro writes `file!()`, which in the crate is relative to its root,
+/// but in a build script names the file where `tunables!()` included it from: the
+/// checkout the script was compiled at (`compiled_at`). Cargo can run that script
+/// for a crate elsewhere (a copy of the tree, a binary carried to another machine);
+/// the files to read are `root`'s, and under the same names, or the fingerprint
+/// would depend on where the script was compiled.
+fn wrapper_path(written: &str, root: &Path, compiled_at: &Path) -> PathBuf {
+    let written = Path::new(written);
+    written
+        .strip_prefix(compiled_at)
+        .map_or_else(|_| root.join(written), |inside| root.join(inside))
 }
 
 /// [`rust_items_digest`] of `text`, a Rust file of `spec`'s wrapper at `path`.
@@ -268,13 +283,26 @@ impl KernelInputs {
         nvcc: Option<&Nvcc>,
         crate_version: &str,
     ) -> Result<Self, BuildError> {
+        Self::gather_compiled_at(spec, root, root, nvcc, crate_version)
+    }
+
+    /// [`gather`](Self::gather) in a build script compiled at `compiled_at` (the
+    /// path `tunables!()` saw), run for the crate at `root`: the wrapper files
+    /// are read in `root`, under the same names wherever the script was compiled.
+    pub fn gather_compiled_at(
+        spec: &'static KernelSpec,
+        root: &Path,
+        compiled_at: &Path,
+        nvcc: Option<&Nvcc>,
+        crate_version: &str,
+    ) -> Result<Self, BuildError> {
         let mut wrapper = Sha256::new();
         let mut wrapper_files = Vec::new();
         let mut scanned = Vec::new();
         let mut images = Vec::new();
         let mut nvcc_sources = nvcc.map(|_| Vec::new());
         for spec in specs(spec) {
-            hash_wrapper(spec, root, &mut wrapper, &mut wrapper_files)?;
+            hash_wrapper(spec, root, compiled_at, &mut wrapper, &mut wrapper_files)?;
             scan_sources(
                 spec,
                 root,
@@ -683,6 +711,68 @@ pub fn scale(stream: &CudaStream, variant: &Variant<ScaleParams>, n: usize) -> R
             sources,
             Ok((vec!["kernels/k.ptx".to_string()], PRECOMPILED.to_string()))
         );
+    }
+
+    /// A build script carried to another checkout (compiled at `compiled`, run for
+    /// `root`): `file!()` names the wrapper where it was compiled. The fingerprint is
+    /// the one the checkout gives itself, read from the checkout's files (session 32:
+    /// an H100 table swept from a copy of the tree was stale in the tree itself, its
+    /// wrapper's `#[path]` module named by its absolute path).
+    #[test]
+    fn a_build_script_run_for_another_checkout_fingerprints_that_checkout() {
+        use autotune_runtime::KernelSpec;
+        let base = std::env::temp_dir().join(format!("fingerprint-moved-{}", std::process::id()));
+        let (compiled, root) = (base.join("compiled"), base.join("root"));
+        let files = [
+            (
+                "src/k.rs",
+                "#[path = \"k_launch.rs\"]\nmod launch;\npub fn k() {}\n",
+            ),
+            ("src/k_launch.rs", "pub fn launch() {}\n"),
+            ("kernels/k.ptx", ".version 7.0\n.target sm_70\n"),
+        ];
+        for dir in [&compiled, &root] {
+            for (path, text) in files {
+                let file = dir.join(path);
+                std::fs::create_dir_all(file.parent().unwrap_or(dir)).ok();
+                std::fs::write(&file, text).ok();
+            }
+        }
+        // What the compiled-at copy holds no longer counts.
+        std::fs::write(compiled.join("src/k_launch.rs"), "pub fn other() {}\n").ok();
+        let written: &'static str = Box::leak(
+            compiled
+                .join("src/k.rs")
+                .to_string_lossy()
+                .into_owned()
+                .into_boxed_str(),
+        );
+        let carried: &'static KernelSpec = Box::leak(Box::new(KernelSpec::new(
+            "k",
+            written,
+            "kernels/k.ptx",
+            &["k"],
+            "n",
+            &[1024],
+        )));
+        const HERE: KernelSpec =
+            KernelSpec::new("k", "src/k.rs", "kernels/k.ptx", &["k"], "n", &[1024]);
+        let wrapper = |inputs: Result<KernelInputs, BuildError>| {
+            inputs
+                .and_then(|i| {
+                    i.fingerprint(None)
+                        .map_err(|e| BuildError::kernel("k", KernelFault::Unfingerprintable(e)))
+                })
+                .map(|f| f.wrapper_sha256)
+                .map_err(|e| e.to_string())
+        };
+        let own = wrapper(KernelInputs::gather(&HERE, &root, None, "0.1.0"));
+        let moved = wrapper(KernelInputs::gather_compiled_at(
+            carried, &root, &compiled, None, "0.1.0",
+        ));
+        std::fs::remove_dir_all(&base).ok();
+        assert!(own.is_ok(), "{own:?}");
+        assert_eq!(moved, own);
     }
 
     /// `source = lib_kernels::SOFTMAX`: the constant's bytes, as the build script

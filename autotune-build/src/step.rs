@@ -71,7 +71,13 @@ pub(crate) fn run(
     for spec in tunables.specs() {
         inputs.push((
             spec,
-            KernelInputs::gather(spec, &build.root, nvcc.as_ref().ok(), &build.crate_version)?,
+            KernelInputs::gather_compiled_at(
+                spec,
+                &build.root,
+                tunables.compiled_at(),
+                nvcc.as_ref().ok(),
+                &build.crate_version,
+            )?,
         ));
     }
     build.watch(&inputs);

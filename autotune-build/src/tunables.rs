@@ -107,6 +107,11 @@ impl Tunables {
         self
     }
 
+    /// The crate root `tunables!()` saw when this build script was compiled.
+    pub(crate) fn compiled_at(&self) -> &std::path::Path {
+        &self.compiled_at
+    }
+
     pub fn specs(&self) -> impl Iterator<Item = &'static KernelSpec> + '_ {
         self.kernels.iter().map(|k| k.spec())
     }

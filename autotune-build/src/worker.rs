@@ -691,11 +691,12 @@ fn timed_in_condition<K: Kernel>(
     let timed = clock.during(Part::Time, || {
         if job.timing.graph {
             // As graph-using code runs it: captured once, the graph replayed; where
-            // the inputs rotate, one launch per rotated buffer back to back in the
-            // graph, as a model's step runs its layers (each launch's fixed cost
-            // hidden behind the one before), each replay's time over its launches.
+            // the inputs rotate, 32 or more launches back to back in the graph,
+            // cycling through the rotated buffers, as a model's step runs its layers
+            // (each launch's fixed cost hidden behind the one before, the graph's
+            // own shared by all), each replay's time over its launches.
             let graph = capture::<K>(case, stream, variant, condition)?;
-            let launches = condition.buffers() as f64;
+            let launches = condition.graph_launches() as f64;
             timing::measure(
                 stream,
                 condition.flush(flush),
@@ -778,8 +779,8 @@ fn duel_rounds<K: Kernel>(
         count.set(count.get() + 1);
         count.get()
     };
-    // As graph replays where the job times graphs: each side captured once, a
-    // launch per rotated buffer back to back (as `timed_in_condition` times them).
+    // As graph replays where the job times graphs: each side captured once, its
+    // launches back to back through the rotated buffers (as `timed_in_condition`).
     let graphs = if job.timing.graph {
         [
             Some(capture::<K>(case, stream, sides[0], condition)?),
@@ -802,7 +803,7 @@ fn duel_rounds<K: Kernel>(
         }
     };
     let launches = if job.timing.graph {
-        condition.buffers() as f64
+        condition.graph_launches() as f64
     } else {
         1.0
     };
@@ -826,7 +827,8 @@ fn per_launch(samples: timing::Samples, launches: f64) -> timing::Samples {
 }
 
 /// The launches of `variant` in `condition` captured into one CUDA graph on
-/// `stream`: one, or one per rotated buffer, back to back. A launch that cannot be
+/// `stream`: one, or [`Condition::graph_launches`] of them back to back, each
+/// reading the next rotated buffer. A launch that cannot be
 /// captured (it synchronises with the host, allocates, or uses another stream)
 /// puts the variant out: dispatch inside a graph could not run it.
 fn capture<K: Kernel>(
@@ -845,8 +847,8 @@ fn capture<K: Kernel>(
     stream
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(|e| out(e.to_string()))?;
-    let launched = (0..condition.buffers()).try_for_each(|buffer| {
-        condition.select(case, buffer);
+    let launched = (0..condition.graph_launches()).try_for_each(|number| {
+        condition.select(case, number);
         launch::<K>(case, stream, variant)
     });
     // End the capture whatever happened, so that the stream is usable again.

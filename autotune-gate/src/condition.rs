@@ -11,6 +11,14 @@ use crate::rotation::copies_for;
 use crate::timing::L2Flush;
 use crate::{Case, CaseError};
 
+/// The fewest launches one timed graph holds where the inputs rotate: as many as a
+/// 32-layer model's step runs of one GEMM shape, back to back. A graph's replay
+/// carries a fixed cost (its start, a library's extra nodes) that its launches
+/// share: shared by two launches it put cuBLAS 3-4 us above its time in a decode
+/// step at 14336 x 4096, where 32 to 64 launches share it
+/// (`bench/results/h100-session32/README.md`).
+pub const GRAPH_LAUNCHES: usize = 32;
+
 /// The condition one variant is timed in at one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Condition {
@@ -73,6 +81,19 @@ impl Condition {
         }
     }
 
+    /// How many launches one timed CUDA graph holds: one where nothing rotates (a
+    /// flush, or nothing, comes between two replays), else every rotated buffer in
+    /// turn, in as many rounds as make [`GRAPH_LAUNCHES`] or more.
+    pub fn graph_launches(&self) -> usize {
+        match self {
+            Self::Rotated { buffers } => {
+                let buffers = (*buffers).max(1);
+                GRAPH_LAUNCHES.div_ceil(buffers) * buffers
+            }
+            Self::Flushed | Self::Warm => 1,
+        }
+    }
+
     /// Drops the copies: the case reads its originals again.
     pub fn release<C: Case>(&self, case: &mut C) {
         if let Self::Rotated { .. } = self {
@@ -80,5 +101,25 @@ impl Condition {
                 buffer.release();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A timed graph holds at least [`GRAPH_LAUNCHES`] launches where the inputs
+    /// rotate, whole rounds of the copies (each copy read as often as the others),
+    /// and one launch where they do not.
+    #[test]
+    fn a_graph_of_rotated_inputs_holds_whole_rounds_of_at_least_32_launches() {
+        let launches = |buffers| Condition::Rotated { buffers }.graph_launches();
+        assert_eq!(launches(2), 32);
+        assert_eq!(launches(5), 35);
+        assert_eq!(launches(32), 32);
+        assert_eq!(launches(40), 40);
+        assert_eq!(launches(0), 32);
+        assert_eq!(Condition::Flushed.graph_launches(), 1);
+        assert_eq!(Condition::Warm.graph_launches(), 1);
     }
 }

@@ -33,11 +33,11 @@ pub struct TimingConfig {
     /// so far at the same key cannot win there: it is not timed further.
     pub hopeless: f64,
     /// Time each launch as a CUDA graph it was captured into, as graph-using code
-    /// runs it (`AUTOTUNE_GRAPH=1`; the judge's default): a variant whose launch
-    /// cannot be captured (a host synchronisation, an allocation) is out. Where the
-    /// inputs rotate, the graph holds one launch per rotated buffer, back to back,
-    /// as a model's step runs its layers, and a launch's time is the replay's over
-    /// its launches (a launch timed alone between two events carries its fixed
+    /// runs it (`AUTOTUNE_GRAPH=1`, the default): a variant whose launch cannot be
+    /// captured (a host synchronisation, an allocation) is out. Where the inputs
+    /// rotate, the graph holds [`crate::condition::GRAPH_LAUNCHES`] launches or
+    /// more, back to back, cycling through the rotated buffers, as a model's step
+    /// runs its layers, and a launch's time is the replay's over its launches (a launch timed alone between two events carries its fixed
     /// cost, about 3 us on an H100, which back-to-back launches hide).
     #[serde(default)]
     pub graph: bool,
@@ -70,11 +70,16 @@ impl TimingConfig {
     /// How the table describes the method.
     pub fn describe(&self) -> String {
         format!(
-            "CUDA events around each launch{}; L2 flushed before each ({}, outside the events); \
+            "CUDA events around each launch{}; inputs cold (`inputs = cold`): where the case \
+             names rotating inputs, each launch reads the next of their copies (a \
+             measurement's `buffers`) and nothing is flushed, else L2 flushed before each \
+             ({}, outside the events); `inputs = warm`: nothing evicted; \
              {} warm-up launches; median of {}..{} repeats sized to {} ms; one launch only for a variant \
              {}x slower than the best so far at its key",
             if self.graph {
-                " (each launch a replay of the CUDA graph it was captured into)"
+                " (each launch a replay of the CUDA graph it was captured into; rotated \
+                 inputs: 32 or more launches back to back in one graph, cycling through \
+                 the copies, a launch's time the replay's over its launches)"
             } else {
                 ""
             },

@@ -107,7 +107,7 @@ vars! {
     TARGET_MS = "AUTOTUNE_TARGET_MS", true,
         "the time budget per variant and key, in ms";
     GRAPH = "AUTOTUNE_GRAPH", true,
-        "time each launch as a CUDA-graph replay (1 or 0; rotated inputs: their launches back to back in one graph)";
+        "time each launch as a CUDA-graph replay (1, the default, or 0; rotated inputs: their launches back to back in one graph)";
     FLUSH = "AUTOTUNE_FLUSH", true,
         "how L2 is evicted before each timed launch: `memset` (default) or `read`";
     DUEL_ROUNDS = "AUTOTUNE_DUEL_ROUNDS", true,

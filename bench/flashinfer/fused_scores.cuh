@@ -8,8 +8,11 @@
 // memory once, and 4 tiles of 64 keys. Per warp: 16 keys loaded with coalesced
 // 16-byte reads (zeros past the query's length), their 16 x 64 logits by tensor
 // cores (WMMA bf16, f32 accumulate), then the weighted ReLU sum over heads in
-// registers, two lanes a key. Included by anchor.cu; compiles on its own for a
-// check (nvcc -arch=sm_90 -c).
+// registers, two lanes a key. Rows in shared memory are padded by 16 bytes (q,
+// keys: 136 bf16; logits: 68 f32): unpadded, each row began on the same bank and
+// every tensor-core load of 8 rows hit one bank 8 times (the first run on an H100,
+// bench/results/h100-session32, scored at a fraction of the copy rate). Included by
+// anchor.cu; compiles on its own for a check (nvcc -arch=sm_90 -c).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,6 +29,12 @@ constexpr int kKeysPerWarp = 16;
 constexpr int kTile = kWarps * kKeysPerWarp;
 constexpr int kTilesPerBlock = 4;
 constexpr int kKeysPerBlock = kTile * kTilesPerBlock;
+// Row strides in shared memory: 16 bytes past a multiple of 128, so that 8 rows'
+// 16-byte pieces fall on 8 different groups of banks.
+constexpr int kRow = kDim + 8;          // q and keys, bf16
+constexpr int kLogitRow = kHeads + 4;   // logits, f32
+static_assert(kKeysPerWarp * kRow * 2 == kKeysPerWarp * kLogitRow * 4,
+              "a warp's keys and its logits share one scratch");
 
 // scores[r][t] = sum_h w[r][h] * max(q[r][h] . keys[offsets[r] + t], 0) for
 // t < offsets[r + 1] - offsets[r]; the rest of row r (max_len apart) is not
@@ -34,10 +43,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     scores(const __nv_bfloat16* q, const float* w, const __nv_bfloat16* keys,
            const int32_t* offsets, int max_len, float* out) {
     using namespace nvcuda;
-    __shared__ __align__(128) __nv_bfloat16 q_s[kHeads * kDim];
+    __shared__ __align__(128) __nv_bfloat16 q_s[kHeads * kRow];
     __shared__ float w_s[kHeads];
-    // A warp's 16 keys (16 x 128 bf16), then its 16 x 64 logits (f32): 4 KB each.
-    __shared__ __align__(128) unsigned char scratch[kWarps][kKeysPerWarp * kDim * 2];
+    // A warp's 16 keys (16 x 136 bf16), then its 16 x 68 logits (f32).
+    __shared__ __align__(128) unsigned char scratch[kWarps][kKeysPerWarp * kRow * 2];
 
     const int r = blockIdx.y;
     const int begin = offsets[r];
@@ -47,7 +56,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     const uint4* q_src = reinterpret_cast<const uint4*>(q + static_cast<size_t>(r) * kHeads * kDim);
     for (int i = threadIdx.x; i < kHeads * kDim / 8; i += blockDim.x) {
-        reinterpret_cast<uint4*>(q_s)[i] = q_src[i];
+        const int head = i / (kDim / 8), piece = i % (kDim / 8);
+        *reinterpret_cast<uint4*>(q_s + head * kRow + piece * 8) = q_src[i];
     }
     if (threadIdx.x < kHeads) w_s[threadIdx.x] = w[r * kHeads + threadIdx.x];
     __syncthreads();
@@ -63,9 +73,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int key0 = first + tile * kTile + warp * kKeysPerWarp;
         if (key0 >= len) break;  // warp-uniform
         const uint4* src = reinterpret_cast<const uint4*>(keys + (static_cast<size_t>(begin) + key0) * kDim);
+#pragma unroll
         for (int i = lane; i < kKeysPerWarp * kDim / 8; i += 32) {
-            const int row = i / (kDim / 8);
-            reinterpret_cast<uint4*>(k_s)[i] = key0 + row < len ? src[i] : make_uint4(0, 0, 0, 0);
+            const int row = i / (kDim / 8), piece = i % (kDim / 8);
+            *reinterpret_cast<uint4*>(k_s + row * kRow + piece * 8) =
+                key0 + row < len ? src[i] : make_uint4(0, 0, 0, 0);
         }
         __syncwarp();
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kHeads / 16];
@@ -74,25 +86,25 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int d = 0; d < kDim; d += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-            wmma::load_matrix_sync(a, k_s + d, kDim);
+            wmma::load_matrix_sync(a, k_s + d, kRow);
 #pragma unroll
             for (int h = 0; h < kHeads / 16; ++h) {
-                // q_h as the columns of Q^T (col-major with leading dimension kDim).
+                // q_h as the columns of Q^T (col-major with leading dimension kRow).
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-                wmma::load_matrix_sync(b, q_s + h * 16 * kDim + d, kDim);
+                wmma::load_matrix_sync(b, q_s + h * 16 * kRow + d, kRow);
                 wmma::mma_sync(acc[h], a, b, acc[h]);
             }
         }
         __syncwarp();  // the keys are read: their bytes take the logits
 #pragma unroll
         for (int h = 0; h < kHeads / 16; ++h) {
-            wmma::store_matrix_sync(logits + h * 16, acc[h], kHeads, wmma::mem_row_major);
+            wmma::store_matrix_sync(logits + h * 16, acc[h], kLogitRow, wmma::mem_row_major);
         }
         __syncwarp();
-        // Each lane starts at its own head (lane-rotated), so that the 32 lanes
-        // read 32 banks.
+        // Each lane starts at its own head (lane-rotated): with rows 68 floats apart
+        // the 32 lanes read 32 banks.
         float s = 0.0f;
-        const float* row = logits + my_key * kHeads + my_heads;
+        const float* row = logits + my_key * kLogitRow + my_heads;
 #pragma unroll 8
         for (int j = 0; j < 32; ++j) {
             const int h = (j + lane) & 31;

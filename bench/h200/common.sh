@@ -19,10 +19,3 @@ for line in sys.stdin:
         print(message["target"]["name"], message["executable"])
 '
 }
-
-# The part of bench/h200/cold-retune-rotating.patch (the shipped cases naming their
-# cold inputs) that edits file $1 (`src/gemm.rs`), for `patch -p1`.
-cold_patch_part() {
-  awk -v only="a/$1 " '/^diff --git/ { keep = index($0, only) > 0 } keep' \
-    bench/h200/cold-retune-rotating.patch
-}
