@@ -1,5 +1,4 @@
-# Sourced by the scripts of bench/h200 that build here, or with cargo on the GPU
-# machine, what the GPU runs.
+# Sourced by the scripts of bench/h200 that build here what the GPU machine runs.
 
 # The root package's GPU test files.
 GPU_TESTS=(gpu device_kernels cold_inputs hopper_gemm rmsnorm_reference topk_batched
