@@ -19,6 +19,11 @@
 #         bash bench/h200/judge-prebuilt.sh start TRIP     then, back to back,
 #         bash bench/h200/judge-prebuilt.sh poll           until it prints "done"
 #
+# The tree and every binary of the judge exceed one call's 64 MiB: carry
+# .gpu-bin/judge/{decode_step,gemm,topk,root} (and .gpu-bin/sweeps/decode_step, the
+# shipped step, for an H200), then in the next call on the same machine the tests:
+# carry [.gpu-bin/judge/tests], `GPU_BIN=.gpu-bin/judge bash bench/h200/gpu-tests.sh`.
+#
 # The trip runs in the background (setsid: it outlives the call that starts it,
 # while the machine is held) from a copy of the tree in /tmp/w; each call brings
 # back what is done so far in $OUT/judge.tgz, its steps last. AUTOTUNE_GRAPH
