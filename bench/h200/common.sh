@@ -18,3 +18,15 @@ for line in sys.stdin:
         print(message["target"]["name"], message["executable"])
 '
 }
+
+# The GPU test files' release binaries (`cargo test --release --no-run`), each
+# copied to $1/NAME and stripped.
+gpu_test_binaries() {
+  local dir=$1 args=() test name path
+  mkdir -p "$dir"
+  for test in "${GPU_TESTS[@]}"; do args+=(--test "$test"); done
+  cargo test --release --no-run "${args[@]}" --message-format=json 2> /dev/null \
+    | cargo_executables | while read -r name path; do
+      cp "$path" "$dir/$name" && strip "$dir/$name"
+    done
+}

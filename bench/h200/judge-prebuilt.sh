@@ -138,16 +138,13 @@ case "${1:-}:${2:-}" in
     ;;
   prepare:judge)
     set -e
-    rm -rf .gpu-bin/judge && mkdir -p .gpu-bin/judge/tests
+    rm -rf .gpu-bin/judge && mkdir -p .gpu-bin/judge
     pwd > .gpu-bin/judge/root
-    args=()
-    for test in "${GPU_TESTS[@]}"; do args+=(--test "$test"); done
-    cargo test --release --no-run "${args[@]}" --message-format=json 2> /dev/null \
-      | cargo_executables | while read -r name path; do cp "$path" ".gpu-bin/judge/tests/$name"; done
+    gpu_test_binaries .gpu-bin/judge/tests
     cargo bench --no-run --bench decode_step --bench gemm --bench topk --message-format=json \
       2> /dev/null | cargo_executables \
       | while read -r name path; do cp "$path" ".gpu-bin/judge/$name"; done
-    strip .gpu-bin/judge/tests/* .gpu-bin/judge/decode_step .gpu-bin/judge/gemm .gpu-bin/judge/topk
+    strip .gpu-bin/judge/decode_step .gpu-bin/judge/gemm .gpu-bin/judge/topk
     du -sh .gpu-bin/judge
     ;;
   start:sweeps | start:judge)

@@ -21,20 +21,9 @@ pwd > .gpu-bin/root
 
 . bench/h200/common.sh
 
-# Each executable cargo reports for `$@`, as `name path` lines.
-executables() {
-  cargo "$@" --message-format=json 2>/dev/null | cargo_executables
-}
-
-args=()
-for test in "${GPU_TESTS[@]}"; do
-  args+=(--test "$test")
-done
-executables test --release --no-run "${args[@]}" | while read -r name path; do
-  cp "$path" ".gpu-bin/tests/$name"
-  strip ".gpu-bin/tests/$name" 2>/dev/null || true
-done
-executables bench --no-run --bench decode_step --bench gemm | while read -r name path; do
+gpu_test_binaries .gpu-bin/tests
+cargo bench --no-run --bench decode_step --bench gemm --message-format=json 2> /dev/null \
+  | cargo_executables | while read -r name path; do
   case "$name" in
     decode_step) cp "$path" .gpu-bin/benches/decode_step ;;
     gemm) cp "$path" .gpu-bin/bench-gemm ;;
