@@ -18,6 +18,9 @@
 //! only; each with and without the RMSNorms. The table's prediction is the sum of
 //! the committed table's medians of what each path launches at that m, for the
 //! GEMMs (m = 1, 16 and 64 are timed sizes; m = 4 is not, and has no prediction).
+//! Each time keeps its quartiles and repeat count. Dispatch's step and cuBLAS's
+//! then meet in interleaved rounds, as the sweep's duels do: the ratio with its 95%
+//! interval says whether dispatch is slower beyond the step's own noise.
 //!
 //! Then each GEMM shape alone, as the step calls it: every layer's GEMMs of that
 //! shape in one graph (each reading its own weights from HBM), on dispatch and on
@@ -43,6 +46,7 @@ use autotune_runtime::Vendor;
 use autotune_runtime::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use autotune_runtime::cudarc::driver::{CudaContext, CudaGraph, CudaSlice, CudaStream};
 use autotune_runtime::half::bf16;
+use autotune_table::duel::{Duel, DuelVerdict};
 use autotune_table::table::{self, KernelTable, TuningTable};
 use serde_json::json;
 
@@ -176,12 +180,17 @@ fn run(
         "{:>4}  {:<12} {:>12} {:>14} {:>12}  table's GEMMs",
         "m", "path", "GEMMs (ms)", "+ RMSNorm (ms)", "predicted"
     );
+    let mut duels = Vec::new();
     for m in ROWS {
         let mut acts = activations(&stream, m)?;
         let mut cublas_ms = None;
+        let mut graphs = Vec::new();
         for path in [Path::Cublas, Path::Dispatch, Path::OurDefault] {
-            let gemms = time_step(&stream, &kernels, &weights, &mut acts, path, false)?;
-            let with_norm = time_step(&stream, &kernels, &weights, &mut acts, path, true)?;
+            let graph = capture_step(&stream, &kernels, &weights, &mut acts, path, false)?;
+            let timed = time_graph(&stream, &graph)?;
+            let gemms = timed.median_ms;
+            let with_norm = capture_step(&stream, &kernels, &weights, &mut acts, path, true)
+                .and_then(|graph| time_graph(&stream, &graph))?;
             let predicted = table
                 .as_ref()
                 .and_then(|t| predicted_ms(t, &kernels.gemm, path, m))
@@ -191,8 +200,9 @@ fn run(
             }
             let vs = cublas_ms.map_or(f64::NAN, |c| c / gemms);
             println!(
-                "{m:>4}  {:<12} {gemms:>12.3} {with_norm:>14.3} {:>12}  {:.3}x cuBLAS",
+                "{m:>4}  {:<12} {gemms:>12.3} {:>14.3} {:>12}  {:.3}x cuBLAS",
                 path.name(),
+                with_norm.median_ms,
                 predicted.map_or("-".to_string(), |p| format!("{p:.3}")),
                 vs
             );
@@ -200,11 +210,28 @@ fn run(
                 "m": m,
                 "path": path.name(),
                 "gemms_ms": gemms,
-                "with_rmsnorm_ms": with_norm,
+                "gemms": timed.to_json(),
+                "with_rmsnorm_ms": with_norm.median_ms,
+                "with_rmsnorm": with_norm.to_json(),
                 "predicted_gemms_ms": predicted,
                 "cublas_over_this": vs,
             }));
+            graphs.push(graph);
         }
+        if let [cublas, dispatch, _] = graphs.as_slice() {
+            duels.push(duel(&stream, m, cublas, dispatch)?);
+        }
+    }
+    println!(
+        "\ndispatch against cuBLAS only, the two steps replayed alternately ({DUEL_ROUNDS} rounds, shuffled order)"
+    );
+    for row in &duels {
+        println!(
+            "{:>4}  {}  {}",
+            row["m"],
+            row["describe"].as_str().unwrap_or_default(),
+            row["verdict"].as_str().unwrap_or_default()
+        );
     }
     println!(
         "\neach GEMM as the step calls it (every layer's, one graph), beside the table's median at m\n{:>4}  {:>13} {:<9} {:>10} {:>10} {:>8}  runs",
@@ -235,6 +262,7 @@ fn run(
         "plan": kernels.gemm.selection().to_string(),
         "method": "each step captured in one CUDA graph; CUDA events around each replay, median of repeats (warm-up first); every layer's weights its own buffers, so each replay reads every weight from HBM once; predicted = the committed table's medians of what the path launches at m, summed over the step's GEMMs; per_gemm: every layer's GEMMs of one shape in one graph, the replay's median over its launches, beside the table's median of what the path launches at m",
         "rows": rows,
+        "dispatch_vs_cublas": duels,
         "per_gemm": gemms,
         "per_variant": variants,
     }))
@@ -287,24 +315,71 @@ fn activations(stream: &Arc<CudaStream>, m: usize) -> Result<Activations, Box<dy
     })
 }
 
-/// The step captured in a CUDA graph, timed as its replays: median milliseconds.
-fn time_step(
+/// The step on `path` captured in one CUDA graph.
+fn capture_step(
     stream: &Arc<CudaStream>,
     kernels: &Kernels,
     layers: &[Layer],
     acts: &mut Activations,
     path: Path,
     with_norm: bool,
-) -> Result<f64, Box<dyn Error>> {
-    let graph = capture(stream, || {
+) -> Result<CudaGraph, Box<dyn Error>> {
+    capture(stream, || {
         for layer in layers {
             step_layer(stream, kernels, layer, acts, path, with_norm)?;
         }
         Ok(())
-    })?;
-    let samples = timing::measure(stream, None, &common::TIMING, None, &mut || graph.launch())
-        .map_err(|e| e.to_string())?;
-    Ok(samples.median() / 1e3)
+    })
+}
+
+/// A graph timed as its replays: median, quartiles and repeats (milliseconds).
+fn time_graph(
+    stream: &Arc<CudaStream>,
+    graph: &CudaGraph,
+) -> Result<common::Timed, Box<dyn Error>> {
+    Ok(common::timed_as_is(stream, &mut || {
+        graph.launch().map_err(|e| e.to_string())
+    })?)
+}
+
+/// Rounds of the interleaved comparison of dispatch's step with cuBLAS's.
+const DUEL_ROUNDS: u32 = 100;
+
+/// Dispatch's step against cuBLAS's at `m`, replayed alternately in a shuffled
+/// order ([`timing::interleaved`]), as the sweep's duels are: the ratio cuBLAS /
+/// dispatch with its 95% interval (`autotune_table::duel`). "slower" only where the
+/// whole interval lies below 1: the noise the step itself measures decides.
+fn duel(
+    stream: &Arc<CudaStream>,
+    m: usize,
+    cublas: &CudaGraph,
+    dispatch: &CudaGraph,
+) -> Result<serde_json::Value, Box<dyn Error>> {
+    let [a, b] = timing::interleaved(
+        stream,
+        None,
+        common::TIMING.warmup,
+        DUEL_ROUNDS,
+        0x48_0000 + m as u64,
+        [
+            &mut || cublas.launch().map_err(|e| e.to_string()),
+            &mut || dispatch.launch().map_err(|e| e.to_string()),
+        ],
+    )
+    .map_err(|e| e.to_string())?;
+    let duel = Duel::from_rounds(&a.times_us, &b.times_us).ok_or("no round timed")?;
+    let verdict = match duel.verdict(0.0) {
+        DuelVerdict::Challenger => "dispatch faster",
+        DuelVerdict::Tie => "within the noise",
+        DuelVerdict::Incumbent => "dispatch slower",
+    };
+    let mut row = serde_json::to_value(duel)?;
+    row["m"] = json!(m);
+    row["incumbent"] = json!("cuBLAS");
+    row["challenger"] = json!("dispatch");
+    row["verdict"] = json!(verdict);
+    row["describe"] = json!(duel.describe());
+    Ok(row)
 }
 
 /// Captures what `launches` queues on `stream` into a CUDA graph.
@@ -392,7 +467,7 @@ fn launch_projection(
 
 /// The step's GEMMs of one shape alone, every layer's (each reading its own
 /// weights from HBM, as in the step), captured in one graph: the median
-/// microseconds of one GEMM (the replay's time over its launches).
+/// of one GEMM (the replay's times over its launches), in microseconds.
 fn time_shape(
     stream: &Arc<CudaStream>,
     kernels: &Kernels,
@@ -400,7 +475,7 @@ fn time_shape(
     acts: &mut Activations,
     path: Path,
     (n, k): (usize, usize),
-) -> Result<f64, Box<dyn Error>> {
+) -> Result<PerLaunch, Box<dyn Error>> {
     let indices: Vec<usize> = (0..PROJECTIONS.len())
         .filter(|&i| (PROJECTIONS[i].1, PROJECTIONS[i].2) == (n, k))
         .collect();
@@ -412,9 +487,24 @@ fn time_shape(
         }
         Ok(())
     })?;
-    let samples = timing::measure(stream, None, &common::TIMING, None, &mut || graph.launch())
-        .map_err(|e| e.to_string())?;
-    Ok(samples.median() / (layers.len() * indices.len()) as f64)
+    let replay = time_graph(stream, &graph)?;
+    let us = |ms: f64| ms * 1e3 / (layers.len() * indices.len()) as f64;
+    Ok(PerLaunch {
+        median_us: us(replay.median_ms),
+        p25_us: us(replay.p25_ms),
+        p75_us: us(replay.p75_ms),
+        repeats: replay.repeats,
+    })
+}
+
+/// One launch's share of a graph's replays: median and quartiles (microseconds),
+/// and how many replays were timed.
+#[derive(Debug, Clone, Copy)]
+struct PerLaunch {
+    median_us: f64,
+    p25_us: f64,
+    p75_us: f64,
+    repeats: usize,
 }
 
 /// The distinct (N, K) of the step's projections, in the order they come.
@@ -443,7 +533,8 @@ fn per_gemm(
     let mut rows = Vec::new();
     for (n, k) in shapes() {
         for path in [Path::Dispatch, Path::Cublas] {
-            let in_step_us = time_shape(stream, kernels, layers, acts, path, (n, k))?;
+            let timed = time_shape(stream, kernels, layers, acts, path, (n, k))?;
+            let in_step_us = timed.median_us;
             let runs = match path {
                 Path::Cublas => "vendor:cuBLAS".to_string(),
                 _ => kernels.gemm.describe(m, n, k).to_string(),
@@ -459,7 +550,9 @@ fn per_gemm(
             );
             rows.push(json!({
                 "m": m, "n": n, "k": k, "path": path.name(), "runs": runs,
-                "in_step_us": in_step_us, "table_us": table_us, "in_step_over_table": ratio,
+                "in_step_us": in_step_us, "in_step_p25_us": timed.p25_us,
+                "in_step_p75_us": timed.p75_us, "repeats": timed.repeats,
+                "table_us": table_us, "in_step_over_table": ratio,
             }));
         }
     }
@@ -507,7 +600,7 @@ fn per_variant(
                     .and_then(|t| entry(t, n, k))
                     .and_then(|entry| median_of(entry, variant.name(), m));
                 let shown = match &timed {
-                    Ok(us) => format!("{us:>10.2}"),
+                    Ok(t) => format!("{:>10.2}", t.median_us),
                     Err(e) => format!("refused: {e}"),
                 };
                 println!(
@@ -518,7 +611,10 @@ fn per_variant(
                 );
                 rows.push(json!({
                     "m": m, "n": n, "k": k, "variant": variant.name(),
-                    "in_step_us": timed.as_ref().ok(), "refused": timed.as_ref().err().map(|e| e.to_string()),
+                    "in_step_us": timed.as_ref().ok().map(|t| t.median_us),
+                    "in_step_p25_us": timed.as_ref().ok().map(|t| t.p25_us),
+                    "in_step_p75_us": timed.as_ref().ok().map(|t| t.p75_us),
+                    "refused": timed.as_ref().err().map(|e| e.to_string()),
                     "table_us": table_us,
                 }));
             }
