@@ -1,6 +1,6 @@
-//! What a build on any machine bakes from the committed H200 table: the plan's
-//! ranges are the table's, the picks are valid points, and another GPU gets the
-//! defaults (said once, in `selection()`).
+//! What a build on any machine bakes from the committed tables (one per GPU model
+//! in `kernels/tuning`): each GPU's plans are its table's ranges, the picks are
+//! valid points, and another GPU gets the defaults (said once, in `selection()`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
@@ -16,29 +16,56 @@ use autotune_runtime::{Kernel, KernelSpec};
 use autotune_table::ranges::BORROW_LEAD;
 use autotune_table::table;
 
-fn committed() -> table::TuningTable {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/kernels/tuning/nvidia-h200.json"
-    );
-    table::read(std::path::Path::new(path))
-        .unwrap_or_else(|e| panic!("{}: {}", e.path.display(), e.reason))
+/// Every committed table, with the GPU it was tuned on as dispatch identifies it.
+fn committed() -> Vec<(GpuIdentity, table::TuningTable)> {
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/tuning"));
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no table in {}", dir.display());
+    paths
+        .iter()
+        .map(|path| {
+            let table =
+                table::read(path).unwrap_or_else(|e| panic!("{}: {}", e.path.display(), e.reason));
+            let [major, minor] = table.gpu.compute_capability;
+            let gpu = GpuIdentity {
+                name: table.gpu.name.clone(),
+                compute_capability: (major, minor),
+                sm_count: table.gpu.sm_count,
+            };
+            (gpu, table)
+        })
+        .collect()
 }
 
-/// Each tuned shape's entry (the kernel's own without shapes) is baked as a plan.
+/// Each tuned shape's entry (the kernel's own without shapes) of every committed
+/// table is baked as a plan of that table's GPU.
 fn check(baked: &'static Baked, spec: &KernelSpec) {
-    let table = committed();
     let shapes = spec.tuned_shapes();
-    assert_eq!(
-        baked.plans.len(),
-        shapes.len(),
-        "{}: the committed table is baked ({})",
-        spec.name,
-        baked.note
-    );
-    for ((name, shape), plan) in shapes.iter().zip(baked.plans) {
-        assert_eq!(plan.shape, shape.values(), "{name}");
-        check_plan(baked, plan, &table.kernels[name], name);
+    for (gpu, table) in committed() {
+        let (plans, selection) = baked.plans_for(&gpu);
+        assert!(
+            matches!(selection, Selection::Tuned { .. }),
+            "{}: {}: {selection:?}",
+            spec.name,
+            gpu.name
+        );
+        assert_eq!(
+            plans.len(),
+            shapes.len(),
+            "{}: the committed table for {} is baked ({})",
+            spec.name,
+            gpu.name,
+            baked.note
+        );
+        for ((name, shape), plan) in shapes.iter().zip(plans) {
+            assert_eq!(plan.shape, shape.values(), "{name}");
+            check_plan(baked, plan, &table.kernels[name], name);
+        }
     }
     check_selection(baked, spec.name);
 }
@@ -63,15 +90,6 @@ fn check_plan(baked: &Baked, plan: &Plan, entry: &table::KernelTable, name: &str
         // The match agrees with the ranges at both ends.
         assert_eq!((plan.select)(range.first), range.choice);
         assert_eq!((plan.select)(range.last), range.choice);
-    }
-}
-
-/// The GPU the committed table was tuned on, as dispatch identifies it.
-fn h200() -> GpuIdentity {
-    GpuIdentity {
-        name: "NVIDIA H200".into(),
-        compute_capability: (9, 0),
-        sm_count: 132,
     }
 }
 
@@ -101,7 +119,6 @@ fn without_a_table_a_kernel_with_a_fallback_runs_the_fallback() {
 }
 
 fn check_selection(baked: &'static Baked, name: &str) {
-    assert!(matches!(baked.plan_for(&h200()).1, Selection::Tuned { .. }));
     let b200 = GpuIdentity {
         name: "NVIDIA B200".into(),
         compute_capability: (10, 0),
@@ -110,12 +127,16 @@ fn check_selection(baked: &'static Baked, name: &str) {
     let (defaults, selection) = baked.plan_for(&b200);
     assert!(defaults.origin.is_none());
     match selection {
-        Selection::Defaults { reason, .. } => assert!(reason.contains("NVIDIA H200"), "{reason}"),
-        other => panic!("{name}: a B200 must not use the H200 table: {other:?}"),
+        Selection::Defaults { reason, .. } => {
+            for (gpu, _) in committed() {
+                assert!(reason.contains(&gpu.name), "{reason}");
+            }
+        }
+        other => panic!("{name}: a B200 must not use another GPU's table: {other:?}"),
     }
 }
 
-fn the_committed_h200_table_is_what_dispatch_bakes() {
+fn the_committed_tables_are_what_dispatch_bakes() {
     check(RmsNorm::baked(), &RmsNorm::SPEC);
     check(TopkIndexer::baked(), &TopkIndexer::SPEC);
     check(TopkKeepAll::baked(), &TopkKeepAll::SPEC);
@@ -128,17 +149,32 @@ fn the_committed_h200_table_is_what_dispatch_bakes() {
 /// Session 12's finding (NOTES item 28): the untuned shape 1 x 6144 x 4096 borrowed
 /// 4096 x 4096's split-K point for M = 1, which led cuBLAS by 1.09x there and ran at
 /// 0.81x at 6144. A shape that was not tuned gets one of our variants only where it
-/// led the fallback by `BORROW_LEAD` at every key measured inside its range.
+/// led the fallback by `BORROW_LEAD` at every key measured inside its range; in
+/// every committed table.
 fn a_shape_not_tuned_borrows_only_ranges_that_led_cublas_by_the_swing() {
     let baked = Gemm::baked();
-    let (plans, _) = baked.plans_for(&h200());
-    assert!(
-        matches!(choose_in(&plans, &[4096, 4096], 1), Choice::Variant(_)),
-        "4096 x 4096 keeps its own split-K point at M = 1"
-    );
-    assert_eq!(choose_in(&plans, &[6144, 4096], 1), Choice::Fallback);
-    let table = committed();
-    for (name, plan) in Gemm::SPEC.tuned_shapes().iter().map(|(n, _)| n).zip(&plans) {
+    for (gpu, table) in committed() {
+        let (plans, _) = baked.plans_for(&gpu);
+        borrowing_follows_the_lead(baked, &plans, &table);
+        // 6144 x 4096 is not tuned: its nearest tuned shape, 4096 x 4096, lends it
+        // its borrowed ranges, never its own.
+        let nearest = plans
+            .iter()
+            .find(|plan| plan.shape == [4096, 4096])
+            .expect("4096 x 4096 is tuned");
+        for m in [1, 16, 64, 256, 4096] {
+            assert_eq!(
+                choose_in(&plans, &[6144, 4096], m),
+                (nearest.select_borrowed)(m),
+                "{}: 6144 x 4096 at m={m}",
+                gpu.name
+            );
+        }
+    }
+}
+
+fn borrowing_follows_the_lead(baked: &Baked, plans: &[&'static Plan], table: &table::TuningTable) {
+    for (name, plan) in Gemm::SPEC.tuned_shapes().iter().map(|(n, _)| n).zip(plans) {
         let entry = &table.kernels[name];
         let vendor = entry
             .variants
@@ -303,7 +339,7 @@ fn main() -> std::process::ExitCode {
             harness::Need::Nothing,
             trials![
                 without_a_table_a_kernel_with_a_fallback_runs_the_fallback,
-                the_committed_h200_table_is_what_dispatch_bakes,
+                the_committed_tables_are_what_dispatch_bakes,
                 a_shape_not_tuned_borrows_only_ranges_that_led_cublas_by_the_swing,
                 baked_variants_are_compiled_points_of_their_space,
                 a_listing_of_plans_gives_the_not_compiled_reason_once
