@@ -29,6 +29,8 @@
 # back what is done so far in $OUT/judge.tgz, its steps last. AUTOTUNE_GRAPH
 # (default 1 here: the rotated launches timed back to back in one graph, as the
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
+# SWEEP_PATCH=gemm (prepare): only the GEMM's part of the patch compiled in.
+# JUDGE=decode: the judge's decode step alone.
 # SWEEP_A: what sweep A forces (all); SWEEP_B=0 leaves sweep B out (a GPU whose
 # two sweeps were compared already, where the budget is for the judge).
 set -uo pipefail
@@ -94,6 +96,11 @@ judge() {
     step_bin=$W/bin/decode_step_shipped
   fi
   step decode "$step_bin" --variants --out "$R/decode.json"
+  # JUDGE=decode: the step alone (a budget too short for the benches).
+  if [ "${JUDGE:-all}" = decode ]; then
+    kill "$anchor" 2> /dev/null
+    return
+  fi
   wait "$anchor"
   echo "anchor exit $?" >> "$R/steps.txt"
   step topk "$W/bin/topk" --out "$R/topk.json"
@@ -129,8 +136,11 @@ case "${1:-}:${2:-}" in
     cp target/release/cargo-autotune .gpu-bin/sweeps/
     # The retune's build script, from the patched tree (the patched files carried:
     # the tables' fingerprints read them, and the machine may have no `patch`).
-    patch -p1 -s -i bench/h200/cold-retune-rotating.patch
-    trap 'patch -p1 -s -R -i bench/h200/cold-retune-rotating.patch' EXIT
+    # SWEEP_PATCH=gemm: the GEMM's part alone (the indexers' entries stay fresh).
+    include=()
+    [ -n "${SWEEP_PATCH:-}" ] && include=(--include="src/$SWEEP_PATCH.rs")
+    git apply "${include[@]}" bench/h200/cold-retune-rotating.patch
+    trap 'git apply -R "${include[@]}" bench/h200/cold-retune-rotating.patch' EXIT
     cp src/gemm.rs src/topk.rs src/topk_batched.rs .gpu-bin/sweeps/src/
     cargo build --release
     cp "$(ls -t target/release/build/autotune-kernels-*/build-script-build | head -n 1)" \
