@@ -91,7 +91,7 @@ pub trait Rotate {
     /// Bytes of one copy.
     fn bytes(&self) -> u64;
     /// Replaces any copies by `count - 1` new ones of the original, made on the
-    /// device, each read back and compared with the original; selects the original.
+    /// device, each compared with the original bit for bit; selects the original.
     fn make_copies(&mut self, stream: &Arc<CudaStream>, count: usize) -> Result<(), CaseError>;
     /// Makes buffer `index % count` the one the next launch reads.
     fn select(&mut self, index: usize);
