@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 
-use crate::device_kernels::DeviceKernels;
 use crate::error::CaseError;
 use crate::guard::describe_changes;
 
@@ -72,6 +71,32 @@ impl<T> Rotating<T> {
     }
 }
 
+impl<T: DeviceRepr> Rotating<T> {
+    /// [`Rotate::make_copies`] with each copy judged by `changes`: where it differs
+    /// from the values the original must hold (`None` where nowhere). A copy that
+    /// differs drops every copy and is the error.
+    pub fn make_copies_judged(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        count: usize,
+        mut changes: impl FnMut(&CudaSlice<T>) -> Result<Option<String>, CaseError>,
+    ) -> Result<(), CaseError> {
+        self.slots.truncate(1);
+        self.at = 0;
+        for copy in 1..count {
+            let made = stream.clone_dtod(&self.slots[0])?;
+            if let Some(changes) = changes(&made)? {
+                self.slots.truncate(1);
+                return Err(CaseError::Other(format!(
+                    "copy {copy} of a rotating input does not hold the original's values: {changes}"
+                )));
+            }
+            self.slots.push(made);
+        }
+        Ok(())
+    }
+}
+
 impl<T> Deref for Rotating<T> {
     type Target = CudaSlice<T>;
 
@@ -106,30 +131,10 @@ impl<T: DeviceRepr + PartialEq + Sync> Rotate for Rotating<T> {
 
     fn make_copies(&mut self, stream: &Arc<CudaStream>, count: usize) -> Result<(), CaseError> {
         self.release();
-        // Compared on the device where the gate's kernels run (two numbers read
-        // back), else read back and compared here: at the GEMM's shapes the host's
-        // way cost about 0.15 s for every variant timed at every key.
-        let kernels = DeviceKernels::get(stream)
-            .filter(|_| matches!(std::mem::size_of::<T>(), 1 | 2 | 4 | 8));
-        let original = match kernels {
-            Some(_) => Vec::new(),
-            None => stream.clone_dtoh(&self.slots[0])?,
-        };
-        for copy in 1..count {
-            let made = stream.clone_dtod(&self.slots[0])?;
-            let changes = match &kernels {
-                Some(kernels) => kernels.changes(stream, &made, Some(&self.slots[0]))?,
-                None => describe_changes(&stream.clone_dtoh(&made)?, &original),
-            };
-            if let Some(changes) = changes {
-                self.release();
-                return Err(CaseError::Other(format!(
-                    "copy {copy} of a rotating input does not hold the original's values: {changes}"
-                )));
-            }
-            self.slots.push(made);
-        }
-        Ok(())
+        let original = stream.clone_dtoh(&self.slots[0])?;
+        self.make_copies_judged(stream, count, |copy| {
+            Ok(describe_changes(&stream.clone_dtoh(copy)?, &original))
+        })
     }
 
     fn select(&mut self, index: usize) {
