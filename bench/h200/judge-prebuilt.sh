@@ -31,6 +31,9 @@
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
 # SWEEP_PATCH=gemm (prepare): only the GEMM's part of the patch compiled in.
 # JUDGE=decode: the judge's decode step alone.
+# BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
+# SEED_TABLE=FILE: a table put among sweep A's tables first (a GPU with no
+# committed table, whose other kernels' entries are fresh in FILE).
 # SWEEP_A: what sweep A forces (all); SWEEP_B=0 leaves sweep B out (a GPU whose
 # two sweeps were compared already, where the budget is for the judge).
 set -uo pipefail
@@ -75,6 +78,7 @@ sweeps() {
     step decode-shipped "$W/bin/decode_step" --variants --out "$R/decode-shipped.json"
   fi
   cp -r kernels/tuning "$W/tables-A"
+  if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi
   step sweep-A sweep "$W/tables-A" "${SWEEP_A:-all}" A
   [ "${SWEEP_B:-1}" = 0 ] && return
   cp -r "$W/tables-A" "$W/tables-B"
@@ -127,13 +131,14 @@ bring_back() {
 case "${1:-}:${2:-}" in
   prepare:sweeps)
     set -e
-    rm -rf .gpu-bin/sweeps && mkdir -p .gpu-bin/sweeps/src
-    pwd > .gpu-bin/sweeps/root
+    bin=.gpu-bin/${BIN:-sweeps}
+    rm -rf "$bin" && mkdir -p "$bin/src"
+    pwd > "$bin/root"
     # Unpatched: the step bakes the shipped tables.
     cargo bench --no-run --bench decode_step --message-format=json 2> /dev/null \
-      | cargo_executables | while read -r _ path; do cp "$path" .gpu-bin/sweeps/decode_step; done
+      | cargo_executables | while read -r _ path; do cp "$path" "$bin/decode_step"; done
     cargo build --release -p cargo-autotune
-    cp target/release/cargo-autotune .gpu-bin/sweeps/
+    cp target/release/cargo-autotune "$bin/"
     # The retune's build script, from the patched tree (the patched files carried:
     # the tables' fingerprints read them, and the machine may have no `patch`).
     # SWEEP_PATCH=gemm: the GEMM's part alone (the indexers' entries stay fresh).
@@ -141,13 +146,12 @@ case "${1:-}:${2:-}" in
     [ -n "${SWEEP_PATCH:-}" ] && include=(--include="src/$SWEEP_PATCH.rs")
     git apply "${include[@]}" bench/h200/cold-retune-rotating.patch
     trap 'git apply -R "${include[@]}" bench/h200/cold-retune-rotating.patch' EXIT
-    cp src/gemm.rs src/topk.rs src/topk_batched.rs .gpu-bin/sweeps/src/
+    cp src/gemm.rs src/topk.rs src/topk_batched.rs "$bin/src/"
     cargo build --release
     cp "$(ls -t target/release/build/autotune-kernels-*/build-script-build | head -n 1)" \
-      .gpu-bin/sweeps/autotune-kernels-build-script
-    strip .gpu-bin/sweeps/decode_step .gpu-bin/sweeps/cargo-autotune \
-      .gpu-bin/sweeps/autotune-kernels-build-script
-    du -sh .gpu-bin/sweeps
+      "$bin/autotune-kernels-build-script"
+    strip "$bin/decode_step" "$bin/cargo-autotune" "$bin/autotune-kernels-build-script"
+    du -sh "$bin"
     ;;
   prepare:judge)
     set -e
@@ -169,7 +173,7 @@ case "${1:-}:${2:-}" in
     if [ -f target/flashinfer/headers.tar.xz ]; then
       mkdir -p "$W/tree/target/flashinfer" && cp target/flashinfer/headers.tar.xz "$W/tree/target/flashinfer/"
     fi
-    cp -r ".gpu-bin/$trip" "$W/bin" || exit 1
+    cp -r ".gpu-bin/${BIN:-$trip}" "$W/bin" || exit 1
     [ -d "$W/bin/src" ] && cp "$W"/bin/src/*.rs "$W/tree/src/"
     if [ "$trip" = judge ] && [ -x .gpu-bin/sweeps/decode_step ]; then
       cp .gpu-bin/sweeps/decode_step "$W/bin/decode_step_shipped"
