@@ -19,9 +19,13 @@
 //! Decode rows (M <= 64) also duel dispatch and cuBLAS with the weights cold, as a
 //! decode step reads them: B rotated through copies that cover the L2 three times,
 //! nothing flushed, one rotation shared by both sides so that every launch reads a
-//! copy the launch before it did not.
+//! copy the launch before it did not. There the vendor is also given its best
+//! (issue 48, item 3): cuBLASLt's first 8 ranked algorithms for the problem, each
+//! checked and dueled with `cublasGemmEx` the same way, and dispatch dueled with the
+//! fastest of them (`cublaslt_rotated`).
 
 mod common;
+mod cublaslt;
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -98,57 +102,138 @@ struct Rotated {
     duel: Duel,
 }
 
-fn rotated_duel(
+/// A launch given the weights it reads.
+type OnWeights<'a> = &'a mut dyn FnMut(&CudaSlice<bf16>) -> Result<(), String>;
+
+/// `incumbent` against `challenger` in interleaved rounds with the weights cold, as
+/// a decode step reads them: every launch reads the next of `weights` (copies of B
+/// that cover the L2 three times), one rotation shared by both sides so that the
+/// launch after any launch reads another copy; nothing flushed.
+fn rotated_rounds(
     stream: &Arc<CudaStream>,
-    kernel: &Gemm,
-    vendor: &CublasGemm,
-    da: &CudaSlice<bf16>,
-    b: &[bf16],
-    (m, n, k): (usize, usize, usize),
-    l2_bytes: u64,
+    weights: &[CudaSlice<bf16>],
+    seed: u64,
+    incumbent: OnWeights,
+    challenger: OnWeights,
 ) -> Result<Option<Rotated>, Box<dyn std::error::Error>> {
-    let Some(buffers) = rotation::copies_for((b.len() * 2) as u64, l2_bytes) else {
-        return Ok(None);
-    };
-    let weights = (0..buffers)
-        .map(|_| stream.clone_htod(b))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut c = stream.alloc_zeros::<bf16>(m * n)?;
-    let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
-    let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
-    let mut unused = stream.alloc_zeros::<f32>(1)?;
-    // One rotation for both sides: the launch after any launch reads another copy.
     let next = Cell::new(0usize);
     let take = || {
         let i = next.get();
         next.set((i + 1) % weights.len());
         &weights[i]
     };
-    let [cublas_times, dispatch_times] = timing::interleaved(
+    let [first, second] = timing::interleaved(
         stream,
         None,
         common::TIMING.warmup,
         ROUNDS,
-        (m * 37 + n * 11 + k) as u64,
-        [
-            &mut || {
-                vendor
-                    .launch(stream, da, take(), &mut cublas_out, &mut unused, m, n, k)
-                    .map_err(|e| e.to_string())
-            },
-            &mut || {
-                kernel
-                    .launch(stream, da, take(), &mut c, &mut workspace, m, n, k)
-                    .map_err(|e| e.to_string())
-            },
-        ],
+        seed,
+        [&mut || incumbent(take()), &mut || challenger(take())],
     )?;
-    let Some(duel) = Duel::from_rounds(&cublas_times.times_us, &dispatch_times.times_us) else {
-        return Ok(None);
+    Ok(
+        Duel::from_rounds(&first.times_us, &second.times_us).map(|duel| Rotated {
+            buffers: weights.len(),
+            duel,
+        }),
+    )
+}
+
+/// The rotated duel's record in a file of record (incumbent and challenger named).
+fn rotated_json(rotated: &Rotated, incumbent: &str, challenger: &str) -> serde_json::Value {
+    let d = &rotated.duel;
+    json!({
+        "buffers": rotated.buffers,
+        format!("{challenger}_ms"): d.challenger_us / 1e3,
+        format!("{incumbent}_ms"): d.incumbent_us / 1e3,
+        "rounds": d.rounds, "ratio": d.ratio, "low": d.low, "high": d.high, "spread": d.spread,
+    })
+}
+
+/// How many of cuBLASLt's ranked algorithms a decode row checks and times.
+const LT_ALGOS: usize = 8;
+
+/// The vendor at its best at a decode row (issue 48, item 3): cuBLASLt's first
+/// [`LT_ALGOS`] algorithms for the problem, each checked against `expected` (its
+/// output poisoned first; one that differs is refused and recorded) and dueled with
+/// `cublasGemmEx` (as dispatch calls it) with the weights cold; then dispatch
+/// dueled with the fastest of them. `None` where cuBLASLt cannot be used here.
+#[allow(clippy::too_many_arguments)]
+fn vendor_at_its_best(
+    stream: &Arc<CudaStream>,
+    kernel: &Gemm,
+    vendor: &CublasGemm,
+    lt: Option<&mut cublaslt::LtGemm>,
+    da: &CudaSlice<bf16>,
+    weights: &[CudaSlice<bf16>],
+    expected: &[f64],
+    (m, n, k): (usize, usize, usize),
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let Some(lt) = lt else {
+        return Ok(serde_json::Value::Null);
     };
-    Ok(Some(Rotated {
-        buffers: weights.len(),
-        duel,
+    let ranked = lt.ranked((m, n, k), LT_ALGOS)?;
+    let mut out = stream.alloc_zeros::<bf16>(m * n)?;
+    let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
+    let mut unused = stream.alloc_zeros::<f32>(1)?;
+    let mut algos = Vec::new();
+    let mut best: Option<(usize, f64)> = None;
+    for index in 0..ranked.algos.len() {
+        let mut record = cublaslt::describe(&ranked.algos[index]);
+        record["rank"] = json!(index);
+        autotune_runtime::gate::poison(stream, &mut out)?;
+        lt.launch(stream, &ranked, index, da, &weights[0], &mut out)?;
+        let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(&out)?, expected);
+        record["rel_error_vs_cublas"] = json!(verdict.error);
+        if !verdict.passed() {
+            record["refused"] = json!(format!("{verdict:?}"));
+            algos.push(record);
+            continue;
+        }
+        let duel = rotated_rounds(
+            stream,
+            weights,
+            (m * 41 + n * 13 + k + index) as u64,
+            &mut |b| {
+                vendor
+                    .launch(stream, da, b, &mut cublas_out, &mut unused, m, n, k)
+                    .map_err(|e| e.to_string())
+            },
+            &mut |b| {
+                lt.launch(stream, &ranked, index, da, b, &mut out)
+                    .map_err(|e| e.to_string())
+            },
+        )?;
+        if let Some(duel) = &duel {
+            record["vs_cublas_rotated"] = rotated_json(duel, "cublas", "algo");
+            if best.is_none_or(|(_, ratio)| duel.duel.ratio > ratio) {
+                best = Some((index, duel.duel.ratio));
+            }
+        }
+        algos.push(record);
+    }
+    let Some((index, _)) = best else {
+        return Ok(json!({ "algos": algos }));
+    };
+    let mut c = stream.alloc_zeros::<bf16>(m * n)?;
+    let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
+    let duel = rotated_rounds(
+        stream,
+        weights,
+        (m * 43 + n * 17 + k) as u64,
+        &mut |b| {
+            lt.launch(stream, &ranked, index, da, b, &mut out)
+                .map_err(|e| e.to_string())
+        },
+        &mut |b| {
+            kernel
+                .launch(stream, da, b, &mut c, &mut workspace, m, n, k)
+                .map_err(|e| e.to_string())
+        },
+    )?;
+    Ok(json!({
+        "algos": algos,
+        "best_rank": index,
+        "dispatch_vs_best_rotated": duel.as_ref().map(|d| rotated_json(d, "vendor_best", "dispatch")),
     }))
 }
 
@@ -174,6 +259,11 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         .map_err(|e| eprintln!("no clean-L2 timing: {e}"))
         .ok();
     let floor = Floor::measure(ctx, &stream, &mut flush)?;
+    // cuBLASLt's ranked algorithms at the decode rows; `None` (and said) where it
+    // cannot be loaded.
+    let mut lt = cublaslt::LtGemm::new(&stream)
+        .map_err(|e| eprintln!("no cuBLASLt: {e}"))
+        .ok();
     let mut rows = Vec::new();
     for (n, k) in SHAPES {
         for m in ROWS {
@@ -245,19 +335,54 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 ],
             )?;
             let interleaved = Duel::from_rounds(&cublas_times.times_us, &dispatch_times.times_us);
-            let rotated = if m <= ROTATED_MAX_M {
-                rotated_duel(
+            let copies = rotation::copies_for((b.len() * 2) as u64, flush.l2_bytes())
+                .filter(|_| m <= ROTATED_MAX_M);
+            let weights = match copies {
+                Some(buffers) => (0..buffers)
+                    .map(|_| stream.clone_htod(&b))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => Vec::new(),
+            };
+            let (rotated, vendor_best) = if weights.is_empty() {
+                (None, serde_json::Value::Null)
+            } else {
+                let rotated = rotated_rounds(
+                    &stream,
+                    &weights,
+                    (m * 37 + n * 11 + k) as u64,
+                    &mut |b| {
+                        vendor
+                            .launch(&stream, &da, b, &mut cublas_rounds, &mut unused, m, n, k)
+                            .map_err(|e| e.to_string())
+                    },
+                    &mut |b| {
+                        kernel
+                            .launch(
+                                &stream,
+                                &da,
+                                b,
+                                &mut c_rounds,
+                                &mut workspace_rounds,
+                                m,
+                                n,
+                                k,
+                            )
+                            .map_err(|e| e.to_string())
+                    },
+                )?;
+                let best = vendor_at_its_best(
                     &stream,
                     &kernel,
                     &vendor,
+                    lt.as_mut(),
                     &da,
-                    &b,
+                    &weights,
+                    &expected,
                     (m, n, k),
-                    flush.l2_bytes(),
-                )?
-            } else {
-                None
+                )?;
+                (rotated, best)
             };
+            drop(weights);
             let (dispatch_clean, cublas_clean) = match clean.as_mut().filter(|_| m <= 16) {
                 Some(clean) => {
                     let (d, c) = dispatch_and_cublas(clean)?;
@@ -312,12 +437,8 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                 "dispatch_copy_fraction": floor.copy_fraction(bytes, dispatch),
                 "cublas_copy_fraction": floor.copy_fraction(bytes, cublas),
                 "ours_best_copy_fraction": floor.copy_fraction(bytes, ours_best_ms),
-                "dispatch_vs_cublas_rotated": rotated.as_ref().map(|r| json!({
-                    "buffers": r.buffers,
-                    "dispatch_ms": r.duel.challenger_us / 1e3, "cublas_ms": r.duel.incumbent_us / 1e3,
-                    "rounds": r.duel.rounds, "ratio": r.duel.ratio, "low": r.duel.low,
-                    "high": r.duel.high, "spread": r.duel.spread,
-                })),
+                "dispatch_vs_cublas_rotated": rotated.as_ref().map(|r| rotated_json(r, "cublas", "dispatch")),
+                "cublaslt_rotated": vendor_best,
                 "dispatch_clean_ms": dispatch_clean,
                 "cublas_clean_ms": cublas_clean,
                 "dispatch_clean_copy_fraction": floor.copy_fraction(bytes, dispatch_clean),
