@@ -559,6 +559,12 @@ impl Case for GemmCase {
             flops: 2 * m * n * k,
         }
     }
+
+    /// The weights a model reads from HBM at each call: read cold, rotated through
+    /// copies while timed (`inputs = cold`).
+    fn rotating(&mut self) -> Vec<&mut dyn autotune_runtime::rotation::Rotate> {
+        vec![&mut self.b]
+    }
 }
 
 /// `a · b` in float64 on the CPU (row-major). The work is split into pieces of one

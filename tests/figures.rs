@@ -30,11 +30,31 @@ const DOCS: [&str; 5] = [
 type Renderer = fn(&Value) -> String;
 
 /// The files of record and how each one's block is rendered.
-const RECORDS: [(&str, Renderer); 4] = [
+const RECORDS: [(&str, Renderer); 5] = [
     ("bench/results/h200-gemm.json", gemm),
     ("bench/results/h200-gemm-hopper.json", gemm_hopper),
     ("bench/results/h200-rmsnorm.json", rmsnorm),
     ("bench/results/h200-topk.json", topk),
+    (DECODE_STEP, decode_step),
+];
+
+/// The decode step on the H200 (`benches/decode_step.rs`), and the tables set
+/// beside it, in its folder: the shipped one (memset flush) and two sweeps of the
+/// GEMM under cold inputs by rotation.
+const DECODE_STEP: &str = "bench/results/h200-session33/decode-shipped.json";
+const STEP_TABLES: [(&str, &str); 3] = [
+    (
+        "table-shipped-memset.json",
+        "the table shipped before (memset flush, one launch per timing)",
+    ),
+    (
+        "sweep-A/nvidia-h200.json",
+        "sweep A, committed (cold: weights rotated, 32 launches per graph)",
+    ),
+    (
+        "sweep-B/nvidia-h200.json",
+        "sweep B (the same timing, a second sweep)",
+    ),
 ];
 
 fn root() -> &'static Path {
@@ -264,6 +284,123 @@ fn topk(record: &Value) -> String {
             1e3 * f(r, "flashinfer_pipeline_graph_ms"),
             f(r, "ratio_pipeline_graphs"),
             1e3 * f(r, "flashinfer_cub_select_graph_ms")
+        );
+    }
+    out
+}
+
+/// What a table measured for kernel `name` (`vendor:cuBLAS`: the incumbent) at
+/// (n, k) and `m`: its median and repeat count (none for the incumbent's).
+fn table_median(
+    table: &Value,
+    (n, k): (u64, u64),
+    name: &str,
+    m: u64,
+) -> Option<(f64, Option<u64>)> {
+    let entry = table["kernels"].get(format!("gemm@n={n},k={k}"))?;
+    if name == "vendor:cuBLAS" {
+        let size = entry["sizes"].as_array()?.iter().find(|s| s["key"] == m)?;
+        return Some((size["incumbent_us"].as_f64()?, None));
+    }
+    let variant = entry["variants"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == name)?;
+    let at = variant["measurements"]
+        .as_array()?
+        .iter()
+        .find(|x| x["key"] == m)?;
+    Some((at["median_us"].as_f64()?, at["repeats"].as_u64()))
+}
+
+/// Each GEMM as the step calls it beside `table`'s median of the same kernel at the
+/// same m (`bench/h200/step-vs-table.py`'s summary): rows, rows within 5%, the
+/// range of step / table, the median of table - step (µs). Medians the sweep took
+/// from one launch (a variant it found hopeless) are left out.
+fn step_agreement(step: &Value, table: &Value) -> (usize, usize, (f64, f64), f64) {
+    let dims = |r: &Value| {
+        (
+            r["m"].as_u64().unwrap(),
+            (r["n"].as_u64().unwrap(), r["k"].as_u64().unwrap()),
+        )
+    };
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    let cublas = rows_of(step, "per_gemm")
+        .filter(|r| r["path"] == "cuBLAS")
+        .map(|r| (r, "vendor:cuBLAS"));
+    let variants = rows_of(step, "per_variant").map(|r| (r, s(r, "variant")));
+    for (row, name) in cublas.chain(variants) {
+        let Some(us) = row["in_step_us"].as_f64() else {
+            continue;
+        };
+        let (m, shape) = dims(row);
+        match table_median(table, shape, name, m) {
+            Some((_, Some(1))) | None => {}
+            Some((median, _)) => pairs.push((us, median)),
+        }
+    }
+    let within = pairs
+        .iter()
+        .filter(|(us, median)| (us / median - 1.0).abs() <= 0.05)
+        .count();
+    let ratios = pairs.iter().map(|(us, median)| us / median);
+    let low = ratios.clone().fold(f64::INFINITY, f64::min);
+    let high = ratios.fold(f64::NEG_INFINITY, f64::max);
+    let mut offsets: Vec<f64> = pairs.iter().map(|(us, median)| median - us).collect();
+    offsets.sort_by(f64::total_cmp);
+    (pairs.len(), within, (low, high), offsets[offsets.len() / 2])
+}
+
+fn rows_of<'a>(record: &'a Value, field: &str) -> impl Iterator<Item = &'a Value> + Clone {
+    record[field]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+}
+
+fn decode_step(record: &Value) -> String {
+    let folder = root().join(Path::new(DECODE_STEP).parent().unwrap());
+    let tables: Vec<(&str, Value)> = STEP_TABLES
+        .iter()
+        .map(|(file, what)| {
+            let json = std::fs::read_to_string(folder.join(file)).unwrap();
+            (*what, serde_json::from_str(&json).unwrap())
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "One run on {}, built with the table shipped before this retune (tuned under the memset \
+         flush). Dispatch's step against cuBLAS only, the two replayed alternately (ratio cuBLAS / \
+         dispatch, 95% interval): {}.\n",
+        s(&tables[0].1["gpu"], "name"),
+        rows_of(record, "dispatch_vs_cublas")
+            .map(|d| format!(
+                "m = {} {:.3}x [{:.3}, {:.3}] ({})",
+                d["m"],
+                f(d, "ratio"),
+                f(d, "low"),
+                f(d, "high"),
+                s(d, "verdict")
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let _ = writeln!(
+        out,
+        "Each GEMM as the step calls it, beside a table's median of the same kernel at the same m:\n"
+    );
+    let _ = writeln!(
+        out,
+        "| table | rows | within 5% of the step | step / table | table − step, median |"
+    );
+    let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: |");
+    for (what, table) in &tables {
+        let (rows, within, (low, high), offset) = step_agreement(record, table);
+        let _ = writeln!(
+            out,
+            "| {what} | {rows} | {within} | {low:.3}-{high:.3} | {offset:.2} µs |"
         );
     }
     out

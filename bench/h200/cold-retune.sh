@@ -2,8 +2,8 @@
 # The retune under issue 48's timing, and the GPU tests of issues 52 and 48, from
 # binaries built on a machine with Rust and nvcc, carried in .gpu-bin/:
 #
-#   here: git apply bench/h200/cold-retune-rotating.patch (the shipped cases name their
-#         cold inputs: the GEMM's weights, the indexers' keys; the carried tree must
+#   here: git apply bench/h200/cold-retune-rotating.patch (the indexers' cases name
+#         their keys as cold inputs, as the GEMM's names its weights; the carried tree must
 #         have it too, since the tables' fingerprints read its wrapper files), then
 #         the kernels' build script of the tree to retune, as
 #         .gpu-bin/autotune-kernels-build-script (cargo build --release;

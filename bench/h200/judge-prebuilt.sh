@@ -5,8 +5,9 @@
 #
 # Trip 1, the sweeps (binaries in .gpu-bin/sweeps: `prepare sweeps`):
 #   the shipped table judged in the decode step (every baked variant too); the
-#   retune of every kernel under cold inputs (bench/h200/cold-retune-rotating.patch
-#   compiled in: the GEMM's weights and the indexers' keys rotate) into tables-A;
+#   retune of every kernel under cold inputs (the GEMM's case rotates its weights;
+#   bench/h200/cold-retune-rotating.patch, compiled in, makes the indexers' cases
+#   rotate their keys) into tables-A;
 #   a second, independent sweep of the GEMM into tables-B (from tables-A); both
 #   compared by `cargo autotune compare`.
 # Trip 2, the judge (binaries in .gpu-bin/judge: `prepare judge`, after tables-A
@@ -20,8 +21,8 @@
 #         bash bench/h200/judge-prebuilt.sh poll           until it prints "done"
 #
 # The tree and every binary of the judge exceed one call's 64 MiB: carry
-# .gpu-bin/judge/{decode_step,gemm,topk,root} (and .gpu-bin/sweeps/decode_step, the
-# shipped step, for an H200), then in the next call on the same machine the tests:
+# .gpu-bin/judge/{decode_step,gemm,topk,root}, then in the next call on the same
+# machine the tests:
 # carry [.gpu-bin/judge/tests], `GPU_BIN=.gpu-bin/judge bash bench/h200/gpu-tests.sh`.
 #
 # The trip runs in the background (setsid: it outlives the call that starts it,
@@ -29,7 +30,7 @@
 # back what is done so far in $OUT/judge.tgz, its steps last. AUTOTUNE_GRAPH
 # (default 1 here: the rotated launches timed back to back in one graph, as the
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
-# SWEEP_PATCH=gemm (prepare): only the GEMM's part of the patch compiled in.
+# SWEEP_PATCH=FILE (prepare): only the patch's part for src/FILE.rs compiled in.
 # JUDGE=decode: the judge's decode step alone.
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
 # SEED_TABLE=FILE: a table put among sweep A's tables first (a GPU with no
@@ -93,13 +94,7 @@ judge() {
   # FlashInfer's anchors compile (CPU) while the step runs.
   bash bench/flashinfer/build.sh > "$R/anchor.txt" 2>&1 &
   local anchor=$!
-  # On an H200 the shipped table is the one to judge, where its step was carried
-  # too (.gpu-bin/sweeps: the patch stales the H200's entries in this build).
-  local step_bin=$W/bin/decode_step
-  if grep -q H200 "$R/gpu.txt" && [ -x "$W/bin/decode_step_shipped" ]; then
-    step_bin=$W/bin/decode_step_shipped
-  fi
-  step decode "$step_bin" --variants --out "$R/decode.json"
+  step decode "$W/bin/decode_step" --variants --out "$R/decode.json"
   # JUDGE=decode: the step alone (a budget too short for the benches).
   if [ "${JUDGE:-all}" = decode ]; then
     kill "$anchor" 2> /dev/null
@@ -141,7 +136,7 @@ case "${1:-}:${2:-}" in
     cp target/release/cargo-autotune "$bin/"
     # The retune's build script, from the patched tree (the patched files carried:
     # the tables' fingerprints read them, and the machine may have no `patch`).
-    # SWEEP_PATCH=gemm: the GEMM's part alone (the indexers' entries stay fresh).
+    # SWEEP_PATCH=topk: the part for src/topk.rs alone (the other entries stay fresh).
     include=()
     [ -n "${SWEEP_PATCH:-}" ] && include=(--include="src/$SWEEP_PATCH.rs")
     git apply "${include[@]}" bench/h200/cold-retune-rotating.patch
@@ -175,9 +170,6 @@ case "${1:-}:${2:-}" in
     fi
     cp -r ".gpu-bin/${BIN:-$trip}" "$W/bin" || exit 1
     [ -d "$W/bin/src" ] && cp "$W"/bin/src/*.rs "$W/tree/src/"
-    if [ "$trip" = judge ] && [ -x .gpu-bin/sweeps/decode_step ]; then
-      cp .gpu-bin/sweeps/decode_step "$W/bin/decode_step_shipped"
-    fi
     # The binaries read the tree at the path they were built at: that path is the
     # copy where it can be (a symlink), else the checkout itself serves.
     root=$(cat "$W/bin/root")
