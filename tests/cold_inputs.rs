@@ -93,12 +93,63 @@ fn a_plain_rotating_buffer_rotates_the_same_way() {
     assert_eq!(buffer.bytes(), 4000);
 }
 
+/// An input's copies are compared with its draw (on the device where the gate's
+/// kernels run), not with whatever its buffer holds: a buffer a launch wrote over
+/// gives no copies, and the error says where they differ.
+fn an_input_no_longer_holding_its_draw_gives_no_copies() {
+    let Some(ctx) = device::open_or_skip() else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut input = Input::<bf16>::alloc(&stream, 1 << 16).unwrap();
+    input
+        .draw(&stream, 5, |host| fill_uniform(host, 5, -1.0, 1.0))
+        .unwrap();
+    let original = address(&input, &stream);
+    let mut written = input.host().to_vec();
+    written[777] = bf16::from_f32(1e4);
+    stream.memcpy_htod(&written, &mut *input).unwrap();
+    let error = input.make_copies(&stream, 4).unwrap_err().to_string();
+    assert!(
+        error.contains("does not hold the original's values") && error.contains("at 777"),
+        "{error}"
+    );
+    input.select(1);
+    assert_eq!(address(&input, &stream), original, "no copy was kept");
+}
+
+/// A copy the judge finds different drops every copy made before it.
+fn a_copy_judged_different_drops_the_copies() {
+    let Some(ctx) = device::open_or_skip() else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let mut buffer = Rotating::new(stream.clone_htod(&[1.0f32; 64]).unwrap());
+    let original = address(&buffer, &stream);
+    let mut judged = 0;
+    let error = buffer
+        .make_copies_judged(&stream, 4, |_| {
+            judged += 1;
+            Ok((judged == 2).then(|| "planted".to_string()))
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("copy 2") && error.contains("planted"),
+        "{error}"
+    );
+    buffer.select(1);
+    assert_eq!(address(&buffer, &stream), original, "no copy was kept");
+}
+
 fn main() -> std::process::ExitCode {
     harness::run(
         trials![],
         trials![
             each_copy_holds_the_draw_and_each_launch_reads_another_buffer,
-            a_plain_rotating_buffer_rotates_the_same_way
+            a_plain_rotating_buffer_rotates_the_same_way,
+            an_input_no_longer_holding_its_draw_gives_no_copies,
+            a_copy_judged_different_drops_the_copies
         ],
     )
 }

@@ -30,7 +30,7 @@
 # back what is done so far in $OUT/judge.tgz, its steps last. AUTOTUNE_GRAPH
 # (default 1 here: the rotated launches timed back to back in one graph, as the
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
-# SWEEP_PATCH=FILE (prepare): only the patch's part for src/FILE.rs compiled in.
+# SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in.
 # JUDGE=decode: the judge's decode step alone.
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
 # SEED_TABLE=FILE: a table put among sweep A's tables first (a GPU with no
@@ -136,9 +136,10 @@ case "${1:-}:${2:-}" in
     cp target/release/cargo-autotune "$bin/"
     # The retune's build script, from the patched tree (the patched files carried:
     # the tables' fingerprints read them, and the machine may have no `patch`).
-    # SWEEP_PATCH=topk: the part for src/topk.rs alone (the other entries stay fresh).
+    # SWEEP_PATCH="topk topk_batched": those files' parts alone (the other entries
+    # stay fresh).
     include=()
-    [ -n "${SWEEP_PATCH:-}" ] && include=(--include="src/$SWEEP_PATCH.rs")
+    for file in ${SWEEP_PATCH:-}; do include+=(--include="src/$file.rs"); done
     git apply "${include[@]}" bench/h200/cold-retune-rotating.patch
     trap 'git apply -R "${include[@]}" bench/h200/cold-retune-rotating.patch' EXIT
     cp src/gemm.rs src/topk.rs src/topk_batched.rs "$bin/src/"
