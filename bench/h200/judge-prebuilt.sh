@@ -35,8 +35,11 @@
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
 # SEED_TABLE=FILE: a table put among sweep A's tables first (a GPU with no
 # committed table, whose other kernels' entries are fresh in FILE).
-# SWEEP_A: what sweep A forces (all); SWEEP_B=0 leaves sweep B out (a GPU whose
-# two sweeps were compared already, where the budget is for the judge).
+# SWEEP_A: what sweep A forces (all); SWEEP_B: what sweep B forces again and
+# compares (gemm; kernels comma-separated); SWEEP_B=0 leaves sweep B out (a GPU
+# whose two sweeps were compared already, where the budget is for the judge).
+# On an H200, trip 1 first runs the decode step built here from the tree as it is
+# (its committed tables): the judge of the last retune, before this one's.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . bench/h200/common.sh
@@ -81,13 +84,15 @@ sweeps() {
   cp -r kernels/tuning "$W/tables-A"
   if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi
   step sweep-A sweep "$W/tables-A" "${SWEEP_A:-all}" A
-  [ "${SWEEP_B:-1}" = 0 ] && return
+  local again=${SWEEP_B:-gemm} table kernel
+  [ "$again" = 0 ] && return
   cp -r "$W/tables-A" "$W/tables-B"
-  step sweep-B sweep "$W/tables-B" gemm B
-  local table
+  step sweep-B sweep "$W/tables-B" "$again" B
   table=$(basename "$(ls -t "$W"/tables-A/nvidia-*.json | head -n 1)")
-  step compare "$W/bin/cargo-autotune" autotune compare "$W/tables-A/$table" \
-    "$W/tables-B/$table" --kernel gemm
+  for kernel in ${again//,/ }; do
+    step "compare-$kernel" "$W/bin/cargo-autotune" autotune compare "$W/tables-A/$table" \
+      "$W/tables-B/$table" --kernel "$kernel"
+  done
 }
 
 judge() {
