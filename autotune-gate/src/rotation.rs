@@ -130,7 +130,6 @@ impl<T: DeviceRepr + PartialEq + Sync> Rotate for Rotating<T> {
     }
 
     fn make_copies(&mut self, stream: &Arc<CudaStream>, count: usize) -> Result<(), CaseError> {
-        self.release();
         let original = stream.clone_dtoh(&self.slots[0])?;
         self.make_copies_judged(stream, count, |copy| {
             Ok(describe_changes(&stream.clone_dtoh(copy)?, &original))
