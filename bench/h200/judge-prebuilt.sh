@@ -4,7 +4,7 @@
 # they made, with binaries rebuilt here on it in between.
 #
 # Trip 1, the sweeps (binaries in .gpu-bin/sweeps: `prepare sweeps`):
-#   the shipped table judged in the decode step (every baked variant too); the
+#   the committed tables judged in the decode step (every baked variant too); the
 #   retune of every kernel under cold inputs (the GEMM's case rotates its weights;
 #   bench/h200/cold-retune-rotating.patch, compiled in, makes the indexers' cases
 #   rotate their keys) into tables-A;
@@ -79,7 +79,7 @@ sweep() {
 
 sweeps() {
   if grep -q H200 "$R/gpu.txt"; then
-    step decode-shipped "$W/bin/decode_step" --variants --out "$R/decode-shipped.json"
+    step decode-committed "$W/bin/decode_step" --variants --out "$R/decode-committed.json"
   fi
   cp -r kernels/tuning "$W/tables-A"
   if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi
