@@ -550,6 +550,7 @@ fn per_gemm(
             );
             rows.push(json!({
                 "m": m, "n": n, "k": k, "path": path.name(), "runs": runs,
+                "owner": if runs.contains("cuBLAS") { "cuBLAS" } else { "ours" },
                 "in_step_us": in_step_us, "in_step_p25_us": timed.p25_us,
                 "in_step_p75_us": timed.p75_us, "repeats": timed.repeats,
                 "table_us": table_us, "in_step_over_table": ratio,

@@ -30,7 +30,7 @@ use autotune_runtime::cudarc::driver::{CudaContext, CudaGraph, CudaSlice, CudaSt
 use autotune_runtime::gate::random::fill_uniform;
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::half::bf16;
-use common::{Floor, python_anchor, time_ms};
+use common::{Floor, python_anchor, time_ms, timed};
 use flashinfer::FlashInfer;
 use serde_json::{Value, json};
 
@@ -228,9 +228,10 @@ fn batched_rows(
             autotune_runtime::gate::poison(stream, &mut out)?;
             ours.launch()?;
             check_batch(stream, &out, &scores, "our batched dispatch")?;
-            let ours_ms = time_ms(stream, flush, &mut || {
+            let ours_timing = timed(stream, flush, &mut || {
                 ours.launch().map_err(|e| e.to_string())
             })?;
+            let ours_ms = ours_timing.median_ms;
             let (mut fused_ms, mut pipeline_ms, mut select_ms, mut error) =
                 (None, None, None, None);
             if let Some(fi) = flashinfer {
@@ -283,7 +284,9 @@ fn batched_rows(
                 "max_len": max_len,
                 "lengths": lengths,
                 "kernel": kernel.describe(max_len, batch),
+                "owner": "ours",
                 "ours_graph_ms": ours_ms,
+                "ours_graph_timing": ours_timing.to_json(),
                 "floor_ms": floor_ms,
                 "ours_graph_vs_floor": ours_ms / floor_ms,
                 "flashinfer_error": error,
@@ -336,11 +339,12 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         checked(&stream, &mut out_idx, &scores, "keep-all", n_ctx, |out| {
             Ok(keep_all.launch(&stream, &dq, &dw, &dk, out, &mut scratch, n_ctx)?)
         })?;
-        let ours = time_ms(&stream, &mut flush, &mut || {
+        let ours_timing = timed(&stream, &mut flush, &mut || {
             indexer
                 .launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)
                 .map_err(|e| e.to_string())
         })?;
+        let ours = ours_timing.median_ms;
         let keep = time_ms(&stream, &mut flush, &mut || {
             keep_all
                 .launch(&stream, &dq, &dw, &dk, &mut out_idx, &mut scratch, n_ctx)
@@ -353,9 +357,10 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         checked(&stream, &mut out_idx, &scores, "our replay", n_ctx, |_| {
             Ok(graph.launch()?)
         })?;
-        let ours_graph = time_ms(&stream, &mut flush, &mut || {
+        let ours_graph_timing = timed(&stream, &mut flush, &mut || {
             graph.launch().map_err(|e| e.to_string())
         })?;
+        let ours_graph = ours_graph_timing.median_ms;
         // A failure of the anchor (a launch its library cannot capture, a wrong
         // top-k) is reported in its row; ours are timed and checked regardless.
         let mut fi_error = None;
@@ -399,9 +404,12 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         let floor_ms = floor.ms(bytes);
         rows.push(json!({
             "kernel": indexer.describe(n_ctx),
+            "owner": "ours",
             "T": n_ctx,
             "ours_ms": ours,
+            "ours_timing": ours_timing.to_json(),
             "ours_graph_ms": ours_graph,
+            "ours_graph_timing": ours_graph_timing.to_json(),
             "keep_all_ms": keep,
             "torch_ms": torch_ms,
             "torch_graph_ms": torch_graph_ms,
