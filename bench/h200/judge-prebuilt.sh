@@ -32,6 +32,8 @@
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
 # SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in.
 # JUDGE=decode: the judge's decode step alone.
+# WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 after the
+# committed tables' step (it needs only the GEMM's table, committed already).
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
 # SEED_TABLE=FILE: a table put among sweep A's tables first (a GPU with no
 # committed table, whose other kernels' entries are fresh in FILE).
@@ -80,6 +82,7 @@ sweep() {
 sweeps() {
   if grep -q H200 "$R/gpu.txt"; then
     step decode-committed "$W/bin/decode_step" --variants --out "$R/decode-committed.json"
+    if [ -x "$W/bin/gemm" ]; then step gemm "$W/bin/gemm" --out "$R/gemm.json"; fi
   fi
   cp -r kernels/tuning "$W/tables-A"
   if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi
@@ -135,8 +138,10 @@ case "${1:-}:${2:-}" in
     rm -rf "$bin" && mkdir -p "$bin/src"
     pwd > "$bin/root"
     # Unpatched: the step bakes the shipped tables.
-    cargo bench --no-run --bench decode_step --message-format=json 2> /dev/null \
-      | cargo_executables | while read -r _ path; do cp "$path" "$bin/decode_step"; done
+    benches=(--bench decode_step)
+    [ "${WITH_GEMM_BENCH:-0}" = 1 ] && benches+=(--bench gemm)
+    cargo bench --no-run "${benches[@]}" --message-format=json 2> /dev/null \
+      | cargo_executables | while read -r name path; do cp "$path" "$bin/$name"; done
     cargo build --release -p cargo-autotune
     cp target/release/cargo-autotune "$bin/"
     # The retune's build script, from the patched tree (the patched files carried:
@@ -152,6 +157,7 @@ case "${1:-}:${2:-}" in
     cp "$(ls -t target/release/build/autotune-kernels-*/build-script-build | head -n 1)" \
       "$bin/autotune-kernels-build-script"
     strip "$bin/decode_step" "$bin/cargo-autotune" "$bin/autotune-kernels-build-script"
+    [ -f "$bin/gemm" ] && strip "$bin/gemm"
     du -sh "$bin"
     ;;
   prepare:judge)
