@@ -41,6 +41,24 @@ struct Draw<T> {
     pristine: CudaSlice<T>,
 }
 
+impl<T: DeviceRepr + PartialEq + Sync> Draw<T> {
+    /// Where `now` differs from this draw, bit for bit: on the device against the
+    /// pristine copy where the gate's kernels run ([`DeviceKernels::get`]), else
+    /// read back and compared with the host values.
+    fn changes_in(
+        &self,
+        stream: &Arc<CudaStream>,
+        now: &CudaSlice<T>,
+    ) -> Result<Option<String>, CaseError> {
+        let on_device = DeviceKernels::get(stream)
+            .and_then(|kernels| kernels.changes(stream, now, Some(&self.pristine)).ok());
+        match on_device {
+            Some(changes) => Ok(changes),
+            None => Ok(describe_changes(&stream.clone_dtoh(now)?, &self.host)),
+        }
+    }
+}
+
 impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
     /// An input of `len` zeroed elements, nothing drawn yet.
     pub fn alloc(stream: &Arc<CudaStream>, len: usize) -> Result<Self, DriverError> {
@@ -112,14 +130,8 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy + Default> Input<T> {
         T: PartialEq + Sync,
     {
         let stream = memory.stream().clone();
-        let on_device = match (self.pristine(), DeviceKernels::get(&stream)) {
-            (Some(pristine), Some(kernels)) => {
-                kernels.changes(&stream, &*self.buffer, Some(pristine)).ok()
-            }
-            _ => None,
-        };
-        let changes = match on_device {
-            Some(changes) => changes,
+        let changes = match self.draws.first() {
+            Some(draw) => draw.changes_in(&stream, &self.buffer)?,
             None => describe_changes(&stream.clone_dtoh(&*self.buffer)?, self.host()),
         };
         if let Some(changes) = changes {
@@ -178,16 +190,8 @@ impl<T: DeviceRepr + PartialEq + Sync> Rotate for Input<T> {
         let Some(draw) = self.draws.first() else {
             return self.buffer.make_copies(stream, count);
         };
-        let kernels = DeviceKernels::get(stream);
-        self.buffer.make_copies_judged(stream, count, |copy| {
-            let on_device = kernels
-                .as_ref()
-                .and_then(|kernels| kernels.changes(stream, copy, Some(&draw.pristine)).ok());
-            match on_device {
-                Some(changes) => Ok(changes),
-                None => Ok(describe_changes(&stream.clone_dtoh(copy)?, &draw.host)),
-            }
-        })
+        self.buffer
+            .make_copies_judged(stream, count, |copy| draw.changes_in(stream, copy))
     }
 
     fn select(&mut self, index: usize) {
