@@ -132,10 +132,10 @@ settings! {
     target_ms: f64 = TimingConfig::default().target_ms, TARGET_MS => parse, setter target_ms(50.0);
     /// Time each launch as a replay of the CUDA graph it was captured into, and put
     /// out a variant whose launch cannot be captured (`AUTOTUNE_GRAPH`, default on;
-    /// `0` times each launch alone between two events). Where the inputs rotate, one
-    /// launch per copy runs back to back in one graph, as a model's step runs its
-    /// layers (alone, a launch carries its fixed cost, which the step hides:
-    /// bench/results/h100-session32 compares both with a decode step).
+    /// `0` times each launch alone between two events). Where the inputs rotate, 32
+    /// launches or more run back to back in one graph, cycling through the copies, as
+    /// a model's step runs its layers (alone, a launch carries its fixed cost, which
+    /// the step hides: bench/results/h100-session32 compares both with a decode step).
     graph: bool = true, GRAPH => switch, setter graph(false);
     /// How L2 is evicted before a timed launch whose inputs do not rotate
     /// (`AUTOTUNE_FLUSH`: `memset`, the default, or `read`).

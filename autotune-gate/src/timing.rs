@@ -37,8 +37,9 @@ pub struct TimingConfig {
     /// captured (a host synchronisation, an allocation) is out. Where the inputs
     /// rotate, the graph holds [`crate::condition::GRAPH_LAUNCHES`] launches or
     /// more, back to back, cycling through the rotated buffers, as a model's step
-    /// runs its layers, and a launch's time is the replay's over its launches (a launch timed alone between two events carries its fixed
-    /// cost, about 3 us on an H100, which back-to-back launches hide).
+    /// runs its layers, and a launch's time is the replay's over its launches (a
+    /// launch timed alone between two events carries its fixed cost, about 3 us on
+    /// an H100, which back-to-back launches hide).
     #[serde(default)]
     pub graph: bool,
     /// How L2 is evicted before each timed launch (`AUTOTUNE_FLUSH`).
