@@ -467,7 +467,7 @@ fn launch_projection(
 
 /// The step's GEMMs of one shape alone, every layer's (each reading its own
 /// weights from HBM, as in the step), captured in one graph: the median
-/// of one GEMM (the replay's times over its launches), in microseconds.
+/// of one GEMM (the replay's times over its launches).
 fn time_shape(
     stream: &Arc<CudaStream>,
     kernels: &Kernels,
@@ -475,7 +475,7 @@ fn time_shape(
     acts: &mut Activations,
     path: Path,
     (n, k): (usize, usize),
-) -> Result<PerLaunch, Box<dyn Error>> {
+) -> Result<common::Timed, Box<dyn Error>> {
     let indices: Vec<usize> = (0..PROJECTIONS.len())
         .filter(|&i| (PROJECTIONS[i].1, PROJECTIONS[i].2) == (n, k))
         .collect();
@@ -487,24 +487,7 @@ fn time_shape(
         }
         Ok(())
     })?;
-    let replay = time_graph(stream, &graph)?;
-    let us = |ms: f64| ms * 1e3 / (layers.len() * indices.len()) as f64;
-    Ok(PerLaunch {
-        median_us: us(replay.median_ms),
-        p25_us: us(replay.p25_ms),
-        p75_us: us(replay.p75_ms),
-        repeats: replay.repeats,
-    })
-}
-
-/// One launch's share of a graph's replays: median and quartiles (microseconds),
-/// and how many replays were timed.
-#[derive(Debug, Clone, Copy)]
-struct PerLaunch {
-    median_us: f64,
-    p25_us: f64,
-    p75_us: f64,
-    repeats: usize,
+    Ok(time_graph(stream, &graph)?.per_launch(layers.len() * indices.len()))
 }
 
 /// The distinct (N, K) of the step's projections, in the order they come.
@@ -534,7 +517,7 @@ fn per_gemm(
     for (n, k) in shapes() {
         for path in [Path::Dispatch, Path::Cublas] {
             let timed = time_shape(stream, kernels, layers, acts, path, (n, k))?;
-            let in_step_us = timed.median_us;
+            let in_step_us = timed.median_ms * 1e3;
             let runs = match path {
                 Path::Cublas => "vendor:cuBLAS".to_string(),
                 _ => kernels.gemm.describe(m, n, k).to_string(),
@@ -551,8 +534,8 @@ fn per_gemm(
             rows.push(json!({
                 "m": m, "n": n, "k": k, "path": path.name(), "runs": runs,
                 "owner": if runs.contains("cuBLAS") { "cuBLAS" } else { "ours" },
-                "in_step_us": in_step_us, "in_step_p25_us": timed.p25_us,
-                "in_step_p75_us": timed.p75_us, "repeats": timed.repeats,
+                "in_step_us": in_step_us, "in_step_p25_us": timed.p25_ms * 1e3,
+                "in_step_p75_us": timed.p75_ms * 1e3, "repeats": timed.repeats,
                 "table_us": table_us, "in_step_over_table": ratio,
             }));
         }
@@ -601,7 +584,7 @@ fn per_variant(
                     .and_then(|t| entry(t, n, k))
                     .and_then(|entry| median_of(entry, variant.name(), m));
                 let shown = match &timed {
-                    Ok(t) => format!("{:>10.2}", t.median_us),
+                    Ok(t) => format!("{:>10.2}", t.median_ms * 1e3),
                     Err(e) => format!("refused: {e}"),
                 };
                 println!(
@@ -612,9 +595,9 @@ fn per_variant(
                 );
                 rows.push(json!({
                     "m": m, "n": n, "k": k, "variant": variant.name(),
-                    "in_step_us": timed.as_ref().ok().map(|t| t.median_us),
-                    "in_step_p25_us": timed.as_ref().ok().map(|t| t.p25_us),
-                    "in_step_p75_us": timed.as_ref().ok().map(|t| t.p75_us),
+                    "in_step_us": timed.as_ref().ok().map(|t| t.median_ms * 1e3),
+                    "in_step_p25_us": timed.as_ref().ok().map(|t| t.p25_ms * 1e3),
+                    "in_step_p75_us": timed.as_ref().ok().map(|t| t.p75_ms * 1e3),
                     "refused": timed.as_ref().err().map(|e| e.to_string()),
                     "table_us": table_us,
                 }));

@@ -54,6 +54,17 @@ impl Timed {
         }
     }
 
+    /// One launch's share of these times, where each timed run made `launches`.
+    pub fn per_launch(self, launches: usize) -> Self {
+        let share = |ms: f64| ms / launches as f64;
+        Self {
+            median_ms: share(self.median_ms),
+            p25_ms: share(self.p25_ms),
+            p75_ms: share(self.p75_ms),
+            repeats: self.repeats,
+        }
+    }
+
     pub fn to_json(self) -> Value {
         json!({
             "median_ms": self.median_ms,
