@@ -62,7 +62,12 @@ fn root() -> &'static Path {
 }
 
 fn rows(record: &Value) -> &[Value] {
-    record["rows"].as_array().map_or(&[], Vec::as_slice)
+    rows_of(record, "rows")
+}
+
+/// The array `field` of `record` (none where it has none).
+fn rows_of<'a>(record: &'a Value, field: &str) -> &'a [Value] {
+    record[field].as_array().map_or(&[], Vec::as_slice)
 }
 
 fn f(row: &Value, field: &str) -> f64 {
@@ -326,9 +331,12 @@ fn step_agreement(step: &Value, table: &Value) -> (usize, usize, (f64, f64), f64
     };
     let mut pairs: Vec<(f64, f64)> = Vec::new();
     let cublas = rows_of(step, "per_gemm")
+        .iter()
         .filter(|r| r["path"] == "cuBLAS")
         .map(|r| (r, "vendor:cuBLAS"));
-    let variants = rows_of(step, "per_variant").map(|r| (r, s(r, "variant")));
+    let variants = rows_of(step, "per_variant")
+        .iter()
+        .map(|r| (r, s(r, "variant")));
     for (row, name) in cublas.chain(variants) {
         let Some(us) = row["in_step_us"].as_f64() else {
             continue;
@@ -351,14 +359,6 @@ fn step_agreement(step: &Value, table: &Value) -> (usize, usize, (f64, f64), f64
     (pairs.len(), within, (low, high), offsets[offsets.len() / 2])
 }
 
-fn rows_of<'a>(record: &'a Value, field: &str) -> impl Iterator<Item = &'a Value> + Clone {
-    record[field]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-        .iter()
-}
-
 fn decode_step(record: &Value) -> String {
     let folder = root().join(Path::new(DECODE_STEP).parent().unwrap());
     let tables: Vec<(&str, Value)> = STEP_TABLES
@@ -376,6 +376,7 @@ fn decode_step(record: &Value) -> String {
          dispatch, 95% interval): {}.\n",
         s(&tables[0].1["gpu"], "name"),
         rows_of(record, "dispatch_vs_cublas")
+            .iter()
             .map(|d| format!(
                 "m = {} {:.3}x [{:.3}, {:.3}] ({})",
                 d["m"],
