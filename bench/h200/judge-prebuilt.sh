@@ -42,6 +42,14 @@
 # whose two sweeps were compared already, where the budget is for the judge).
 # On an H200, trip 1 first runs the decode step built here from the tree as it is
 # (its committed tables): the judge of the last retune, before this one's.
+# STEP_BIN=DIR (prepare sweeps): the decode step and the GEMM bench copied from
+# .gpu-bin/DIR, not built: for a change that stales a committed table (the step
+# must judge the table as committed, built before the change).
+# TESTS="linear ..." (prepare sweeps): those GPU test files too, run on the GPU
+# after sweep A, before sweep B and the GEMM bench.
+# REQUIRE_H200=1 (start): nothing runs on another GPU.
+# Where sweep A forces a kernel the committed table has, its new picks are
+# compared with the committed ones (compare-committed-KERNEL).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . bench/h200/common.sh
@@ -80,22 +88,35 @@ sweep() {
 }
 
 sweeps() {
-  if grep -q H200 "$R/gpu.txt"; then
+  local h200=0
+  grep -q H200 "$R/gpu.txt" && h200=1
+  if [ "$h200" = 1 ]; then
     step decode-committed "$W/bin/decode_step" --variants --out "$R/decode-committed.json"
-    if [ -x "$W/bin/gemm" ]; then step gemm "$W/bin/gemm" --out "$R/gemm.json"; fi
   fi
   cp -r kernels/tuning "$W/tables-A"
   if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi
   step sweep-A sweep "$W/tables-A" "${SWEEP_A:-all}" A
   local again=${SWEEP_B:-gemm} table kernel
-  [ "$again" = 0 ] && return
-  cp -r "$W/tables-A" "$W/tables-B"
-  step sweep-B sweep "$W/tables-B" "$again" B
   table=$(basename "$(ls -t "$W"/tables-A/nvidia-*.json | head -n 1)")
-  for kernel in ${again//,/ }; do
-    step "compare-$kernel" "$W/bin/cargo-autotune" autotune compare "$W/tables-A/$table" \
-      "$W/tables-B/$table" --kernel "$kernel"
-  done
+  if [ -f "kernels/tuning/$table" ] && [ "${SWEEP_A:-all}" != all ]; then
+    for kernel in ${SWEEP_A//,/ }; do
+      grep -q "\"$kernel[@\"]" "kernels/tuning/$table" || continue
+      step "compare-committed-$kernel" "$W/bin/cargo-autotune" autotune compare \
+        "kernels/tuning/$table" "$W/tables-A/$table" --kernel "$kernel"
+    done
+  fi
+  if [ -d "$W/bin/tests" ]; then
+    step gpu-tests bash -c "GPU_BIN=$W/bin OUT=$R/tests bash bench/h200/gpu-tests.sh"
+  fi
+  if [ "$again" != 0 ]; then
+    cp -r "$W/tables-A" "$W/tables-B"
+    step sweep-B sweep "$W/tables-B" "$again" B
+    for kernel in ${again//,/ }; do
+      step "compare-$kernel" "$W/bin/cargo-autotune" autotune compare "$W/tables-A/$table" \
+        "$W/tables-B/$table" --kernel "$kernel"
+    done
+  fi
+  if [ "$h200" = 1 ] && [ -x "$W/bin/gemm" ]; then step gemm "$W/bin/gemm" --out "$R/gemm.json"; fi
 }
 
 judge() {
@@ -138,10 +159,19 @@ case "${1:-}:${2:-}" in
     rm -rf "$bin" && mkdir -p "$bin/src"
     pwd > "$bin/root"
     # Unpatched: the step bakes the shipped tables.
-    benches=(--bench decode_step)
-    [ "${WITH_GEMM_BENCH:-0}" = 1 ] && benches+=(--bench gemm)
-    cargo bench --no-run "${benches[@]}" --message-format=json 2> /dev/null \
-      | cargo_executables | while read -r name path; do cp "$path" "$bin/$name"; done
+    if [ -n "${STEP_BIN:-}" ]; then
+      cp ".gpu-bin/$STEP_BIN/decode_step" "$bin/"
+      [ -f ".gpu-bin/$STEP_BIN/gemm" ] && cp ".gpu-bin/$STEP_BIN/gemm" "$bin/"
+    else
+      benches=(--bench decode_step)
+      [ "${WITH_GEMM_BENCH:-0}" = 1 ] && benches+=(--bench gemm)
+      cargo bench --no-run "${benches[@]}" --message-format=json 2> /dev/null \
+        | cargo_executables | while read -r name path; do cp "$path" "$bin/$name"; done
+    fi
+    if [ -n "${TESTS:-}" ]; then
+      GPU_TESTS=(${TESTS})
+      gpu_test_binaries "$bin/tests"
+    fi
     cargo build --release -p cargo-autotune
     cp target/release/cargo-autotune "$bin/"
     # The retune's build script, from the patched tree (the patched files carried:
@@ -199,6 +229,13 @@ case "${1:-}:${2:-}" in
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
       --format=csv,noheader > "$R/gpu.txt"
     cat "$R/gpu.txt" >> "$R/steps.txt"
+    # REQUIRE_H200=1: nothing on another GPU (a table that is stale on the H200 is
+    # retuned on an H200 only).
+    if [ "${REQUIRE_H200:-0}" = 1 ] && ! grep -q H200 "$R/gpu.txt"; then
+      echo "not an H200: nothing run" >> "$R/steps.txt"
+      touch "$W/done"
+      exit 0
+    fi
     # The sweeps run in the patched copy (CARGO_MANIFEST_DIR); the judge's binaries
     # where they were built.
     if [ "$2" = sweeps ]; then cd "$W/tree" || exit 1; else cd "$(cat "$W/bin/root")" || exit 1; fi
