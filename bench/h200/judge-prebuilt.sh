@@ -47,7 +47,8 @@
 # must judge the table as committed, built before the change).
 # TESTS="linear ..." (prepare sweeps): those GPU test files too, run on the GPU
 # after sweep A, before sweep B and the GEMM bench.
-# REQUIRE_H200=1 (start): nothing runs on another GPU.
+# REQUIRE_H200=1 (start): nothing runs on another GPU. STEP=0 (start): no decode
+# step first (a budget for the sweeps alone).
 # Where sweep A forces a kernel the committed table has, its new picks are
 # compared with the committed ones (compare-committed-KERNEL).
 set -uo pipefail
@@ -90,7 +91,7 @@ sweep() {
 sweeps() {
   local h200=0
   grep -q H200 "$R/gpu.txt" && h200=1
-  if [ "$h200" = 1 ]; then
+  if [ "$h200" = 1 ] && [ "${STEP:-1}" = 1 ]; then
     step decode-committed "$W/bin/decode_step" --variants --out "$R/decode-committed.json"
   fi
   cp -r kernels/tuning "$W/tables-A"
