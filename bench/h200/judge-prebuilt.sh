@@ -30,7 +30,8 @@
 # back what is done so far in $OUT/judge.tgz, its steps last. AUTOTUNE_GRAPH
 # (default 1 here: the rotated launches timed back to back in one graph, as the
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
-# SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in.
+# SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in
+# (none: no part).
 # JUDGE=decode: the judge's decode step alone.
 # WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 after the
 # committed tables' step (it needs only the GEMM's table, committed already).
@@ -179,10 +180,13 @@ case "${1:-}:${2:-}" in
     # the tables' fingerprints read them, and the machine may have no `patch`).
     # SWEEP_PATCH="topk topk_batched": those files' parts alone (the other entries
     # stay fresh).
+    # SWEEP_PATCH=none: no part (the tree as it is).
     include=()
     for file in ${SWEEP_PATCH:-}; do include+=(--include="src/$file.rs"); done
-    git apply "${include[@]}" bench/h200/cold-retune-rotating.patch
-    trap 'git apply -R "${include[@]}" bench/h200/cold-retune-rotating.patch' EXIT
+    if [ "${SWEEP_PATCH:-}" != none ]; then
+      git apply "${include[@]}" bench/h200/cold-retune-rotating.patch
+      trap 'git apply -R "${include[@]}" bench/h200/cold-retune-rotating.patch' EXIT
+    fi
     cp src/gemm.rs src/topk.rs src/topk_batched.rs "$bin/src/"
     cargo build --release
     cp "$(ls -t target/release/build/autotune-kernels-*/build-script-build | head -n 1)" \
