@@ -9,7 +9,7 @@ use autotune_harness::{self as harness, trials};
 #[path = "fixtures/toolkit.rs"]
 mod toolkit;
 
-use autotune_kernels::{Gemm, Linear, RmsNorm, TopkIndexer, TopkKeepAll};
+use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::dispatch::{Baked, Choice, Plan, Selection, choose_in};
 use autotune_runtime::gpu::GpuIdentity;
 use autotune_runtime::{Kernel, KernelSpec};
@@ -102,11 +102,9 @@ fn without_a_table_a_kernel_with_a_fallback_runs_the_fallback() {
         compute_capability: (10, 0),
         sm_count: 148,
     };
-    for (name, baked) in [("gemm", Gemm::baked()), ("linear", Linear::baked())] {
-        let (defaults, _) = baked.plan_for(&b200);
-        for key in [0, 1, 4096, u64::MAX] {
-            assert_eq!((defaults.select)(key), Choice::Fallback, "{name} at m={key}");
-        }
+    let (defaults, _) = Gemm::baked().plan_for(&b200);
+    for key in [0, 1, 4096, u64::MAX] {
+        assert_eq!((defaults.select)(key), Choice::Fallback, "gemm at m={key}");
     }
     let (defaults, _) = RmsNorm::baked().plan_for(&b200);
     assert!(
@@ -143,12 +141,9 @@ fn the_committed_tables_are_what_dispatch_bakes() {
     check(TopkIndexer::baked(), &TopkIndexer::SPEC);
     check(TopkKeepAll::baked(), &TopkKeepAll::SPEC);
     check(Gemm::baked(), &Gemm::SPEC);
-    check(Linear::baked(), &Linear::SPEC);
-    // The GEMM's fallback is cuBLAS, and says so; linear's too.
+    // The GEMM's fallback is cuBLAS, and says so.
     assert_eq!(Gemm::baked().fallback, "cuBLAS");
     assert_eq!(Gemm::baked().shape_args, ["n", "k"]);
-    assert_eq!(Linear::baked().fallback, "cuBLAS");
-    assert_eq!(Linear::baked().shape_args, ["n", "k"]);
 }
 
 /// Session 12's finding (NOTES item 28): the untuned shape 1 x 6144 x 4096 borrowed
