@@ -6,8 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use autotune_harness::{self as harness, trials};
 
@@ -15,14 +16,18 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Why git cannot check the patches here, if it cannot.
-fn no_work_tree() -> Option<&'static str> {
-    let inside = Command::new("git")
+/// `git -C <crate root> args...`, run to its end.
+fn git(args: &[&OsStr]) -> std::io::Result<Output> {
+    Command::new("git")
         .arg("-C")
         .arg(root())
-        .args(["rev-parse", "--is-inside-work-tree"])
-        .output();
-    match inside {
+        .args(args)
+        .output()
+}
+
+/// Why git cannot check the patches here, if it cannot.
+fn no_work_tree() -> Option<&'static str> {
+    match git(&["rev-parse".as_ref(), "--is-inside-work-tree".as_ref()]) {
         Ok(out) if out.status.success() => None,
         Ok(_) => Some("the crate is not in a git work tree"),
         Err(_) => Some("git is not on PATH"),
@@ -44,13 +49,7 @@ fn every_patch_for_a_gpu_trip_applies_to_the_tree() {
     let found = patches();
     assert!(!found.is_empty(), "bench/h200 holds the trips' patches");
     for patch in found {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(root())
-            .args(["apply", "--check"])
-            .arg(&patch)
-            .output()
-            .unwrap();
+        let out = git(&["apply".as_ref(), "--check".as_ref(), patch.as_os_str()]).unwrap();
         assert!(
             out.status.success(),
             "{} no longer applies: {}",
