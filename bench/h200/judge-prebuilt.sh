@@ -33,8 +33,8 @@
 # SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in
 # (none: no part).
 # JUDGE=decode: the judge's decode step alone.
-# WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 after the
-# committed tables' step (it needs only the GEMM's table, committed already).
+# WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 last, after
+# the sweeps (it needs only the GEMM's table, committed already).
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
 # SEED_TABLE=FILE: a table put among sweep A's tables first (a GPU with no
 # committed table, whose other kernels' entries are fresh in FILE).
