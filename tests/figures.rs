@@ -30,7 +30,8 @@ const DOCS: [&str; 5] = [
 type Renderer = fn(&Value) -> String;
 
 /// The files of record and how each one's block is rendered.
-const RECORDS: [(&str, Renderer); 5] = [
+const RECORDS: [(&str, Renderer); 6] = [
+    ("kernels/tuning/nvidia-h200.json", owners),
     ("bench/results/h200-gemm.json", gemm),
     ("bench/results/h200-gemm-hopper.json", gemm_hopper),
     ("bench/results/h200-rmsnorm.json", rmsnorm),
@@ -93,6 +94,53 @@ fn span(values: impl IntoIterator<Item = f64>, decimals: usize, unit: &str) -> S
     } else {
         format!("{low:.decimals$}-{high:.decimals$}{unit}")
     }
+}
+
+/// Where the shipped table gives the GEMMs' ranges (`gemm@...`, `linear@...`, each
+/// with cuBLAS as its fallback) to our kernels; every other key dispatches cuBLAS.
+fn owners(table: &Value) -> String {
+    let mut ours = Vec::new();
+    let mut vendor_only = Vec::new();
+    let kernels = table["kernels"].as_object().map(|k| k.iter());
+    for (entry, kernel) in kernels.into_iter().flatten() {
+        if !(entry.starts_with("gemm@") || entry.starts_with("linear@")) {
+            continue;
+        }
+        let owned: Vec<&Value> = rows_of(kernel, "ranges")
+            .iter()
+            .filter(|range| s(range, "variant") != "fallback")
+            .collect();
+        if owned.is_empty() {
+            vendor_only.push(format!("`{entry}`"));
+        }
+        for range in owned {
+            let last = range["last"].as_u64().unwrap();
+            let last = if last == u64::MAX {
+                String::new()
+            } else {
+                last.to_string()
+            };
+            ours.push(format!(
+                "| `{entry}` | {}..={last} | `{}` |",
+                range["first"],
+                s(range, "variant")
+            ));
+        }
+    }
+    let mut out = format!(
+        "The {} table gives our kernels {} range(s) of the GEMMs; every other key \
+         dispatches {}:\n\n| entry | m | dispatched (ours) |\n| --- | --- | --- |\n",
+        s(&table["gpu"], "name"),
+        ours.len(),
+        s(&table["kernels"]["gemm@n=4096,k=4096"], "fallback"),
+    );
+    for row in ours {
+        let _ = writeln!(out, "{row}");
+    }
+    if !vendor_only.is_empty() {
+        let _ = writeln!(out, "\nNo range of ours at {}.", vendor_only.join(", "));
+    }
+    out
 }
 
 fn gemm(record: &Value) -> String {
