@@ -32,7 +32,7 @@
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
 # SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in
 # (none: no part).
-# JUDGE=decode: the judge's decode step alone.
+# JUDGE=decode: the judge's decode step alone (prepare: only its binary).
 # WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 last, after
 # the sweeps (it needs only the GEMM's table, committed already).
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
@@ -197,14 +197,20 @@ case "${1:-}:${2:-}" in
     ;;
   prepare:judge)
     set -e
-    rm -rf .gpu-bin/judge && mkdir -p .gpu-bin/judge
-    pwd > .gpu-bin/judge/root
-    gpu_test_binaries .gpu-bin/judge/tests
-    cargo bench --no-run --bench decode_step --bench gemm --bench topk --message-format=json \
-      2> /dev/null | cargo_executables \
-      | while read -r name path; do cp "$path" ".gpu-bin/judge/$name"; done
-    strip .gpu-bin/judge/decode_step .gpu-bin/judge/gemm .gpu-bin/judge/topk
-    du -sh .gpu-bin/judge
+    bin=.gpu-bin/${BIN:-judge}
+    rm -rf "$bin" && mkdir -p "$bin"
+    pwd > "$bin/root"
+    # JUDGE=decode: the decode step alone (held on the sweeps' machine while it builds).
+    benches=(--bench decode_step)
+    if [ "${JUDGE:-all}" != decode ]; then
+      gpu_test_binaries "$bin/tests"
+      benches+=(--bench gemm --bench topk)
+    fi
+    cargo bench --no-run "${benches[@]}" --message-format=json 2> /dev/null \
+      | cargo_executables | while read -r name path; do cp "$path" "$bin/$name"; done
+    strip "$bin"/decode_step
+    [ -f "$bin/gemm" ] && strip "$bin/gemm" "$bin/topk"
+    du -sh "$bin"
     ;;
   start:sweeps | start:judge)
     trip=$2

@@ -6,14 +6,14 @@ same kernel at the same m (issue 48, item 1: the sweep's timing judged by the st
 
 DECODE.json: `cargo bench --bench decode_step -- --variants --out DECODE.json` (its
 `per_gemm` cuBLAS rows and `per_variant` rows); TABLE.json: a tuning table of the
-same GPU. A table median timed from a single launch (a variant the sweep found
+same GPU. The step's kernel (`gemm`, `linear`) names the table's entries. A table median timed from a single launch (a variant the sweep found
 hopeless) is shown but left out of the summary."""
 import json
 import sys
 
 
-def measured(table, n, k, name, m):
-    entry = table["kernels"].get(f"gemm@n={n},k={k}")
+def measured(table, kernel, n, k, name, m):
+    entry = table["kernels"].get(f"{kernel}@n={n},k={k}")
     if entry is None:
         return None
     if name == "vendor:cuBLAS":
@@ -32,6 +32,9 @@ def measured(table, n, k, name, m):
 def main():
     step = json.load(open(sys.argv[1]))
     table = json.load(open(sys.argv[2]))
+    # The step's GEMM (`gemm`, or `linear` for --model llama-3.1-8b); files of
+    # record from before `linear` have no `kernel`.
+    kernel = step.get("kernel", "gemm")
     rows = [(r["m"], r["n"], r["k"], "vendor:cuBLAS", r["in_step_us"])
             for r in step.get("per_gemm", []) if r["path"] == "cuBLAS"]
     rows += [(r["m"], r["n"], r["k"], r["variant"], r["in_step_us"])
@@ -39,7 +42,7 @@ def main():
     print(f"{'m':>3} {'N x K':>12} {'step us':>9} {'table us':>9} {'table-step':>10} {'step/table':>10}  kernel")
     kept = []
     for m, n, k, name, us in rows:
-        found = measured(table, n, k, name, m)
+        found = measured(table, kernel, n, k, name, m)
         if found is None:
             continue
         median, repeats = found
