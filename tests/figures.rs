@@ -97,14 +97,20 @@ fn span(values: impl IntoIterator<Item = f64>, decimals: usize, unit: &str) -> S
 }
 
 /// Where the shipped table gives the GEMMs' ranges (`gemm@...`, `linear@...`, each
-/// with cuBLAS as its fallback) to our kernels; every other key dispatches cuBLAS.
+/// with cuBLAS as its fallback) to our kernels; every other key dispatches the
+/// fallback.
 fn owners(table: &Value) -> String {
     let mut ours = Vec::new();
     let mut vendor_only = Vec::new();
+    let mut fallbacks = Vec::new();
     let kernels = table["kernels"].as_object().map(|k| k.iter());
     for (entry, kernel) in kernels.into_iter().flatten() {
         if !(entry.starts_with("gemm@") || entry.starts_with("linear@")) {
             continue;
+        }
+        let fallback = s(kernel, "fallback");
+        if !fallbacks.contains(&fallback) {
+            fallbacks.push(fallback);
         }
         let owned: Vec<&Value> = rows_of(kernel, "ranges")
             .iter()
@@ -114,25 +120,26 @@ fn owners(table: &Value) -> String {
             vendor_only.push(format!("`{entry}`"));
         }
         for range in owned {
-            let last = range["last"].as_u64().unwrap();
-            let last = if last == u64::MAX {
-                String::new()
-            } else {
-                last.to_string()
+            let first = range["first"].as_u64().unwrap();
+            let keys = match range["last"].as_u64().unwrap() {
+                u64::MAX => format!("{first}.."),
+                last => format!("{first}..={last}"),
             };
             ours.push(format!(
-                "| `{entry}` | {}..={last} | `{}` |",
-                range["first"],
+                "| `{entry}` | {keys} | `{}` |",
                 s(range, "variant")
             ));
         }
     }
+    let count = match ours.len() {
+        1 => "one range".to_string(),
+        n => format!("{n} ranges"),
+    };
     let mut out = format!(
-        "The {} table gives our kernels {} range(s) of the GEMMs; every other key \
+        "The {} table gives our kernels {count} of the GEMMs; every other key \
          dispatches {}:\n\n| entry | m | dispatched (ours) |\n| --- | --- | --- |\n",
         s(&table["gpu"], "name"),
-        ours.len(),
-        s(&table["kernels"]["gemm@n=4096,k=4096"], "fallback"),
+        fallbacks.join(" or "),
     );
     for row in ours {
         let _ = writeln!(out, "{row}");
