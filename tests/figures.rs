@@ -103,8 +103,7 @@ fn owners(table: &Value) -> String {
     let mut ours = Vec::new();
     let mut vendor_only = Vec::new();
     let mut fallbacks = Vec::new();
-    let kernels = table["kernels"].as_object().map(|k| k.iter());
-    for (entry, kernel) in kernels.into_iter().flatten() {
+    for (entry, kernel) in table["kernels"].as_object().into_iter().flatten() {
         if !(entry.starts_with("gemm@") || entry.starts_with("linear@")) {
             continue;
         }

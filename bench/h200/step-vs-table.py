@@ -6,8 +6,9 @@ same kernel at the same m (issue 48, item 1: the sweep's timing judged by the st
 
 DECODE.json: `cargo bench --bench decode_step -- --variants --out DECODE.json` (its
 `per_gemm` cuBLAS rows and `per_variant` rows); TABLE.json: a tuning table of the
-same GPU. The step's kernel (`gemm`, `linear`) names the table's entries. A table median timed from a single launch (a variant the sweep found
-hopeless) is shown but left out of the summary."""
+same GPU. The step's kernel (`gemm`, `linear`) names the table's entries. A table
+median timed from a single launch (a variant the sweep found hopeless) is shown but
+left out of the summary."""
 import json
 import sys
 
