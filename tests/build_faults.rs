@@ -172,6 +172,8 @@ fn table(fingerprint: Fingerprint) -> TuningTable {
         above: None,
         off_grid: None,
         clocks: None,
+        vendor_plan: Vec::new(),
+        vendor_sizes: Vec::new(),
         seconds: Seconds {
             compile: 0.0,
             sweep: 0.0,

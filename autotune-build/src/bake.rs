@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use autotune_runtime::KernelSpec;
+use autotune_spec::KeyRange;
 use autotune_spec::shape::Shape;
 use autotune_table::progress::Progress;
 use autotune_table::summary::{BakedPlan, KernelSummary, SkippedTable, WithoutPlan};
@@ -248,6 +249,7 @@ impl Found {
                 &entry.key,
                 spec.sizes.last().copied().unwrap_or(0),
             ),
+            vendor_points: vendor_points(entry),
         });
     }
 
@@ -388,4 +390,20 @@ fn plan_ranges(
         ranges.push(Range::new(range.first, range.last, choice));
     }
     Some(ranges)
+}
+
+/// The vendor's point per range of `entry`'s vendor plan, by its values (`None`
+/// for its default launch, which has none); empty without a vendor plan.
+fn vendor_points(entry: &KernelTable) -> Vec<KeyRange<Option<Vec<u32>>>> {
+    entry
+        .vendor_plan
+        .iter()
+        .map(|range| {
+            let values = entry
+                .variant(&range.choice)
+                .map(|v| v.values.clone())
+                .filter(|values| !values.is_empty());
+            KeyRange::new(range.first, range.last, values)
+        })
+        .collect()
 }

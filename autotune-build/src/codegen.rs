@@ -7,6 +7,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 use autotune_runtime::dispatch::{Choice, Range};
+use autotune_spec::KeyRange;
 use autotune_table::shown;
 
 use crate::error::BuildError;
@@ -39,6 +40,9 @@ pub struct PlanData {
     pub borrowed: Vec<Range>,
     /// Which keys were measured and what the ones above them get, in one line.
     pub above: String,
+    /// The vendor's point the fallback runs per range of the key (`None`: its
+    /// default launch); empty where the vendor has no points of its own.
+    pub vendor_points: Vec<KeyRange<Option<Vec<u32>>>>,
 }
 
 /// Everything generated for one kernel.
@@ -111,6 +115,40 @@ fn select_fn(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
     });
     quote! {
         fn #name(key: u64) -> ::autotune_runtime::Choice {
+            match key {
+                #(#arms)*
+            }
+        }
+    }
+}
+
+/// `fn name(key) -> Option<&'static [u32]>`: the vendor's point per range of the
+/// key, as a `match`.
+fn vendor_point_fn(
+    name: &proc_macro2::Ident,
+    ranges: &[KeyRange<Option<Vec<u32>>>],
+) -> TokenStream {
+    let point = |point: &Option<Vec<u32>>| match point {
+        Some(words) => {
+            let words = words.iter().map(|w| number(u64::from(*w)));
+            quote!(::core::option::Option::Some(&[#(#words),*]))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let arms = ranges.iter().map(|range| {
+        let p = point(&range.choice);
+        if range.last == u64::MAX {
+            quote!(_ => #p,)
+        } else if range.first == range.last {
+            let first = number(range.first);
+            quote!(#first => #p,)
+        } else {
+            let (first, last) = (number(range.first), number(range.last));
+            quote!(#first..=#last => #p,)
+        }
+    });
+    quote! {
+        fn #name(key: u64) -> ::core::option::Option<&'static [u32]> {
             match key {
                 #(#arms)*
             }
@@ -236,6 +274,15 @@ impl Generated {
                 number(u64::from(*sm_count)),
             );
             let rt = quote!(::autotune_runtime::dispatch);
+            let vendor_points = plan
+                .vendor_points
+                .iter()
+                .any(|r| r.choice.is_some())
+                .then(|| {
+                    let name = format_ident!("vendor_point_{}", index);
+                    plan_items.push(vendor_point_fn(&name, &plan.vendor_points));
+                    quote!(.with_vendor_points(#name))
+                });
             let lending =
                 (borrowed != ranges).then(|| quote!(.lending(&#borrowed, #select_borrowed)));
             plans.push(quote! {
@@ -244,6 +291,7 @@ impl Generated {
                     #at_shape
                     #lending
                     .above(#above)
+                    #vendor_points
             });
         }
         (plan_items, plans)
@@ -291,6 +339,7 @@ mod tests {
                     Range::new(4096, u64::MAX, Choice::Fallback),
                 ],
                 above: "measured up to n=4096; above it, the incumbent".into(),
+                vendor_points: Vec::new(),
             }],
             default: 0,
             incumbent: true,
@@ -344,5 +393,61 @@ mod tests {
                 ".above(\"measured up to n=4096; above it, the incumbent\")",
             ],
         );
+        assert!(
+            !text.contains("vendor_point"),
+            "no vendor points, no match: {text}"
+        );
+    }
+
+    /// Where the vendor has points of its own, the plan carries their `match`:
+    /// the point per range, `None` where its default launch runs.
+    #[test]
+    fn renders_the_vendor_s_point_per_range() {
+        let mut generated = Generated {
+            kernel: "gemm".into(),
+            shape_args: vec!["n".into()],
+            fallback: "cuBLAS".into(),
+            images: vec![ImageData {
+                name: "bm=64".into(),
+                values: vec![64],
+                binary: None,
+            }],
+            plans: vec![PlanData {
+                origin: OriginData {
+                    path: "tuning/nvidia-h200.json".into(),
+                    gpu: "NVIDIA H200".into(),
+                    compute_capability: (9, 0),
+                    sm_count: 132,
+                },
+                shape: vec![4096],
+                ranges: vec![Range::new(0, u64::MAX, Choice::Fallback)],
+                borrowed: vec![Range::new(0, u64::MAX, Choice::Fallback)],
+                above: String::new(),
+                vendor_points: vec![
+                    KeyRange::new(0, 15, None),
+                    KeyRange::new(16, 16, Some(vec![7, 0, 123_456])),
+                    KeyRange::new(17, u64::MAX, Some(vec![9, 1])),
+                ],
+            }],
+            default: 0,
+            incumbent: true,
+            note: "gemm: tuned".into(),
+            not_compiled: None,
+        };
+        let text = generated.render().unwrap();
+        assert_contains(
+            &text,
+            &[
+                "fn vendor_point_0(key: u64) -> ::core::option::Option<&'static [u32]> {",
+                "0..=15 => ::core::option::Option::None,",
+                "16 => ::core::option::Option::Some(&[7, 0, 123_456]),",
+                "_ => ::core::option::Option::Some(&[9, 1]),",
+                ".with_vendor_points(vendor_point_0)",
+            ],
+        );
+        // The default launch everywhere: nothing to bake.
+        generated.plans[0].vendor_points = vec![KeyRange::new(0, u64::MAX, None)];
+        let text = generated.render().unwrap();
+        assert!(!text.contains("vendor_point"), "{text}");
     }
 }

@@ -38,6 +38,7 @@ mod tail_keys;
 mod tunables;
 mod tuner;
 pub mod variants;
+mod vendor_points;
 
 /// The sweep's timing, as the benches use it: in `autotune-gate` (feature `timing`).
 pub use autotune_gate::timing;
@@ -77,5 +78,6 @@ pub mod testing {
     pub use crate::shard_run::{Entry as ShardEntry, ShardRun};
     pub use crate::sweep::{SweepPlan, SweepResult, run as run_sweep};
     pub use crate::tuner::{PointJob, compile_jobs};
+    pub use crate::vendor_points::{VendorChoice, choose as choose_vendor_points};
     pub use crate::worker::{Event, Job, JobVariant, WORKER_ENV, emit_line, serve};
 }

@@ -811,6 +811,7 @@ mod tests {
             incumbent: false,
             verify: false,
             against: None,
+            points: 0,
         };
         assert!(!record.is_done(&task(1), 0));
         record

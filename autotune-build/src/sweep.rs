@@ -387,6 +387,7 @@ impl<'a> Sweep<'a> {
                     incumbent: false,
                     verify: false,
                     against: Some(incumbent),
+                    points: 0,
                 }],
                 lane: None,
             })
@@ -478,6 +479,7 @@ impl<'a> Sweep<'a> {
                     incumbent: false,
                     verify: true,
                     against: None,
+                    points: 0,
                 });
             }
         }
@@ -691,6 +693,7 @@ impl<'a> Sweep<'a> {
                 incumbent: variant == incumbent,
                 verify: false,
                 against: None,
+                points: 0,
             })
             .collect();
         tasks.push(Task {
@@ -701,6 +704,7 @@ impl<'a> Sweep<'a> {
             incumbent: true,
             verify: false,
             against: None,
+            points: 0,
         });
         tasks
     }
@@ -848,6 +852,7 @@ impl<'a> Sweep<'a> {
                     self.record().spent(&phases, &clocks);
                     continue;
                 }
+                Reported::Other => continue,
                 Reported::Finished(task, outcome) => (task, outcome),
             };
             let Some(task) = tasks.get(task_index) else {
@@ -932,6 +937,8 @@ impl<'a> Sweep<'a> {
             Event::Checked { task, check } => Reported::Checked(task, check),
             Event::Spent { phases, clocks } => Reported::Spent(phases, clocks),
             Event::Verified { task } => Reported::Finished(task, Outcome::Verified),
+            // Only asked for before a sweep (`vendor_points`), never in one.
+            Event::Points { .. } => Reported::Other,
             Event::Dueled {
                 task,
                 incumbent_us,
@@ -979,6 +986,8 @@ enum Reported {
     Finished(usize, Outcome),
     /// The job's time by phase.
     Spent(Phases, Vec<ClockSample>),
+    /// Nothing the job's bookkeeping uses.
+    Other,
 }
 
 /// Progress steps one unit's jobs made, per phase.

@@ -22,6 +22,7 @@ use crate::ptxas::Resources;
 use crate::served::{Served, served};
 use crate::settings::Settings;
 use crate::sweep::{self, SweepPlan, SweepResult};
+use crate::vendor_points::{self, VendorChoice};
 use crate::worker::JobVariant;
 
 /// Shared memory a block may opt in to where the probe did not record it (tables
@@ -142,13 +143,13 @@ impl Tuner<'_> {
         let spec = job.spec;
         let progress = Progress::from_env(job.entry);
         let fallback_plan = fallback_plan(spec, job.fallback_table);
-        let candidates = self.compile(job, &fallback_plan, &progress, log);
+        let mut candidates = self.compile(job, &fallback_plan, &progress, log);
         let default = spec
             .default_index()
             .ok_or_else(|| BuildError::kernel(spec.name, KernelFault::DefaultNotAPoint))?;
         let incumbents = incumbents(&candidates.variants, default, &fallback_plan);
         let variants = &candidates.variants;
-        let plan = SweepPlan {
+        let mut plan = SweepPlan {
             spec,
             shape: job.shape.to_vec(),
             entry: job.entry.to_string(),
@@ -177,6 +178,7 @@ impl Tuner<'_> {
                 .previous
                 .map_or_else(Vec::new, |table| seeds(&plan_points(table), variants)),
         };
+        let vendor = self.vendor_points(&mut plan, &mut candidates, job, &progress, log)?;
         let result = sweep::run(&plan, &progress, log)?;
         log_device_shares(&result, log);
         // Times taken while the GPU throttled for heat are not compared.
@@ -187,12 +189,61 @@ impl Tuner<'_> {
             ));
         }
         let mut table = self.entry(job, &plan, &candidates, &result);
+        if let Some(vendor) = vendor {
+            table.vendor_plan = vendor.plan;
+            table.vendor_sizes = vendor.sizes;
+        }
         table.seconds.total = started.elapsed().as_secs_f64();
         write_summary(&table, log);
         table
             .validate()
             .map_err(|invalid| BuildError::kernel(spec.name, KernelFault::InvalidTable(invalid)))?;
         Ok(table)
+    }
+
+    /// Where the vendor has points of its own (`vendor_points = N`): sweeps them
+    /// against its default launch ([`vendor_points::choose`]), adds the points that
+    /// own a range to the sweep as fallback variants, and makes each the incumbent
+    /// of its ranges. `None` for any other kernel.
+    fn vendor_points(
+        &self,
+        plan: &mut SweepPlan,
+        candidates: &mut Candidates,
+        job: &TuneJob<'_>,
+        progress: &Progress,
+        log: &mut (dyn Write + Send),
+    ) -> Result<Option<VendorChoice>, BuildError> {
+        let spec = job.spec;
+        let (Some(vendor), Some(index)) = (
+            spec.vendor.filter(|v| v.points > 0),
+            plan.variants.iter().position(|v| v.vendor),
+        ) else {
+            return Ok(None);
+        };
+        let choice = vendor_points::choose(plan, index, vendor.points, progress, log)?;
+        if let Some(clocks) = choice.clocks.as_ref().filter(|c| c.moved().is_some()) {
+            return Err(BuildError::kernel(
+                spec.name,
+                KernelFault::Throttled(*clocks),
+            ));
+        }
+        for point in &choice.points {
+            candidates.variants.push(point.clone());
+            candidates.rejected.push(None);
+            candidates.resources.push(None);
+            candidates.compile_s.push(None);
+        }
+        plan.variants.clone_from(&candidates.variants);
+        plan.rejected.clone_from(&candidates.rejected);
+        plan.incumbents = choice.incumbents(&plan.variants, index);
+        plan.journal_header = journal_header(
+            job.entry,
+            job.fingerprint,
+            self.gpu,
+            &plan.variants,
+            self.settings,
+        );
+        Ok(Some(choice))
     }
 
     /// Compiles every point of the kernel and the fallback points its plan runs, and
@@ -404,6 +455,8 @@ impl Tuner<'_> {
             ranges: merged,
             off_grid: Some(result.off_grid.clone()),
             clocks: result.clocks,
+            vendor_plan: Vec::new(),
+            vendor_sizes: Vec::new(),
             seconds: Seconds {
                 compile: candidates.seconds,
                 sweep: result.seconds,

@@ -6,6 +6,7 @@
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
@@ -91,7 +92,9 @@ pub struct JobVariant {
     pub entries: Vec<String>,
     /// The declared fallback kernel rather than a point of this kernel's space.
     pub fallback: bool,
-    /// The vendor library's kernel (`vendor = ...`): nothing to load from `binary`.
+    /// The vendor library's kernel (`vendor = ...`): nothing to load from `binary`
+    /// (which only names it). With `values`, the vendor at that point of its own
+    /// (`vendor_points = N`), as its `points` gave it.
     #[serde(default)]
     pub vendor: bool,
 }
@@ -121,6 +124,14 @@ pub struct Task {
     /// ([`Event::Dueled`]; see [`timing::interleaved`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub against: Option<usize>,
+    /// Ask the vendor (the task's variant) for up to this many points of its own
+    /// for the key's problem, best first ([`Event::Points`]); nothing is timed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub points: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,6 +153,11 @@ pub enum Event {
     /// A check-only task (`Task::verify`) found the variant right at its key.
     Verified {
         task: usize,
+    },
+    /// The vendor's own points at the task's key (`Task::points`), best first.
+    Points {
+        task: usize,
+        points: Vec<Vec<u32>>,
     },
     /// The interleaved rounds of a duel (`Task::against`): round `i` timed the
     /// incumbent in `incumbent_us[i]` and the challenger in `challenger_us[i]`.
@@ -332,9 +348,18 @@ impl<K: Kernel> Session<K> {
         {
             return index;
         }
+        // The vendor's points share one handle (and workspace) with its default.
+        let shared = self.loaded.iter().find_map(|(_, loaded)| match loaded {
+            Ok(Runnable::Vendor { vendor, .. }) => Some(Rc::clone(vendor)),
+            _ => None,
+        });
+        let point = variant.values.clone();
         let loaded = if variant.vendor {
-            match K::load_vendor(&self.stream) {
-                Ok(Some(vendor)) => Ok(Runnable::Vendor(vendor)),
+            match shared.map_or_else(
+                || K::load_vendor(&self.stream).map(|v| v.map(Rc::from)),
+                |v| Ok(Some(v)),
+            ) {
+                Ok(Some(vendor)) => Ok(Runnable::Vendor { vendor, point }),
                 Ok(None) => Err(Some(LoadFailure::NoVendor {
                     kernel: K::SPEC.name,
                 })),
@@ -410,46 +435,30 @@ impl<K: Kernel> Session<K> {
             } else {
                 self.best_us.get(&at).copied()
             };
-            let outcome = if let Some(opponent) = opponent {
-                match &self.loaded[opponent].1 {
-                    Ok(incumbent) => clock.during(Part::Time, || {
-                        duel_task::<K>(
-                            job,
-                            index,
-                            task,
-                            case,
-                            &self.stream,
-                            &mut self.flush,
-                            [incumbent, loaded],
-                        )
-                    }),
-                    Err(_) => Err(Failure::Out(
-                        Stage::Load,
-                        "the incumbent it was to be timed against cannot be loaded".into(),
-                    )),
-                }
-            } else if task.verify {
-                clock
+            let (stream, flush) = (&self.stream, &mut self.flush);
+            let outcome = match opponent.map(|slot| &self.loaded[slot].1) {
+                Some(Ok(incumbent)) => clock.during(Part::Time, || {
+                    duel_task::<K>(job, index, task, case, stream, flush, [incumbent, loaded])
+                }),
+                Some(Err(_)) => Err(Failure::Out(
+                    Stage::Load,
+                    "the incumbent it was to be timed against cannot be loaded".into(),
+                )),
+                None if task.points > 0 => clock.during(Part::Time, || {
+                    vendor_points(task, index, case, stream, loaded)
+                }),
+                None if task.verify => clock
                     .during(Part::Check, || {
-                        verify_task::<K>(job, task.key, case, alternates, &self.stream, loaded)
+                        verify_task::<K>(job, task.key, case, alternates, stream, loaded)
                     })
-                    .map(|()| Event::Verified { task: index })
-            } else {
-                let warm = self.launched.contains(&variant.binary);
-                run_task::<K>(
-                    job,
-                    index,
-                    task,
-                    case,
-                    alternates,
-                    &self.stream,
-                    &mut self.flush,
-                    loaded,
-                    best,
-                    warm,
-                    clock,
-                    emit,
-                )
+                    .map(|()| Event::Verified { task: index }),
+                None => {
+                    let warm = self.launched.contains(&variant.binary);
+                    run_task::<K>(
+                        job, index, task, case, alternates, stream, flush, loaded, best, warm,
+                        clock, emit,
+                    )
+                }
             };
             if !matches!(outcome, Err(Failure::Unfit(_))) {
                 self.launched.insert(variant.binary.clone());
@@ -597,7 +606,7 @@ fn run_task<K: Kernel>(
         // first launch may load its module), timed without graphs (the graph's
         // replays are timed) and not the vendor's (a library's first call at a new
         // size may choose its kernel on the host, between the events).
-        let timed = warm && !job.timing.graph && !matches!(variant, Runnable::Vendor(_));
+        let timed = warm && !job.timing.graph && !matches!(variant, Runnable::Vendor { .. });
         let verdict = if timed {
             let (verdict, sample) = timed_gate::<K>(case, stream, variant, own_seed, flush, clock)?;
             first = Some(sample);
@@ -1086,7 +1095,31 @@ fn launch<K: Kernel>(
         Runnable::Fallback { functions, values } => {
             K::launch_fallback(case, stream, functions, values)
         }
-        Runnable::Vendor(vendor) => vendor.launch_case(case, stream),
+        Runnable::Vendor { vendor, point } if point.is_empty() => vendor.launch_case(case, stream),
+        Runnable::Vendor { vendor, point } => vendor.launch_case_at(case, stream, point),
+    }
+}
+
+/// The vendor's own points at the task's key (`Task::points`).
+fn vendor_points<P, C: 'static>(
+    task: &Task,
+    index: usize,
+    case: &mut C,
+    stream: &Arc<CudaStream>,
+    variant: &Runnable<P, C>,
+) -> Result<Event, Failure> {
+    let Runnable::Vendor { vendor, .. } = variant else {
+        return Err(Failure::Out(
+            Stage::Load,
+            "only the vendor has points of its own".into(),
+        ));
+    };
+    match vendor.points(case, stream, task.points) {
+        Ok(points) => Ok(Event::Points {
+            task: index,
+            points,
+        }),
+        Err(error) => Err(Failure::Out(Stage::Launch, format!("its points: {error}"))),
     }
 }
 
@@ -1133,7 +1166,12 @@ enum Runnable<P, C> {
         functions: Vec<CudaFunction>,
         values: Vec<u32>,
     },
-    Vendor(Box<dyn VendorCase<C>>),
+    /// The vendor's handle (shared by its points) and the point (none: its
+    /// default launch).
+    Vendor {
+        vendor: Rc<dyn VendorCase<C>>,
+        point: Vec<u32>,
+    },
 }
 
 impl<P: Params, C> Runnable<P, C> {

@@ -10,6 +10,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use autotune_build::testing::choose_vendor_points;
 use autotune_build::testing::{Beyond, KeyRange, SweepPlan, SweepResult, run_sweep};
 use autotune_build::testing::{Event, Job, JobVariant, WORKER_ENV, emit_line};
 use autotune_build::timing::TimingConfig;
@@ -21,7 +22,7 @@ use autotune_table::phases::Phases;
 use autotune_table::progress::{Phase, Progress};
 use autotune_table::shard::{Shard, Unit, entries_of};
 use autotune_table::strategy::{Budget, Strategy};
-use autotune_table::table::{Measurement, Stage};
+use autotune_table::table::{Measurement, Stage, vendor_point_name};
 
 /// Variants by behaviour: the scripted worker reads the name.
 const SPEC: KernelSpec = KernelSpec::new(
@@ -40,8 +41,15 @@ const SPEC: KernelSpec = KernelSpec::new(
 /// the gate's second look after timing (right only on its first launch); v=6 and
 /// up are slow, and v=6's wrapper refuses n=400. Device 1 runs everything 3% faster.
 /// A vendor's kernel runs 8 us everywhere; at shape `[2]` v=1 is slow everywhere.
+/// The vendor's own points ([`VENDOR_POINTS`]): the first runs 5.5 us from
+/// n=1600 (faster than v=1 there) and 9 us below; the second 7.98 us everywhere
+/// (0.25% faster than its default: inside the noise).
 fn script(name: &str, key: u64, device: usize, shape: &[u64]) -> Option<f64> {
+    let [fast_above, tie] = VENDOR_POINTS.map(|words| vendor_point_name("cuBLAS", words));
     let median = match name {
+        _ if name == fast_above && key >= 1600 => 5.5,
+        _ if name == fast_above => 9.0,
+        _ if name == tie => 7.98,
         "v=0" => 10.0,
         TAIL => 3.0,
         "vendor:cuBLAS" => 8.0,
@@ -138,6 +146,10 @@ fn duel_rounds(
     let mut draw = move || 1.0 + jitter * rng.range(-1.0, 1.0);
     (0..rounds).map(|_| (a * draw(), b * draw())).unzip()
 }
+
+/// The points the scripted vendor gives of its own (`Task::points`), best first
+/// at the small keys as its heuristic ranks them there: the tie first.
+const VENDOR_POINTS: [&[u32]; 2] = [&[1, 0], &[2, 0]];
 
 /// A variant that skips the tail: the fastest, and right only where 64 divides the
 /// key (the scripted worker reads the name).
@@ -243,6 +255,21 @@ fn worker() -> ! {
                         task.key,
                         task.key % 64
                     ),
+                });
+                continue;
+            }
+            // The vendor's own points at this key, asked for before a sweep.
+            if task.points > 0 {
+                assert_eq!(name, "vendor:cuBLAS", "only the vendor is asked for points");
+                let mut points: Vec<Vec<u32>> =
+                    VENDOR_POINTS.iter().map(|words| words.to_vec()).collect();
+                if task.key < 1600 {
+                    points.reverse();
+                }
+                points.truncate(task.points as usize);
+                emit_line(&Event::Points {
+                    task: task_index,
+                    points,
                 });
                 continue;
             }
@@ -453,6 +480,7 @@ fn main() {
     a_killed_sweep_resumes_from_its_journal(&work.join("killed"));
     keys_above_the_top_are_measured_before_the_pick_keeps_them(&work.join("above"));
     a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(&work.join("vendor"));
+    a_challenger_must_beat_the_vendor_s_best_point(&work.join("vendor-points"));
     graph_timing_reaches_the_worker_and_puts_out_what_cannot_be_captured(&work.join("graph"));
     right_only_at_small_keys_is_out_everywhere(&work.join("small"));
     a_variant_that_skips_the_tail_is_out_though_right_at_every_size(&work.join("tail"));
@@ -709,6 +737,90 @@ fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
     assert_eq!(ranges, vec![KeyRange::new(0, u64::MAX, vendor)], "{log}");
     assert!(result.rejected.iter().all(Option::is_none), "{log}");
     println!("a vendor owns what no variant wins, a plan per shape: ok");
+}
+
+/// Issue 48, item 3: the vendor at its best. Its own points are asked for at
+/// every size and swept against its default launch; the one that wins a range by
+/// more than the noise is the incumbent there, and a point that only ties its
+/// default owns nothing. v=1, which beats the vendor's default from n=1600 (as the
+/// test above shows), loses there to the vendor's fast point: ours must beat tuned
+/// cuBLAS, not its default.
+fn a_challenger_must_beat_the_vendor_s_best_point(work: &Path) {
+    let mut variants = variants(2);
+    variants.push(JobVariant {
+        name: "vendor:cuBLAS".into(),
+        values: Vec::new(),
+        binary: PathBuf::from("vendor:cuBLAS"),
+        entries: Vec::new(),
+        fallback: true,
+        vendor: true,
+    });
+    let vendor = 2;
+    let mut plan = plan(work, &variants);
+    plan.incumbents = vec![KeyRange::new(0, u64::MAX, vendor)];
+    let mut log = Vec::new();
+    let choice = choose_vendor_points(&plan, vendor, 4, &Progress::silent("test"), &mut log)
+        .expect("the vendor's own sweep");
+    let log = String::from_utf8_lossy(&log).into_owned();
+    let fast = vendor_point_name("cuBLAS", VENDOR_POINTS[0]);
+    assert_eq!(
+        choice
+            .points
+            .iter()
+            .map(|p| (p.name.as_str(), p.fallback, p.vendor))
+            .collect::<Vec<_>>(),
+        [(fast.as_str(), true, true)],
+        "only the point that wins a range joins the sweep, as a fallback variant: {log}"
+    );
+    let owners: Vec<&str> = choice.plan.iter().map(|r| r.choice.as_str()).collect();
+    assert_eq!(owners, ["vendor:cuBLAS", fast.as_str()], "{log}");
+    let boundary = choice.plan[0].last;
+    assert!((400..1600).contains(&boundary), "{:?}", choice.plan);
+    assert_eq!(choice.plan[1].last, u64::MAX, "{:?}", choice.plan);
+    let won = |key: u64| {
+        choice
+            .sizes
+            .iter()
+            .find(|s| s.key == key)
+            .map(|s| s.winner.clone())
+    };
+    assert_eq!(
+        won(100).as_deref(),
+        Some("vendor:cuBLAS"),
+        "the tie keeps nothing: {log}"
+    );
+    assert_eq!(won(6400).as_deref(), Some(fast.as_str()), "{log}");
+    assert!(
+        choice
+            .sizes
+            .iter()
+            .filter(|s| s.winner == fast)
+            .all(|s| s.duel.is_some()),
+        "a point takes a key from the default by its duel: {:?}",
+        choice.sizes
+    );
+
+    plan.variants.extend(choice.points.iter().cloned());
+    plan.rejected = vec![None; plan.variants.len()];
+    plan.incumbents = choice.incumbents(&plan.variants, vendor);
+    plan.journal_header = format!("{} {fast}", plan.journal_header);
+    let point = plan.variants.len() - 1;
+    assert_eq!(
+        plan.incumbents,
+        [
+            KeyRange::new(0, boundary, vendor),
+            KeyRange::new(boundary + 1, u64::MAX, point)
+        ]
+    );
+    let (result, log) = run_logged(&plan);
+    assert_eq!(winner_at(&result, 100), Some(vendor), "{log}");
+    assert_eq!(
+        winner_at(&result, 1600),
+        Some(point),
+        "v=1 (6 us) loses to 5.5 us: {log}"
+    );
+    assert_eq!(winner_at(&result, 6400), Some(point), "{log}");
+    println!("a challenger must beat the vendor's best point: ok");
 }
 
 /// Issue 35: a run spread over two machines of one GPU model decides what one

@@ -284,10 +284,12 @@ fn vendor_spec(spec: &Spec) -> TokenStream {
         return quote!(::core::option::Option::None);
     };
     let type_name = quote!(#ty).to_string().replace(' ', "");
+    let points = spec.vendor_points;
     quote!(::core::option::Option::Some(#rt::VendorSpec {
         type_name: #type_name,
         name: <#ty as #rt::Vendor>::NAME,
         library: <#ty as #rt::Vendor>::library,
+        points: #points,
     }))
 }
 
@@ -296,6 +298,7 @@ fn load_vendor_fn(spec: &Spec, ty: &Type) -> TokenStream {
     let rt = runtime();
     let case = &spec.case;
     let vendor_call = vendor_call(spec, quote!(self.0));
+    let vendor_points = vendor_points_fns(spec);
     quote! {
         fn load_vendor(
             stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
@@ -312,9 +315,43 @@ fn load_vendor_fn(spec: &Spec, ty: &Type) -> TokenStream {
                 ) -> ::core::result::Result<(), #rt::LaunchError> {
                     #vendor_call.map(::core::mem::drop).map_err(#rt::LaunchError::from_error)
                 }
+                #vendor_points
             }
             let vendor = <#ty as #rt::Vendor>::load(&stream.context())?;
             ::core::result::Result::Ok(::core::option::Option::Some(::std::boxed::Box::new(OnCase(vendor))))
+        }
+    }
+}
+
+/// `VendorCase::points` and `launch_case_at` for a vendor with points of its own
+/// (`vendor_points = N`): its inherent `points` and `launch_point` on the case.
+fn vendor_points_fns(spec: &Spec) -> TokenStream {
+    if spec.vendor_points == 0 {
+        return TokenStream::new();
+    }
+    let rt = runtime();
+    let case = &spec.case;
+    let args = vendor_case_args(spec);
+    quote! {
+        fn points(
+            &self,
+            case: &mut #case,
+            stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+            count: u32,
+        ) -> ::core::result::Result<::std::vec::Vec<::std::vec::Vec<u32>>, #rt::LaunchError> {
+            self.0.points(count, #(#args),*).map_err(#rt::LaunchError::from_error)
+        }
+
+        fn launch_case_at(
+            &self,
+            case: &mut #case,
+            stream: &::std::sync::Arc<#rt::cudarc::driver::CudaStream>,
+            point: &[u32],
+        ) -> ::core::result::Result<(), #rt::LaunchError> {
+            self.0
+                .launch_point(point, #(#args),*)
+                .map(::core::mem::drop)
+                .map_err(#rt::LaunchError::from_error)
         }
     }
 }
@@ -354,21 +391,31 @@ fn case_field(spec: &Spec, ident: &Ident) -> Ident {
 /// `self.0.launch(stream, &case.a, ...)`: the vendor's launch with the case's
 /// fields, every argument of the wrapper but the variant.
 fn vendor_call(spec: &Spec, vendor: TokenStream) -> TokenStream {
-    let args = spec.signature.args.iter().filter_map(|arg| {
-        let ident = &case_field(spec, &arg.ident);
-        match (&arg.role, &arg.ty) {
-            (ArgumentRole::Stream, _) => Some(quote!(stream)),
-            (ArgumentRole::Variant { .. }, _) => None,
-            (ArgumentRole::Data, Type::Reference(r)) if r.mutability.is_some() => {
-                Some(quote_spanned!(ident.span()=> &mut case.#ident))
-            }
-            (ArgumentRole::Data, Type::Reference(_)) => {
-                Some(quote_spanned!(ident.span()=> &case.#ident))
-            }
-            (ArgumentRole::Data, _) => Some(quote_spanned!(ident.span()=> case.#ident)),
-        }
-    });
+    let args = vendor_case_args(spec);
     quote!(#vendor.launch(#(#args),*))
+}
+
+/// The case's fields as the vendor's methods take them: every argument of the
+/// wrapper but the variant.
+fn vendor_case_args(spec: &Spec) -> Vec<TokenStream> {
+    spec.signature
+        .args
+        .iter()
+        .filter_map(|arg| {
+            let ident = &case_field(spec, &arg.ident);
+            match (&arg.role, &arg.ty) {
+                (ArgumentRole::Stream, _) => Some(quote!(stream)),
+                (ArgumentRole::Variant { .. }, _) => None,
+                (ArgumentRole::Data, Type::Reference(r)) if r.mutability.is_some() => {
+                    Some(quote_spanned!(ident.span()=> &mut case.#ident))
+                }
+                (ArgumentRole::Data, Type::Reference(_)) => {
+                    Some(quote_spanned!(ident.span()=> &case.#ident))
+                }
+                (ArgumentRole::Data, _) => Some(quote_spanned!(ident.span()=> case.#ident)),
+            }
+        })
+        .collect()
 }
 
 /// `rms_norm(stream, variant, &case.x, &mut case.out, case.n_rows)`: each data
@@ -546,7 +593,7 @@ fn fallback_parts(
         (_, Some(ty)) => (
             quote!(vendor: #ty,),
             quote!(vendor: <#ty as #rt::Vendor>::load(ctx).map_err(#rt::LoadError::Vendor)?,),
-            quote!(#rt::Choice::Fallback => self.vendor.launch(#(#forwarded),*),),
+            vendor_arm(spec, forwarded),
         ),
         (Some(fb), None) => {
             let fb = Ident::new(
@@ -569,6 +616,28 @@ fn fallback_parts(
                 }
             },
         ),
+    }
+}
+
+/// The `match` arm that launches the vendor: at the point the plan chose for the
+/// key where the vendor has points (`vendor_points = N`), else its default launch.
+fn vendor_arm(spec: &Spec, forwarded: &[&Ident]) -> TokenStream {
+    let rt = runtime();
+    if spec.vendor_points == 0 {
+        return quote!(#rt::Choice::Fallback => self.vendor.launch(#(#forwarded),*),);
+    }
+    let key = &spec.key;
+    let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
+    let point = if shape_idents.is_empty() {
+        quote!(self.loaded.vendor_point(#key as u64))
+    } else {
+        quote!(self.loaded.vendor_point_in(&[#(#shape_idents as u64),*], #key as u64))
+    };
+    quote! {
+        #rt::Choice::Fallback => match #point {
+            ::core::option::Option::Some(point) => self.vendor.launch_point(point, #(#forwarded),*),
+            ::core::option::Option::None => self.vendor.launch(#(#forwarded),*),
+        },
     }
 }
 
@@ -748,6 +817,52 @@ mod tests {
         assert!(text.contains("candidates : & [\"k_v2.cu\"]"), "{text}");
         assert!(text.contains("pub source : u32"), "{text}");
         assert!(text.contains("Above :: Extend"), "{text}");
+    }
+
+    /// `vendor_points = N`: the sweep's case asks the vendor for its points and
+    /// launches it at one (its inherent `points` and `launch_point` on the case's
+    /// fields), and dispatch runs the point its plan chose for the call's shape and
+    /// key; without it, neither.
+    #[test]
+    fn vendor_points_reach_the_case_and_dispatch() {
+        let item = quote! {
+            pub fn my_kernel(stream: &CudaStream, v: &Variant<MyParams>, x: &CudaSlice<f32>, out: &mut CudaSlice<f32>, n: usize, k: usize) -> Result<(), DriverError> {
+                Ok(())
+            }
+        };
+        let expand = |extra: TokenStream| {
+            let attr = quote!(
+                source = "k.cu",
+                key = n,
+                sizes = [1k],
+                shapes = [(k = 64)],
+                case = C,
+                vendor = Library,
+                block = [64],
+                #extra
+            );
+            let site = Site::Crate { manifest_dir: None };
+            let file: syn::File =
+                syn::parse2(autotune(attr, item.clone(), site, None).unwrap()).unwrap();
+            quote!(#file).to_string()
+        };
+        let text = expand(quote!(vendor_points = 4));
+        for needle in [
+            "points : 4u32",
+            "self . 0 . points (count , stream , & case . x , & mut case . out , case . n , case . k)",
+            "self . 0 . launch_point (point , stream , & case . x , & mut case . out , case . n , case . k)",
+            "match self . loaded . vendor_point_in (& [k as u64] , n as u64)",
+            "Some (point) => self . vendor . launch_point (point , stream , x , out , n , k)",
+            ":: core :: option :: Option :: None => self . vendor . launch (stream , x , out , n , k)",
+        ] {
+            assert!(text.contains(needle), "{needle}\n{text}");
+        }
+        let text = expand(TokenStream::new());
+        assert!(text.contains("points : 0u32"), "{text}");
+        assert!(
+            !text.contains("launch_point") && !text.contains("vendor_point_in"),
+            "{text}"
+        );
     }
 
     /// Issue 49: a wrapper and its fallback that disagree on the key or the shapes

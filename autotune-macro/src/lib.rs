@@ -108,6 +108,19 @@ mod tunables;
 /// range none does. The library's name and version are in the table's fingerprint (a
 /// new cuBLAS retunes) and in the report. `vendor` and `fallback` are exclusive.
 ///
+/// **`vendor_points`**: `vendor_points = 8` (1 to 32, with `vendor`) gives the vendor
+/// its best: a library such as cuBLASLt ranks algorithms per problem, and its first
+/// choice is not always its fastest. The type then also has inherent
+/// `points(&self, count: u32, <the wrapper's arguments without the variant>) ->
+/// Result<Vec<Vec<u32>>, E>` (up to `count` points for the call's problem, best
+/// first, each a few words only the vendor reads) and `launch_point(&self, point:
+/// &[u32], <the same arguments>)` (the call at one of them; where a point cannot run a
+/// call, its default launch). Before each sweep, the points are asked for at every
+/// size and swept against the default launch (checked, timed, a key changing hands
+/// only outside the noise); the winner of each range is the incumbent every variant
+/// of ours must beat there, and what dispatch runs where none does (the table's
+/// `vendor_plan`).
+///
 /// **Kernels you did not write** (a library's file, kept as it ships):
 /// - `launch = [threads, rows]` declares parameters that only reach the launch (a
 ///   block size passed at launch and as an argument): no `-D`, no mention needed in

@@ -68,6 +68,17 @@ pub struct Plan {
     /// (`measured up to m=16384 ...; above it, the pick there (extrapolated)`);
     /// empty for the defaults plan.
     pub above: &'static str,
+    /// The vendor's own point (`vendor_points = N`) that [`Choice::Fallback`] runs
+    /// at each key of this plan's shape, as the sweep timed it as the incumbent
+    /// there: a `match` like `select`, `None` where the vendor's default launch
+    /// runs (every key of a plan without vendor points, and every shape that only
+    /// borrows this plan: a vendor's point is chosen for one problem).
+    pub vendor_point: fn(u64) -> Option<&'static [u32]>,
+}
+
+/// [`Plan::vendor_point`] of a plan without vendor points.
+fn no_vendor_point(_key: u64) -> Option<&'static [u32]> {
+    None
 }
 
 /// Where a plan was tuned.
@@ -152,6 +163,7 @@ impl Plan {
             borrowed: ranges,
             select_borrowed: select,
             above: "",
+            vendor_point: no_vendor_point,
         }
     }
 
@@ -180,6 +192,14 @@ impl Plan {
     #[doc(hidden)]
     pub const fn above(self, above: &'static str) -> Self {
         Self { above, ..self }
+    }
+
+    #[doc(hidden)]
+    pub const fn with_vendor_points(self, vendor_point: fn(u64) -> Option<&'static [u32]>) -> Self {
+        Self {
+            vendor_point,
+            ..self
+        }
     }
 }
 
@@ -418,6 +438,24 @@ impl<P: Params> Loaded<P> {
         choose_in(&self.plans, shape, key)
     }
 
+    /// The vendor's point that [`Choice::Fallback`] runs for `key` (a kernel
+    /// without shapes; see [`Plan::vendor_point`]): `None` for its default launch.
+    #[inline]
+    pub fn vendor_point(&self, key: u64) -> Option<&'static [u32]> {
+        (self.plans[0].vendor_point)(key)
+    }
+
+    /// The vendor's point for `key` at `shape`: the point of that shape's own
+    /// plan, `None` at a shape that only borrows one (one `match`, as
+    /// [`Loaded::choose_in`]).
+    #[inline]
+    pub fn vendor_point_in(&self, shape: &[u64], key: u64) -> Option<&'static [u32]> {
+        match plan_for_shape(&self.plans, shape) {
+            (plan, true) => (plan.vendor_point)(key),
+            (_, false) => None,
+        }
+    }
+
     /// The plan `shape` dispatches with, and whether it was tuned at that shape.
     pub fn plan_of(&self, shape: &[u64]) -> (&'static Plan, bool) {
         plan_for_shape(&self.plans, shape)
@@ -646,6 +684,7 @@ mod tests {
             borrowed: &[],
             select_borrowed: fallback,
             above: "",
+            vendor_point: no_vendor_point,
         },
         Plan {
             origin: Some(H200),
@@ -655,6 +694,7 @@ mod tests {
             borrowed: &[],
             select_borrowed: variant_0,
             above: "",
+            vendor_point: no_vendor_point,
         },
     ];
 
@@ -668,6 +708,7 @@ mod tests {
             borrowed: &[],
             select_borrowed: select,
             above: "",
+            vendor_point: no_vendor_point,
         }
     }
 

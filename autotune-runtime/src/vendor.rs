@@ -9,6 +9,16 @@
 //! returning what the wrapper returns: the macro calls it from dispatch and from
 //! the sweep's case alike. It must be graph-capture safe: no allocation, no host
 //! synchronisation, no stream other than the one it is given.
+//!
+//! A vendor may have points of its own (`vendor_points = N`): cuBLASLt ranks
+//! algorithms for each problem, and its first choice is not always its fastest.
+//! Such a type also has inherent `points(&self, count, ...)` (up to `count` points
+//! for the problem of the call's arguments, best first, each a few `u32` words the
+//! vendor alone reads) and `launch_point(&self, point, ...)` (the launch at one of
+//! them; where a point cannot run a call, the vendor's default launch). The sweep
+//! times them at every size against the default launch; one that beats it beyond
+//! the noise is the incumbent there, which ours must then beat, and dispatch runs
+//! the point the table chose for the range.
 
 use std::sync::Arc;
 
@@ -39,10 +49,36 @@ pub struct VendorSpec {
     pub name: &'static str,
     /// [`Vendor::library`].
     pub library: fn() -> Option<String>,
+    /// How many of its own points the sweep asks for at each size
+    /// (`vendor_points = N`); 0 for a vendor timed at its default launch alone.
+    pub points: u32,
 }
 
 /// The vendor's launch with the arguments a case holds (the macro implements it
 /// for each wrapper with a vendor, so the sweep can time it).
 pub trait VendorCase<C>: 'static {
     fn launch_case(&self, case: &mut C, stream: &Arc<CudaStream>) -> Result<(), LaunchError>;
+
+    /// Up to `count` of the vendor's own points for the case's problem, best
+    /// first (`vendor_points = N`); none for a vendor without points.
+    fn points(
+        &self,
+        case: &mut C,
+        stream: &Arc<CudaStream>,
+        count: u32,
+    ) -> Result<Vec<Vec<u32>>, LaunchError> {
+        let _ = (case, stream, count);
+        Ok(Vec::new())
+    }
+
+    /// The vendor's launch at one of its points (as `points` gave it).
+    fn launch_case_at(
+        &self,
+        case: &mut C,
+        stream: &Arc<CudaStream>,
+        point: &[u32],
+    ) -> Result<(), LaunchError> {
+        let _ = point;
+        self.launch_case(case, stream)
+    }
 }

@@ -19,7 +19,7 @@ use crate::space::{Param, Point, Space};
 use crate::{AttrArgs, Diagnostics, Entry, names};
 
 /// The option names of `#[autotune]`; every other name declares a parameter.
-pub const OPTIONS: [&str; 19] = [
+pub const OPTIONS: [&str; 20] = [
     "source",
     "entry",
     "key",
@@ -34,6 +34,7 @@ pub const OPTIONS: [&str; 19] = [
     "above",
     "inputs",
     "vendor",
+    "vendor_points",
     "shapes",
     "launch",
     "define_prefix",
@@ -55,6 +56,10 @@ pub const MAX_POINTS_CEILING: u64 = 65_536;
 pub const MAX_SIZE: u64 = 1 << 53;
 
 pub use crate::space::SOURCE_PARAM;
+
+/// The most points of its own a vendor may be timed at per size
+/// (`vendor_points = N`): each is checked and timed at every size.
+pub const MAX_VENDOR_POINTS: u32 = 32;
 
 /// The most sources (incumbent and candidates) a kernel may list.
 pub const MAX_SOURCES: usize = 16;
@@ -93,6 +98,9 @@ pub struct Spec {
     /// implementing `autotune_runtime::Vendor` with an inherent `launch` taking the
     /// wrapper's arguments without the variant.
     pub vendor: Option<Type>,
+    /// How many of the vendor's own points (its ranked algorithms) the sweep
+    /// times at each size (`vendor_points = N`, with `vendor`); 0 without.
+    pub vendor_points: u32,
     /// The other size arguments the kernel is tuned over a set of values of.
     pub shapes: Shapes,
     pub flags: Vec<String>,
@@ -139,6 +147,7 @@ impl Spec {
         let sizes = sizes_entry.and_then(|e| parse_sizes(&e.value, max_sizes, &mut diag));
         let case = case_entry.and_then(|e| parse_case(&e.value, &mut diag));
         let vendor = parse_vendor(&options, &mut diag);
+        let vendor_points = parse_vendor_points(&options, &mut diag);
         let fallback = parse_fallback(&options, sig, &mut diag);
         let above = parse_above(&options, &mut diag);
         let inputs = parse_inputs(&options, &mut diag);
@@ -182,6 +191,7 @@ impl Spec {
             shapes,
             fallback,
             vendor,
+            vendor_points,
             flags,
             space,
             defines,
@@ -214,6 +224,7 @@ struct Parts {
     shapes: Option<Shapes>,
     fallback: Option<Ident>,
     vendor: Option<Type>,
+    vendor_points: u32,
     flags: Vec<String>,
     space: Space,
     defines: Defines,
@@ -262,6 +273,7 @@ impl Parts {
             case,
             fallback: self.fallback,
             vendor: self.vendor,
+            vendor_points: self.vendor_points,
             shapes,
             flags: self.flags,
             above,
@@ -441,6 +453,38 @@ fn parse_vendor(options: &Options<'_>, diag: &mut Diagnostics) -> Option<Type> {
         );
     }
     vendor
+}
+
+/// `vendor_points = N` (1 to [`MAX_VENDOR_POINTS`], with `vendor`); 0 without it.
+fn parse_vendor_points(options: &Options<'_>, diag: &mut Diagnostics) -> u32 {
+    let Some(entry) = options.get("vendor_points") else {
+        return 0;
+    };
+    if options.get("vendor").is_none() {
+        diag.at(
+            &entry.name,
+            "`vendor_points` times the vendor's own points: it needs `vendor = ...`",
+        );
+    }
+    let count = match &entry.value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => int.base10_parse::<u32>().ok(),
+        _ => None,
+    };
+    match count {
+        Some(count @ 1..=MAX_VENDOR_POINTS) => count,
+        _ => {
+            diag.at(
+                &entry.value,
+                format!(
+                    "`vendor_points` is how many of the vendor's ranked points the sweep times \
+                     at each size: a whole number from 1 to {MAX_VENDOR_POINTS}, e.g. `vendor_points = 8`"
+                ),
+            );
+            0
+        }
+    }
 }
 
 fn parse_fallback(options: &Options<'_>, sig: &Signature, diag: &mut Diagnostics) -> Option<Ident> {
@@ -1882,6 +1926,30 @@ mod tests {
         assert!(listed[0].contains("a constant image is the only source"));
         assert!(errors(&format!("source = SOFTMAX, {tail}"))[0].contains("the path of a constant"));
         assert!(spec(BASE).unwrap().constant.is_none());
+    }
+
+    #[test]
+    fn vendor_points_count_the_vendor_s_own_points() {
+        let s = spec(&format!(
+            "{BASE}, vendor = Cublas, vendor_points = 8, block = [64]"
+        ))
+        .unwrap();
+        assert_eq!(s.vendor_points, 8);
+        assert_eq!(
+            spec(&format!("{BASE}, vendor = Cublas, block = [64]"))
+                .unwrap()
+                .vendor_points,
+            0
+        );
+        let alone = errors(&format!("{BASE}, vendor_points = 8, block = [64]"));
+        assert_eq!(alone.len(), 1, "{alone:?}");
+        assert!(alone[0].contains("it needs `vendor = ...`"), "{alone:?}");
+        for count in ["0", "33", "\"8\"", "2.5"] {
+            let wrong = errors(&format!(
+                "{BASE}, vendor = Cublas, vendor_points = {count}, block = [64]"
+            ));
+            assert!(wrong[0].contains("from 1 to 32"), "{count}: {wrong:?}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //!     max_sizes = 64,                     // the most key values to time (default 64)
 //!     above = measure,                    // keys above the sizes: measure | extend | incumbent
 //!     vendor = CublasGemm,                // or: a library's kernel as the fallback
+//!     vendor_points = 8,                  // with vendor: its ranked algorithms timed too
 //!     shapes = [(n = 4096, k = 4096)],    // other size arguments, a plan per shape
 //!     block = [64, 128, 256],             // every other name is a parameter:
 //!     stages = 1..4,                      //   a list, a range (`..` or `..=`) or one value

@@ -184,6 +184,7 @@ fn kernel_report(name: &str, k: &KernelTable) -> String {
     if let Some(vendor) = &f.vendor {
         let _ = writeln!(out, "  vendor fallback: {vendor}");
     }
+    out.push_str(&vendor_report(k));
     out
 }
 
@@ -200,30 +201,57 @@ fn range_report(k: &KernelTable, range: &KeyRange<String>) -> String {
     };
     let _ = writeln!(out, "  {span:<24} {}{after}", range.choice);
     for size in inside {
-        let runner_up = size.runner_up.as_deref().unwrap_or("-");
-        let over_runner_up = size
-            .runner_up
-            .as_deref()
-            .and_then(|r| k.variant(r))
-            .and_then(|v| v.median_at(size.key))
-            .map(|us| format!("{:+.1}%", (us / size.winner_us - 1.0) * 100.0))
-            .unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            out,
-            "  {:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
-            "",
-            size.winner,
-            size.key,
-            size.margin * 100.0,
-            over_runner_up
-        );
-        if let Some(duel) = &size.duel {
-            let _ = writeln!(out, "  {:<24} {}", "", duel_line(duel, k.min_margin));
+        out.push_str(&size_lines(k, size));
+    }
+    out
+}
+
+/// The vendor's own points, where it has them: which of its launches each range
+/// runs (the incumbent there), then each key of its own sweep inside the range.
+fn vendor_report(k: &KernelTable) -> String {
+    let mut out = String::new();
+    if k.vendor_plan.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  the vendor's own points, swept against its default launch (the incumbent per range):"
+    );
+    for range in &k.vendor_plan {
+        let _ = writeln!(out, "  {:<24} {}", range.span(), range.choice);
+        for size in k.vendor_sizes.iter().filter(|s| range.contains(s.key)) {
+            out.push_str(&size_lines(k, size));
         }
-        if let Some(duel) = &size.confirmation {
-            let line = duel_line(duel, k.min_margin);
-            let _ = writeln!(out, "  {:<24} again in a fresh worker: {line}", "");
-        }
+    }
+    out
+}
+
+/// A timed key's line (its fastest, the margins, the runner-up) and its duels'.
+fn size_lines(k: &KernelTable, size: &SizeRecord) -> String {
+    let mut out = String::new();
+    let runner_up = size.runner_up.as_deref().unwrap_or("-");
+    let over_runner_up = size
+        .runner_up
+        .as_deref()
+        .and_then(|r| k.variant(r))
+        .and_then(|v| v.median_at(size.key))
+        .map(|us| format!("{:+.1}%", (us / size.winner_us - 1.0) * 100.0))
+        .unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        out,
+        "  {:<24} {:<48} {:>10} {:>+11.1}% {:>12}  {runner_up}",
+        "",
+        size.winner,
+        size.key,
+        size.margin * 100.0,
+        over_runner_up
+    );
+    if let Some(duel) = &size.duel {
+        let _ = writeln!(out, "  {:<24} {}", "", duel_line(duel, k.min_margin));
+    }
+    if let Some(duel) = &size.confirmation {
+        let line = duel_line(duel, k.min_margin);
+        let _ = writeln!(out, "  {:<24} again in a fresh worker: {line}", "");
     }
     out
 }
@@ -348,6 +376,34 @@ mod tests {
         let baked = line.split("  (").next().unwrap_or(line);
         assert!(baked.ends_with(&other), "{line}");
         assert!(!baked.contains(&size.winner), "{line}");
+    }
+
+    /// The vendor's own points: which launch each range runs, and the keys of its
+    /// own sweep that decided it.
+    #[test]
+    fn the_vendor_s_plan_is_reported_with_its_keys() {
+        let mut table = crate::testing::sample_table();
+        assert!(!render("t.json", &table, None).contains("the vendor's own points"));
+        let k = table.kernels.get_mut("k").unwrap();
+        let point = crate::table::vendor_point_name("cuBLAS", &[3, 0]);
+        k.vendor_plan = vec![
+            KeyRange::new(0, 7, "vendor:cuBLAS".to_string()),
+            KeyRange::new(8, u64::MAX, point.clone()),
+        ];
+        k.vendor_sizes = vec![SizeRecord {
+            winner: point.clone(),
+            incumbent: "vendor:cuBLAS".into(),
+            margin: 0.084,
+            ..k.sizes[0].clone()
+        }];
+        let text = render("t.json", &table, None);
+        crate::testing::assert_contains(
+            &text,
+            &[
+                "  the vendor's own points, swept against its default launch (the incumbent per range):\n  0..=7                    vendor:cuBLAS\n  8..                      vendor:cuBLAS@",
+                "+8.4%",
+            ],
+        );
     }
 
     #[test]

@@ -245,6 +245,16 @@ pub struct KernelTable {
     /// (a sweep during which it throttled for heat writes no table).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clocks: Option<crate::clocks::ClockRecord>,
+    /// Which of the vendor's launches the fallback runs per range of the key, where
+    /// the vendor has points of its own (`vendor_points = N`): its default
+    /// (`vendor:cuBLAS`) or one of its points (`vendor:cuBLAS@1f0c3a9e`), each the
+    /// incumbent the challengers met there. Empty for any other kernel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vendor_plan: Vec<KeyRange<String>>,
+    /// How `vendor_plan` was decided: at every timed key, the vendor's points
+    /// against its default launch, under the rule that decides `sizes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vendor_sizes: Vec<SizeRecord>,
     pub seconds: Seconds,
 }
 
@@ -431,6 +441,31 @@ pub use autotune_spec::names::is_entry_of;
 /// The prefix of a vendor fallback's variant name (`vendor:cuBLAS`).
 pub const VENDOR: &str = "vendor";
 
+/// The name of one of a vendor's own points (`vendor_points = N`):
+/// `vendor:<library>@<digest>`, the digest the FNV-1a hash (32 bits, hex) of its
+/// words, so that the same point has the same name in every table.
+pub fn vendor_point_name(library: &str, words: &[u32]) -> String {
+    let digest = words
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .fold(0x811c_9dc5_u32, |hash, byte| {
+            (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+        });
+    format!("{VENDOR}:{library}@{digest:08x}")
+}
+
+/// Whether `name` and `values` make a vendor variant: its default launch
+/// (`vendor:<library>`, no values) or one of its points ([`vendor_point_name`]).
+fn is_vendor_variant(name: &str, values: &[u32]) -> bool {
+    let Some(library) = name.strip_prefix(&format!("{VENDOR}:")) else {
+        return false;
+    };
+    match library.split_once('@') {
+        None => values.is_empty(),
+        Some((library, _)) => !values.is_empty() && name == vendor_point_name(library, values),
+    }
+}
+
 impl KernelTable {
     /// The variants that were not put out.
     pub fn valid_variants(&self) -> usize {
@@ -492,9 +527,8 @@ impl KernelTable {
                     name: variant.name.clone(),
                 });
             }
-            let vendor = variant.role == Role::Vendor
-                && variant.values.is_empty()
-                && variant.name.starts_with(&format!("{VENDOR}:"));
+            let vendor =
+                variant.role == Role::Vendor && is_vendor_variant(&variant.name, &variant.values);
             if variant.role == Role::Vendor && !vendor {
                 return Err(InvalidTable::VendorVariant {
                     name: variant.name.clone(),
@@ -532,7 +566,51 @@ impl KernelTable {
                 }
             }
         }
-        self.validate_ranges()
+        self.validate_ranges()?;
+        self.validate_vendor_plan()
+    }
+
+    /// The vendor's plan, where it has one: contiguous from 0 to `u64::MAX`, each
+    /// range naming a vendor variant of the table that passed its checks.
+    fn validate_vendor_plan(&self) -> Result<(), InvalidTable> {
+        if self.vendor_plan.is_empty() {
+            return Ok(());
+        }
+        if self.vendor_plan.len() > MAX_RANGES {
+            return Err(InvalidTable::TooManyRanges {
+                ranges: self.vendor_plan.len(),
+            });
+        }
+        let mut next = 0u64;
+        for (index, range) in self.vendor_plan.iter().enumerate() {
+            if range.first != next || range.last < range.first {
+                return Err(InvalidTable::Gap {
+                    index,
+                    first: range.first,
+                    last: range.last,
+                    next,
+                });
+            }
+            let known = self
+                .variants
+                .iter()
+                .any(|v| v.name == range.choice && v.role == Role::Vendor && v.rejected.is_none());
+            if !known {
+                return Err(InvalidTable::UnknownVendorPoint {
+                    index,
+                    choice: range.choice.clone(),
+                });
+            }
+            if range.last == u64::MAX {
+                return if index + 1 == self.vendor_plan.len() {
+                    Ok(())
+                } else {
+                    Err(InvalidTable::PastMax)
+                };
+            }
+            next = range.last + 1;
+        }
+        Err(InvalidTable::StopsShort { next })
     }
 
     /// The ranges: contiguous from 0 to `u64::MAX`, each naming a valid variant
@@ -804,10 +882,16 @@ pub enum InvalidTable {
     #[error("variant `{}` appears twice", .name.escape_debug())]
     DuplicateVariant { name: String },
     #[error(
-        "vendor variant `{}` must be named `{VENDOR}:<library>` and have no values",
+        "vendor variant `{}` must be named `{VENDOR}:<library>` with no values, or \
+         `{VENDOR}:<library>@<digest>` with the point's values",
         .name.escape_debug()
     )]
     VendorVariant { name: String },
+    #[error(
+        "vendor plan range {index} names `{}`, not a vendor variant of the table that passed",
+        .choice.escape_debug()
+    )]
+    UnknownVendorPoint { index: usize, choice: String },
     #[error("variant `{}` has values {values:?}, which its name does not say", .name.escape_debug())]
     NameDoesNotSayValues { name: String, values: Vec<u32> },
     #[error("tuned_on {:?} is not a date (YYYY-MM-DD)", .tuned_on.escape_debug().to_string())]
@@ -1084,6 +1168,72 @@ impl TablesLock {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A vendor's point is named by its values' digest, and a table whose vendor
+    /// plan names a point it does not hold, or leaves keys without a launch, is
+    /// refused (dispatch would run a point no sweep checked).
+    #[test]
+    fn a_vendor_plan_names_checked_points_and_covers_every_key() {
+        let name = vendor_point_name("cuBLAS", &[7, 0, 1]);
+        assert_eq!(name, vendor_point_name("cuBLAS", &[7, 0, 1]));
+        assert_ne!(name, vendor_point_name("cuBLAS", &[7, 0, 2]));
+        assert!(name.starts_with("vendor:cuBLAS@") && name.len() == "vendor:cuBLAS@".len() + 8);
+        assert!(is_vendor_variant("vendor:cuBLAS", &[]));
+        assert!(is_vendor_variant(&name, &[7, 0, 1]));
+        assert!(
+            !is_vendor_variant(&name, &[7, 0, 2]),
+            "a digest that is not its values'"
+        );
+        assert!(!is_vendor_variant("vendor:cuBLAS", &[1]));
+
+        let mut kernel = crate::testing::sample_table().kernels["k"].clone();
+        let timed = kernel.variants[0].clone();
+        let vendor = |name: &str, values: Vec<u32>| VariantRecord {
+            name: name.into(),
+            values,
+            role: Role::Vendor,
+            ..timed.clone()
+        };
+        kernel.fallback = Some("cuBLAS".into());
+        kernel.variants.push(vendor("vendor:cuBLAS", Vec::new()));
+        kernel.variants.push(vendor(&name, vec![7, 0, 1]));
+        kernel.vendor_plan = vec![
+            KeyRange::new(0, 63, "vendor:cuBLAS".to_string()),
+            KeyRange::new(64, u64::MAX, name.clone()),
+        ];
+        assert_eq!(kernel.validate(), Ok(()));
+
+        let mut misnamed = kernel.clone();
+        misnamed.variants.last_mut().unwrap().values = vec![7, 0, 2];
+        assert_eq!(
+            misnamed.validate(),
+            Err(InvalidTable::VendorVariant { name: name.clone() })
+        );
+        let mut unknown = kernel.clone();
+        unknown.vendor_plan[1].choice = "block=64".into();
+        assert_eq!(
+            unknown.validate(),
+            Err(InvalidTable::UnknownVendorPoint {
+                index: 1,
+                choice: "block=64".into()
+            })
+        );
+        let mut short = kernel.clone();
+        short.vendor_plan[1].last = 1000;
+        assert_eq!(
+            short.validate(),
+            Err(InvalidTable::StopsShort { next: 1001 })
+        );
+        let mut rejected = kernel;
+        rejected.variants.last_mut().unwrap().rejected = Some(Rejection {
+            stage: Stage::WrongResult,
+            reason: "relative error 1.0".into(),
+        });
+        assert!(matches!(
+            rejected.validate(),
+            Err(InvalidTable::UnknownVendorPoint { index: 1, .. })
+        ));
+    }
 
     #[test]
     fn shape_entries_belong_to_their_kernel() {

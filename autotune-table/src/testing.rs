@@ -133,6 +133,8 @@ pub fn sample_table() -> TuningTable {
         above: None,
         off_grid: None,
         clocks: None,
+        vendor_plan: Vec::new(),
+        vendor_sizes: Vec::new(),
         seconds: Seconds {
             compile: 1.0,
             sweep: 2.0,

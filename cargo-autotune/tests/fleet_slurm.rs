@@ -493,6 +493,8 @@ fn entry_table(plan: &SweepPlan, result: &SweepResult) -> KernelTable {
         above: Some(baked.above),
         off_grid: Some(result.off_grid.clone()),
         clocks: result.clocks,
+        vendor_plan: Vec::new(),
+        vendor_sizes: Vec::new(),
         seconds: Seconds {
             compile: 0.0,
             sweep: result.seconds,
