@@ -1,7 +1,8 @@
 //! The root package's own data: every table this repository ships reads under the
-//! table rules, and the report and plots committed beside the shipped H200 table are
-//! what that table renders (the library crates' tests use their own fixtures, so a
-//! retune changes none of them; these tests follow the retune).
+//! table rules, and the report and plots committed beside each shipped table (the
+//! H200's, the H100's) are what that table renders (the library crates' tests use
+//! their own fixtures, so a retune changes none of them; these tests follow the
+//! retune).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failure is the test's
 #![allow(clippy::disallowed_methods)] // tests read and set up their own environment
 
@@ -30,29 +31,48 @@ fn every_shipped_table_reads() {
     }
 }
 
-#[test]
-fn the_committed_report_is_the_committed_table_s() {
-    let path = "kernels/tuning/nvidia-h200.json";
-    let table = table::read(&root().join(path)).unwrap();
-    let committed =
-        std::fs::read_to_string(root().join("kernels/tuning/nvidia-h200-report.txt")).unwrap();
-    assert!(
-        autotune_table::report::render(path, &table, None) == committed,
-        "kernels/tuning/nvidia-h200-report.txt is stale: \
-         `cargo autotune report > kernels/tuning/nvidia-h200-report.txt`"
-    );
+/// Every table `kernels/tuning` ships, by path (`kernels/tuning/nvidia-h200.json`),
+/// with its file stem.
+fn shipped() -> Vec<(String, String, table::TuningTable)> {
+    let mut tables: Vec<_> = table::read_all(&root().join("kernels/tuning"))
+        .into_iter()
+        .map(|(path, read)| {
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let shown = format!(
+                "kernels/tuning/{}",
+                path.file_name().unwrap().to_string_lossy()
+            );
+            (shown, stem, read.unwrap())
+        })
+        .collect();
+    tables.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(tables.len() >= 2, "the H200's and the H100's tables");
+    tables
 }
 
 #[test]
-fn the_committed_plots_are_the_committed_table_s() {
-    let table = table::read(&root().join("kernels/tuning/nvidia-h200.json")).unwrap();
-    let files = autotune_table::artifacts::plot_files(&table);
-    for (name, kernel) in &table.kernels {
-        let file = format!("kernels/tuning/plots/{}", files[name]);
-        let committed = std::fs::read_to_string(root().join(&file)).unwrap();
+fn the_committed_reports_are_the_committed_tables_s() {
+    for (path, stem, table) in shipped() {
+        let report = format!("kernels/tuning/{stem}-report.txt");
+        let committed = std::fs::read_to_string(root().join(&report)).unwrap();
         assert!(
-            autotune_table::plot::render(name, kernel, &table) == committed,
-            "{file} is stale: `cargo autotune plot`"
+            autotune_table::report::render(&path, &table, None) == committed,
+            "{report} is stale: `cargo autotune report` (the part of {path})"
         );
+    }
+}
+
+#[test]
+fn the_committed_plots_are_the_committed_tables_s() {
+    for (_, _, table) in shipped() {
+        let files = autotune_table::artifacts::plot_files(&table);
+        for (name, kernel) in &table.kernels {
+            let file = format!("kernels/tuning/plots/{}", files[name]);
+            let committed = std::fs::read_to_string(root().join(&file)).unwrap();
+            assert!(
+                autotune_table::plot::render(name, kernel, &table) == committed,
+                "{file} is stale: `cargo autotune plot`"
+            );
+        }
     }
 }
