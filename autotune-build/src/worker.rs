@@ -348,18 +348,21 @@ impl<K: Kernel> Session<K> {
         {
             return index;
         }
-        // The vendor's points share one handle (and workspace) with its default.
-        let shared = self.loaded.iter().find_map(|(_, loaded)| match loaded {
-            Ok(Runnable::Vendor { vendor, .. }) => Some(Rc::clone(vendor)),
-            _ => None,
-        });
-        let point = variant.values.clone();
         let loaded = if variant.vendor {
-            match shared.map_or_else(
-                || K::load_vendor(&self.stream).map(|v| v.map(Rc::from)),
-                |v| Ok(Some(v)),
-            ) {
-                Ok(Some(vendor)) => Ok(Runnable::Vendor { vendor, point }),
+            // The vendor's points share one handle (and workspace) with its default.
+            let shared = self.loaded.iter().find_map(|(_, loaded)| match loaded {
+                Ok(Runnable::Vendor { vendor, .. }) => Some(Rc::clone(vendor)),
+                _ => None,
+            });
+            let vendor = match shared {
+                Some(vendor) => Ok(Some(vendor)),
+                None => K::load_vendor(&self.stream).map(|v| v.map(Rc::from)),
+            };
+            match vendor {
+                Ok(Some(vendor)) => Ok(Runnable::Vendor {
+                    vendor,
+                    point: variant.values.clone(),
+                }),
                 Ok(None) => Err(Some(LoadFailure::NoVendor {
                     kernel: K::SPEC.name,
                 })),

@@ -354,6 +354,16 @@ pub fn choose_in(plans: &[&'static Plan], shape: &[u64], key: u64) -> Choice {
     }
 }
 
+/// The vendor's point a call at `shape` runs for `key` where its plan gives the
+/// fallback (see [`Plan::vendor_point`]): that of `shape`'s own plan; `None` (the
+/// vendor's default launch) at a shape that only borrows a plan.
+pub fn vendor_point_in(plans: &[&'static Plan], shape: &[u64], key: u64) -> Option<&'static [u32]> {
+    match plan_for_shape(plans, shape) {
+        (plan, true) => (plan.vendor_point)(key),
+        (_, false) => None,
+    }
+}
+
 /// Among one GPU's plans (one per tuned shape, never none), the plan of `shape`, else
 /// of the nearest tuned shape ([`autotune_spec::shape::nearest`]); and whether it was tuned
 /// at `shape` itself.
@@ -450,10 +460,7 @@ impl<P: Params> Loaded<P> {
     /// [`Loaded::choose_in`]).
     #[inline]
     pub fn vendor_point_in(&self, shape: &[u64], key: u64) -> Option<&'static [u32]> {
-        match plan_for_shape(&self.plans, shape) {
-            (plan, true) => (plan.vendor_point)(key),
-            (_, false) => None,
-        }
+        vendor_point_in(&self.plans, shape, key)
     }
 
     /// The plan `shape` dispatches with, and whether it was tuned at that shape.
@@ -660,6 +667,11 @@ mod tests {
         Choice::Fallback
     }
 
+    /// The vendor's point `[7, 0]` from key 16 on, its default launch below.
+    fn a_point_from_16(key: u64) -> Option<&'static [u32]> {
+        (key >= 16).then_some(&[7, 0])
+    }
+
     fn small_ours_else_fallback(key: u64) -> Choice {
         match key {
             0..=63 => Choice::Variant(1),
@@ -694,7 +706,7 @@ mod tests {
             borrowed: &[],
             select_borrowed: variant_0,
             above: "",
-            vendor_point: no_vendor_point,
+            vendor_point: a_point_from_16,
         },
     ];
 
@@ -759,6 +771,20 @@ mod tests {
         assert_eq!(choose_in(&plans, &[4096, 4096], 1), Choice::Variant(1));
         assert_eq!(choose_in(&plans, &[5000, 4096], 1), Choice::Fallback);
         assert_eq!(choose_in(&plans, &[12288, 4096], 1), Choice::Variant(0));
+    }
+
+    /// A vendor's point is chosen for one problem: a call at a tuned shape runs its
+    /// plan's point, a call at a shape that borrows that plan the default launch.
+    #[test]
+    fn a_vendor_point_runs_at_its_own_shape_only() {
+        let (plans, _) = BAKED.plans_for(&h200());
+        assert_eq!(
+            vendor_point_in(&plans, &[14336, 4096], 32),
+            Some(&[7, 0][..])
+        );
+        assert_eq!(vendor_point_in(&plans, &[14336, 4096], 1), None);
+        assert_eq!(vendor_point_in(&plans, &[12288, 4096], 32), None);
+        assert_eq!(vendor_point_in(&plans, &[4096, 4096], 32), None);
     }
 
     #[test]
