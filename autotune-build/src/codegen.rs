@@ -92,6 +92,19 @@ fn choice(choice: Choice) -> TokenStream {
     }
 }
 
+/// The `match` arm of `first..=last` (the last one `_`, a single key alone).
+fn arm(first: u64, last: u64, value: TokenStream) -> TokenStream {
+    if last == u64::MAX {
+        quote!(_ => #value,)
+    } else if first == last {
+        let first = number(first);
+        quote!(#first => #value,)
+    } else {
+        let (first, last) = (number(first), number(last));
+        quote!(#first..=#last => #value,)
+    }
+}
+
 fn select_fn(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
     if let [only] = ranges {
         let only = choice(only.choice);
@@ -101,18 +114,9 @@ fn select_fn(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
             }
         };
     }
-    let arms = ranges.iter().map(|range| {
-        let (first, last, c) = (range.first, range.last, choice(range.choice));
-        if last == u64::MAX {
-            quote!(_ => #c,)
-        } else if first == last {
-            let first = number(first);
-            quote!(#first => #c,)
-        } else {
-            let (first, last) = (number(first), number(last));
-            quote!(#first..=#last => #c,)
-        }
-    });
+    let arms = ranges
+        .iter()
+        .map(|range| arm(range.first, range.last, choice(range.choice)));
     quote! {
         fn #name(key: u64) -> ::autotune_runtime::Choice {
             match key {
@@ -135,18 +139,9 @@ fn vendor_point_fn(
         }
         None => quote!(::core::option::Option::None),
     };
-    let arms = ranges.iter().map(|range| {
-        let p = point(&range.choice);
-        if range.last == u64::MAX {
-            quote!(_ => #p,)
-        } else if range.first == range.last {
-            let first = number(range.first);
-            quote!(#first => #p,)
-        } else {
-            let (first, last) = (number(range.first), number(range.last));
-            quote!(#first..=#last => #p,)
-        }
-    });
+    let arms = ranges
+        .iter()
+        .map(|range| arm(range.first, range.last, point(&range.choice)));
     quote! {
         fn #name(key: u64) -> ::core::option::Option<&'static [u32]> {
             match key {
@@ -303,6 +298,15 @@ mod tests {
     use super::*;
     use autotune_table::testing::assert_contains;
 
+    fn h200() -> OriginData {
+        OriginData {
+            path: "tuning/nvidia-h200.json".into(),
+            gpu: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            sm_count: 132,
+        }
+    }
+
     #[test]
     fn renders_a_match_per_plan() {
         let generated = Generated {
@@ -322,12 +326,7 @@ mod tests {
                 },
             ],
             plans: vec![PlanData {
-                origin: OriginData {
-                    path: "tuning/nvidia-h200.json".into(),
-                    gpu: "NVIDIA H200".into(),
-                    compute_capability: (9, 0),
-                    sm_count: 132,
-                },
+                origin: h200(),
                 shape: Vec::new(),
                 ranges: vec![
                     Range::new(0, 4095, Choice::Variant(1)),
@@ -413,12 +412,7 @@ mod tests {
                 binary: None,
             }],
             plans: vec![PlanData {
-                origin: OriginData {
-                    path: "tuning/nvidia-h200.json".into(),
-                    gpu: "NVIDIA H200".into(),
-                    compute_capability: (9, 0),
-                    sm_count: 132,
-                },
+                origin: h200(),
                 shape: vec![4096],
                 ranges: vec![Range::new(0, u64::MAX, Choice::Fallback)],
                 borrowed: vec![Range::new(0, u64::MAX, Choice::Fallback)],

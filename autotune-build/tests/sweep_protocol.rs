@@ -696,11 +696,9 @@ fn keys_above_the_top_are_measured_before_the_pick_keeps_them(work: &Path) {
     println!("keys above the top are measured before the pick keeps them: ok");
 }
 
-/// Issue 10: a vendor library's kernel as the fallback (the incumbent everywhere,
-/// timed like any variant), and a kernel tuned per shape: at shape [1] v=1 beats
-/// the vendor at the large keys and the vendor keeps the small ones; at shape [2]
-/// v=1 is slow and the vendor owns every range.
-fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
+/// `v=0`, `v=1` and the scripted vendor's default launch (`vendor:cuBLAS`, the
+/// fallback), with the vendor's index.
+fn two_and_the_vendor() -> (Vec<JobVariant>, usize) {
     let mut variants = variants(2);
     variants.push(JobVariant {
         name: "vendor:cuBLAS".into(),
@@ -710,7 +708,15 @@ fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
         fallback: true,
         vendor: true,
     });
-    let vendor = 2;
+    (variants, 2)
+}
+
+/// Issue 10: a vendor library's kernel as the fallback (the incumbent everywhere,
+/// timed like any variant), and a kernel tuned per shape: at shape [1] v=1 beats
+/// the vendor at the large keys and the vendor keeps the small ones; at shape [2]
+/// v=1 is slow and the vendor owns every range.
+fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
+    let (variants, vendor) = two_and_the_vendor();
     let owners = |shape: u64| {
         let mut plan = plan(&work.join(format!("shape{shape}")), &variants);
         plan.incumbents = vec![KeyRange::new(0, u64::MAX, vendor)];
@@ -746,16 +752,7 @@ fn a_vendor_owns_what_no_variant_wins_with_a_plan_per_shape(work: &Path) {
 /// test above shows), loses there to the vendor's fast point: ours must beat tuned
 /// cuBLAS, not its default.
 fn a_challenger_must_beat_the_vendor_s_best_point(work: &Path) {
-    let mut variants = variants(2);
-    variants.push(JobVariant {
-        name: "vendor:cuBLAS".into(),
-        values: Vec::new(),
-        binary: PathBuf::from("vendor:cuBLAS"),
-        entries: Vec::new(),
-        fallback: true,
-        vendor: true,
-    });
-    let vendor = 2;
+    let (variants, vendor) = two_and_the_vendor();
     let mut plan = plan(work, &variants);
     plan.incumbents = vec![KeyRange::new(0, u64::MAX, vendor)];
     let mut log = Vec::new();

@@ -547,17 +547,26 @@ fn call_args(spec: &Spec) -> Vec<TokenStream> {
         .collect()
 }
 
+/// `self.loaded.<method>(key)`, or `<method>_in(&[shape...], key)` for a kernel
+/// with shapes: what `launch` asks of its loaded plans for the call.
+fn per_call(spec: &Spec, method: &str) -> TokenStream {
+    let key = &spec.key;
+    let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
+    if shape_idents.is_empty() {
+        let method = format_ident!("{method}");
+        quote!(self.loaded.#method(#key as u64))
+    } else {
+        let method = format_ident!("{method}_in");
+        quote!(self.loaded.#method(&[#(#shape_idents as u64),*], #key as u64))
+    }
+}
+
 /// With shapes, how `launch` chooses (the plan of the call's shape, or what the
 /// nearest tuned one lends, first), the shape arguments as parameters of the
 /// introspection methods, and the sentence the dispatch's doc says it with.
 fn shape_parts(spec: &Spec) -> (TokenStream, Vec<TokenStream>, String) {
-    let key = &spec.key;
     let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
-    let choose = if shape_idents.is_empty() {
-        quote!(self.loaded.choose(#key as u64))
-    } else {
-        quote!(self.loaded.choose_in(&[#(#shape_idents as u64),*], #key as u64))
-    };
+    let choose = per_call(spec, "choose");
     let shape_params: Vec<TokenStream> = shape_idents
         .iter()
         .map(|ident| {
@@ -626,13 +635,7 @@ fn vendor_arm(spec: &Spec, forwarded: &[&Ident]) -> TokenStream {
     if spec.vendor_points == 0 {
         return quote!(#rt::Choice::Fallback => self.vendor.launch(#(#forwarded),*),);
     }
-    let key = &spec.key;
-    let shape_idents: Vec<&Ident> = spec.shapes.args.iter().collect();
-    let point = if shape_idents.is_empty() {
-        quote!(self.loaded.vendor_point(#key as u64))
-    } else {
-        quote!(self.loaded.vendor_point_in(&[#(#shape_idents as u64),*], #key as u64))
-    };
+    let point = per_call(spec, "vendor_point");
     quote! {
         #rt::Choice::Fallback => match #point {
             ::core::option::Option::Some(point) => self.vendor.launch_point(point, #(#forwarded),*),

@@ -581,16 +581,7 @@ impl KernelTable {
                 ranges: self.vendor_plan.len(),
             });
         }
-        let mut next = 0u64;
-        for (index, range) in self.vendor_plan.iter().enumerate() {
-            if range.first != next || range.last < range.first {
-                return Err(InvalidTable::Gap {
-                    index,
-                    first: range.first,
-                    last: range.last,
-                    next,
-                });
-            }
+        covering_every_key(&self.vendor_plan, |index, range| {
             let known = self
                 .variants
                 .iter()
@@ -601,16 +592,8 @@ impl KernelTable {
                     choice: range.choice.clone(),
                 });
             }
-            if range.last == u64::MAX {
-                return if index + 1 == self.vendor_plan.len() {
-                    Ok(())
-                } else {
-                    Err(InvalidTable::PastMax)
-                };
-            }
-            next = range.last + 1;
-        }
-        Err(InvalidTable::StopsShort { next })
+            Ok(())
+        })
     }
 
     /// The ranges: contiguous from 0 to `u64::MAX`, each naming a valid variant
@@ -622,16 +605,7 @@ impl KernelTable {
             .iter()
             .flat_map(|v| v.measurements.iter().map(|m| m.key))
             .collect();
-        let mut next = 0u64;
-        for (index, range) in self.ranges.iter().enumerate() {
-            if range.first != next || range.last < range.first {
-                return Err(InvalidTable::Gap {
-                    index,
-                    first: range.first,
-                    last: range.last,
-                    next,
-                });
-            }
+        covering_every_key(&self.ranges, |index, range| {
             let known = self
                 .variants
                 .iter()
@@ -678,16 +652,8 @@ impl KernelTable {
                     choice: range.choice.clone(),
                 });
             }
-            if range.last == u64::MAX {
-                return if index + 1 == self.ranges.len() {
-                    Ok(())
-                } else {
-                    Err(InvalidTable::PastMax)
-                };
-            }
-            next = range.last + 1;
-        }
-        Err(InvalidTable::StopsShort { next })
+            Ok(())
+        })
     }
 
     /// The first key where `range`'s variant lost to the default, if it lost at
@@ -869,6 +835,36 @@ fn validated(table: TuningTable) -> Result<TuningTable, InvalidKernel> {
 pub struct InvalidKernel {
     pub kernel: String,
     pub why: InvalidTable,
+}
+
+/// Walks `ranges`, which must run contiguously from 0 to `u64::MAX`, each first
+/// checked for that (a gap, a range past the end or short of it is refused) and
+/// then by `check(index, range)`.
+fn covering_every_key(
+    ranges: &[KeyRange<String>],
+    mut check: impl FnMut(usize, &KeyRange<String>) -> Result<(), InvalidTable>,
+) -> Result<(), InvalidTable> {
+    let mut next = 0u64;
+    for (index, range) in ranges.iter().enumerate() {
+        if range.first != next || range.last < range.first {
+            return Err(InvalidTable::Gap {
+                index,
+                first: range.first,
+                last: range.last,
+                next,
+            });
+        }
+        check(index, range)?;
+        if range.last == u64::MAX {
+            return if index + 1 == ranges.len() {
+                Ok(())
+            } else {
+                Err(InvalidTable::PastMax)
+            };
+        }
+        next = range.last + 1;
+    }
+    Err(InvalidTable::StopsShort { next })
 }
 
 /// Why [`KernelTable::validate`] refuses a kernel's table: what serde cannot
