@@ -2,15 +2,19 @@
 //! the judge of the tuner's measurement. A pick the step does not confirm is a
 //! defect of the timing method.
 //!
-//! `cargo bench --bench decode_step -- [--layers 32] [--out FILE]`
+//! `cargo bench --bench decode_step -- [--model llama-3-8b|llama-3.1-8b] [--layers 32] [--out FILE]`
 //!
-//! The step is a Llama-shaped decoder's projections, at the shapes the GEMM is
-//! tuned at: per layer, q, k, v and o (4096 x 4096), gate and up (14336 x 4096) and
-//! down (4096 x 14336), each layer with weights of its own (about 486 MB a layer in
-//! bf16, 15.6 GB for 32: every weight comes from HBM once per step, as in a model),
-//! with an RMSNorm (hidden 4096) before the attention and before the MLP. Attention
-//! itself and the activation are left out: q stands for the attention's output and
-//! gate for the activated product, so the GEMMs read and write what they would.
+//! The step is a Llama-shaped decoder's projections, at the shapes a GEMM is tuned
+//! at. `llama-3-8b` (the default) runs `gemm` (weights `k x n`): per layer, q, k, v
+//! and o (4096 x 4096), gate and up (14336 x 4096) and down (4096 x 14336).
+//! `llama-3.1-8b` runs `linear` on the weights as the model stores them (`n x k`)
+//! and fuses them as serving engines do: qkv (6144 x 4096), o (4096 x 4096),
+//! gate_up (28672 x 4096) and down (4096 x 14336). Each layer has weights of its
+//! own (about 486 MB a layer in bf16, 15.6 GB for 32: every weight comes from HBM
+//! once per step, as in a model), with an RMSNorm (hidden 4096) before the attention
+//! and before the MLP. Attention itself and the activation are left out: q (qkv)
+//! stands for the attention's output and gate (gate_up) for the activated product,
+//! so the GEMMs read and write what they would.
 //!
 //! Each step is captured in one CUDA graph and timed as its replays (CUDA events
 //! around each replay, median of many), at m = 1, 4, 16 and 64 rows, three ways:
@@ -38,7 +42,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use autotune_build::timing;
-use autotune_kernels::gemm::{self, CublasGemm, Gemm};
+use autotune_kernels::gemm::{self, CublasGemm, CublasLinear, Gemm, Linear};
 use autotune_kernels::rmsnorm::{RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::samples;
 use autotune_runtime::Selection;
@@ -56,16 +60,76 @@ const ROWS: [usize; 4] = [1, 4, 16, 64];
 /// The FFN width of the step.
 const FFN: usize = 14336;
 
-/// Each projection of a layer: its name and (N, K) of its weights.
-const PROJECTIONS: [(&str, usize, usize); 7] = [
-    ("q", TUNED_HIDDEN, TUNED_HIDDEN),
-    ("k", TUNED_HIDDEN, TUNED_HIDDEN),
-    ("v", TUNED_HIDDEN, TUNED_HIDDEN),
-    ("o", TUNED_HIDDEN, TUNED_HIDDEN),
-    ("gate", FFN, TUNED_HIDDEN),
-    ("up", FFN, TUNED_HIDDEN),
-    ("down", TUNED_HIDDEN, FFN),
-];
+/// The decoder whose step is timed, and which GEMM runs its projections.
+#[derive(Debug, Clone, Copy)]
+struct Model {
+    /// Its `--model` name.
+    name: &'static str,
+    /// The GEMM: `gemm` (weights `k x n`) or `linear` (`n x k`), as its table
+    /// names it.
+    kernel: &'static str,
+    /// Each projection of a layer: its name and (N, K) of its weights.
+    projections: &'static [(&'static str, usize, usize)],
+    /// `(projection, input)`: a projection that reads another's output (o the
+    /// attention's, which q stands for; down the activated product, which gate
+    /// stands for); the others read the normed hidden state.
+    inputs: &'static [(usize, usize)],
+    /// The first projection of the MLP: the second RMSNorm comes before it.
+    mlp: usize,
+}
+
+/// Llama-3-8B on `gemm`, the projections apart.
+const LLAMA_3_8B: Model = Model {
+    name: "llama-3-8b",
+    kernel: "gemm",
+    projections: &[
+        ("q", TUNED_HIDDEN, TUNED_HIDDEN),
+        ("k", TUNED_HIDDEN, TUNED_HIDDEN),
+        ("v", TUNED_HIDDEN, TUNED_HIDDEN),
+        ("o", TUNED_HIDDEN, TUNED_HIDDEN),
+        ("gate", FFN, TUNED_HIDDEN),
+        ("up", FFN, TUNED_HIDDEN),
+        ("down", TUNED_HIDDEN, FFN),
+    ],
+    inputs: &[(3, 0), (6, 4)],
+    mlp: 4,
+};
+
+/// Llama-3.1-8B on `linear` (its weights as stored), q, k, v and gate, up fused.
+const LLAMA_3_1_8B: Model = Model {
+    name: "llama-3.1-8b",
+    kernel: "linear",
+    projections: &[
+        ("qkv", 6144, TUNED_HIDDEN),
+        ("o", TUNED_HIDDEN, TUNED_HIDDEN),
+        ("gate_up", 2 * FFN, TUNED_HIDDEN),
+        ("down", TUNED_HIDDEN, FFN),
+    ],
+    inputs: &[(1, 0), (3, 2)],
+    mlp: 2,
+};
+
+impl Model {
+    fn named(name: &str) -> Option<Self> {
+        [LLAMA_3_8B, LLAMA_3_1_8B]
+            .into_iter()
+            .find(|model| model.name == name)
+    }
+
+    /// The last projection, whose output the next layer reads.
+    fn last(&self) -> usize {
+        self.projections.len() - 1
+    }
+
+    /// The widest output: the workspace's N.
+    fn widest(&self) -> usize {
+        self.projections
+            .iter()
+            .map(|(_, n, _)| *n)
+            .max()
+            .unwrap_or(0)
+    }
+}
 
 /// Which kernel runs every GEMM of a step.
 #[derive(Debug, Clone, Copy)]
@@ -107,10 +171,132 @@ struct Activations {
     workspace: CudaSlice<f32>,
 }
 
+/// The GEMM that runs the projections, with its fallback.
+enum Product {
+    Gemm {
+        dispatch: Gemm,
+        cublas: CublasGemm,
+    },
+    Linear {
+        dispatch: Linear,
+        cublas: CublasLinear,
+    },
+}
+
+/// A projection's operands: `c = a · b` (or `a · b^T`) with the GEMM's workspace.
+struct Operands<'a> {
+    a: &'a CudaSlice<bf16>,
+    b: &'a CudaSlice<bf16>,
+    c: &'a mut CudaSlice<bf16>,
+    workspace: &'a mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+impl Product {
+    fn load(ctx: &Arc<CudaContext>, model: &Model) -> Result<Self, Box<dyn Error>> {
+        Ok(match model.kernel {
+            "linear" => Self::Linear {
+                dispatch: Linear::load(ctx)?,
+                cublas: CublasLinear::load(ctx)?,
+            },
+            _ => Self::Gemm {
+                dispatch: Gemm::load(ctx)?,
+                cublas: CublasGemm::load(ctx)?,
+            },
+        })
+    }
+
+    fn selection(&self) -> &Selection {
+        match self {
+            Self::Gemm { dispatch, .. } => dispatch.selection(),
+            Self::Linear { dispatch, .. } => dispatch.selection(),
+        }
+    }
+
+    /// What dispatch launches at (m, n, k).
+    fn describe(&self, m: usize, n: usize, k: usize) -> String {
+        match self {
+            Self::Gemm { dispatch, .. } => dispatch.describe(m, n, k).to_string(),
+            Self::Linear { dispatch, .. } => dispatch.describe(m, n, k).to_string(),
+        }
+    }
+
+    /// The baked variants' names, in `variants()` order.
+    fn variant_names(&self) -> Vec<String> {
+        match self {
+            Self::Gemm { dispatch, .. } => dispatch
+                .variants()
+                .iter()
+                .map(|v| v.name().to_string())
+                .collect(),
+            Self::Linear { dispatch, .. } => dispatch
+                .variants()
+                .iter()
+                .map(|v| v.name().to_string())
+                .collect(),
+        }
+    }
+
+    /// The declared default variant's name.
+    fn default_name(&self) -> String {
+        match self {
+            Self::Gemm { dispatch, .. } => dispatch.default_variant().name().to_string(),
+            Self::Linear { dispatch, .. } => dispatch.default_variant().name().to_string(),
+        }
+    }
+
+    /// One projection on `path`.
+    fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        path: Path,
+        x: Operands<'_>,
+    ) -> Result<(), Box<dyn Error>> {
+        let Operands {
+            a,
+            b,
+            c,
+            workspace: ws,
+            m,
+            n,
+            k,
+        } = x;
+        match (self, path) {
+            (Self::Gemm { dispatch, .. }, Path::Dispatch) => {
+                dispatch.launch(stream, a, b, c, ws, m, n, k)?
+            }
+            (Self::Gemm { cublas, .. }, Path::Cublas) => {
+                cublas.launch(stream, a, b, c, ws, m, n, k)?
+            }
+            (Self::Gemm { dispatch, .. }, Path::OurDefault) => {
+                gemm::gemm(stream, dispatch.default_variant(), a, b, c, ws, m, n, k)?
+            }
+            (Self::Gemm { dispatch, .. }, Path::Variant(i)) => {
+                gemm::gemm(stream, &dispatch.variants()[i], a, b, c, ws, m, n, k)?
+            }
+            (Self::Linear { dispatch, .. }, Path::Dispatch) => {
+                dispatch.launch(stream, a, b, c, ws, m, n, k)?
+            }
+            (Self::Linear { cublas, .. }, Path::Cublas) => {
+                cublas.launch(stream, a, b, c, ws, m, n, k)?
+            }
+            (Self::Linear { dispatch, .. }, Path::OurDefault) => {
+                gemm::linear(stream, dispatch.default_variant(), a, b, c, ws, m, n, k)?
+            }
+            (Self::Linear { dispatch, .. }, Path::Variant(i)) => {
+                gemm::linear(stream, &dispatch.variants()[i], a, b, c, ws, m, n, k)?
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What the step launches its kernels with.
 struct Kernels {
-    gemm: Gemm,
-    cublas: CublasGemm,
+    model: Model,
+    product: Product,
     norm: RmsNorm,
 }
 
@@ -122,6 +308,16 @@ fn main() -> ExitCode {
             .and_then(|i| args.get(i + 1))
     };
     let layers = value("--layers").and_then(|v| v.parse().ok()).unwrap_or(32);
+    let model = match value("--model").map(String::as_str) {
+        None => LLAMA_3_8B,
+        Some(name) => match Model::named(name) {
+            Some(model) => model,
+            None => {
+                eprintln!("--model: {name} is not llama-3-8b or llama-3.1-8b");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let ctx = match autotune_runtime::gpu::open(0) {
         Ok(ctx) => ctx,
         Err(why) => {
@@ -130,7 +326,7 @@ fn main() -> ExitCode {
         }
     };
     let every_variant = args.iter().any(|a| a == "--variants");
-    match run(&ctx, layers, every_variant) {
+    match run(&ctx, model, layers, every_variant) {
         Ok(report) => {
             if let Some(out) = value("--out") {
                 let text = serde_json::to_string_pretty(&report).unwrap_or_default();
@@ -150,16 +346,17 @@ fn main() -> ExitCode {
 
 fn run(
     ctx: &Arc<CudaContext>,
+    model: Model,
     layers: usize,
     every_variant: bool,
 ) -> Result<serde_json::Value, Box<dyn Error>> {
     let facts = common::RunFacts::start(ctx);
     let kernels = Kernels {
-        gemm: Gemm::load(ctx)?,
-        cublas: CublasGemm::load(ctx)?,
+        model,
+        product: Product::load(ctx, &model)?,
         norm: RmsNorm::load(ctx)?,
     };
-    let table = match kernels.gemm.selection() {
+    let table = match kernels.product.selection() {
         Selection::Tuned { table, .. } => {
             table::read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(table)).ok()
         }
@@ -168,12 +365,14 @@ fn run(
     // SAFETY: one stream only, and every buffer is used on it.
     unsafe { ctx.disable_event_tracking() };
     let stream = ctx.new_stream()?;
-    let weights = make_layers(&stream, layers)?;
+    let weights = make_layers(&stream, &model, layers)?;
     println!(
-        "{} layers, {:.1} GB of weights; the GEMM's plan: {}",
+        "{}: {} layers, {:.1} GB of weights; {}'s plan: {}",
+        model.name,
         layers,
-        weight_bytes(layers) as f64 / 1e9,
-        kernels.gemm.selection()
+        weight_bytes(&model, layers) as f64 / 1e9,
+        model.kernel,
+        kernels.product.selection()
     );
     let mut rows = Vec::new();
     println!(
@@ -182,7 +381,7 @@ fn run(
     );
     let mut duels = Vec::new();
     for m in ROWS {
-        let mut acts = activations(&stream, m)?;
+        let mut acts = activations(&stream, &model, m)?;
         let mut cublas_ms = None;
         let mut graphs = Vec::new();
         for path in [Path::Cublas, Path::Dispatch, Path::OurDefault] {
@@ -193,7 +392,7 @@ fn run(
                 .and_then(|graph| time_graph(&stream, &graph))?;
             let predicted = table
                 .as_ref()
-                .and_then(|t| predicted_ms(t, &kernels.gemm, path, m))
+                .and_then(|t| predicted_ms(t, &kernels, path, m))
                 .map(|ms| ms * layers as f64);
             if let Path::Cublas = path {
                 cublas_ms = Some(gemms);
@@ -239,7 +438,7 @@ fn run(
     );
     let mut gemms = Vec::new();
     for m in ROWS {
-        let mut acts = activations(&stream, m)?;
+        let mut acts = activations(&stream, &model, m)?;
         gemms.extend(per_gemm(
             &stream,
             &kernels,
@@ -255,11 +454,13 @@ fn run(
         Vec::new()
     };
     Ok(json!({
-        "command": "cargo bench --bench decode_step",
+        "command": format!("cargo bench --bench decode_step -- --model {}", model.name),
         "run": facts.finish(),
+        "model": model.name,
+        "kernel": model.kernel,
         "layers": layers,
-        "projections": PROJECTIONS.iter().map(|(name, n, k)| json!({"name": name, "n": n, "k": k})).collect::<Vec<_>>(),
-        "plan": kernels.gemm.selection().to_string(),
+        "projections": model.projections.iter().map(|(name, n, k)| json!({"name": name, "n": n, "k": k})).collect::<Vec<_>>(),
+        "plan": kernels.product.selection().to_string(),
         "method": "each step captured in one CUDA graph; CUDA events around each replay, median of repeats (warm-up first); every layer's weights its own buffers, so each replay reads every weight from HBM once; predicted = the committed table's medians of what the path launches at m, summed over the step's GEMMs; per_gemm: every layer's GEMMs of one shape in one graph, the replay's median over its launches, beside the table's median of what the path launches at m",
         "rows": rows,
         "dispatch_vs_cublas": duels,
@@ -269,16 +470,20 @@ fn run(
 }
 
 /// Bytes of the step's weights.
-fn weight_bytes(layers: usize) -> usize {
-    let per_layer: usize = PROJECTIONS.iter().map(|(_, n, k)| n * k).sum();
+fn weight_bytes(model: &Model, layers: usize) -> usize {
+    let per_layer: usize = model.projections.iter().map(|(_, n, k)| n * k).sum();
     layers * per_layer * std::mem::size_of::<bf16>()
 }
 
 /// Every layer's weights: random values drawn once per projection shape, copied
 /// into each layer's own buffers on the device.
-fn make_layers(stream: &Arc<CudaStream>, layers: usize) -> Result<Vec<Layer>, Box<dyn Error>> {
+fn make_layers(
+    stream: &Arc<CudaStream>,
+    model: &Model,
+    layers: usize,
+) -> Result<Vec<Layer>, Box<dyn Error>> {
     let mut first: Vec<CudaSlice<bf16>> = Vec::new();
-    for (index, (_, n, k)) in PROJECTIONS.iter().enumerate() {
+    for (index, (_, n, k)) in model.projections.iter().enumerate() {
         let (_, b) = samples::gemm(1, *n, *k, index as u64);
         first.push(stream.clone_htod(&b)?);
     }
@@ -300,10 +505,14 @@ fn make_layers(stream: &Arc<CudaStream>, layers: usize) -> Result<Vec<Layer>, Bo
     Ok(all)
 }
 
-fn activations(stream: &Arc<CudaStream>, m: usize) -> Result<Activations, Box<dyn Error>> {
+fn activations(
+    stream: &Arc<CudaStream>,
+    model: &Model,
+    m: usize,
+) -> Result<Activations, Box<dyn Error>> {
     let (x, _) = samples::rmsnorm(m, TUNED_HIDDEN, 11);
     let mut out = Vec::new();
-    for (_, n, _) in PROJECTIONS {
+    for (_, n, _) in model.projections {
         out.push(stream.alloc_zeros::<bf16>(m * n)?);
     }
     Ok(Activations {
@@ -311,7 +520,7 @@ fn activations(stream: &Arc<CudaStream>, m: usize) -> Result<Activations, Box<dy
         x: stream.clone_htod(&x)?,
         h: stream.alloc_zeros::<bf16>(m * TUNED_HIDDEN)?,
         out,
-        workspace: stream.alloc_zeros::<f32>(gemm::workspace_len(m, FFN))?,
+        workspace: stream.alloc_zeros::<f32>(gemm::workspace_len(m, model.widest()))?,
     })
 }
 
@@ -395,8 +604,10 @@ fn capture(
     graph.ok_or_else(|| "the capture holds no launch".into())
 }
 
-/// One layer of the step: (RMSNorm), q, k, v from it, o from q, (RMSNorm), gate
-/// and up from it, down from gate; the next layer reads down's output.
+/// One layer of the step: (RMSNorm), q, k, v (qkv) from it, o from q (qkv),
+/// (RMSNorm), gate and up (gate_up) from it, down from gate (gate_up); the next
+/// layer reads down's output. A projection that reads a wider output than its K
+/// reads the first `m x K` elements of it: the bytes the real input has.
 fn step_layer(
     stream: &Arc<CudaStream>,
     kernels: &Kernels,
@@ -414,22 +625,23 @@ fn step_layer(
     } else {
         stream.memcpy_dtod(&acts.x, &mut acts.h)?;
     }
-    for index in 0..PROJECTIONS.len() {
-        if index == 4 && with_norm {
-            let (o, h) = (&acts.out[3], &mut acts.h);
+    let model = &kernels.model;
+    for index in 0..model.projections.len() {
+        if index == model.mlp && with_norm {
+            let (o, h) = (&acts.out[model.mlp - 1], &mut acts.h);
             kernels
                 .norm
                 .launch(stream, o, &layer.norm, h, m, TUNED_HIDDEN, TUNED_EPS)?;
         }
         launch_projection(stream, kernels, layer, acts, path, index)?;
     }
-    stream.memcpy_dtod(&acts.out[6], &mut acts.x)?;
+    stream.memcpy_dtod(&acts.out[model.last()], &mut acts.x)?;
     Ok(())
 }
 
 /// Projection `index` of a layer on `path`. The input of each projection: h for
-/// q, k, v; q for o; h again for gate and up (the MLP's norm, where there is one,
-/// writes h over); gate for down.
+/// q, k, v (qkv); q (qkv) for o; h again for gate and up (gate_up; the MLP's norm,
+/// where there is one, writes h over); gate (gate_up) for down.
 fn launch_projection(
     stream: &Arc<CudaStream>,
     kernels: &Kernels,
@@ -438,12 +650,13 @@ fn launch_projection(
     path: Path,
     index: usize,
 ) -> Result<(), Box<dyn Error>> {
-    let (m, (_, n, k)) = (acts.m, PROJECTIONS[index]);
-    let input_of = match index {
-        3 => Some(0),
-        6 => Some(4),
-        _ => None,
-    };
+    let (m, (_, n, k)) = (acts.m, kernels.model.projections[index]);
+    let input_of = kernels
+        .model
+        .inputs
+        .iter()
+        .find(|(projection, _)| *projection == index)
+        .map(|(_, input)| *input);
     let (a, c) = match input_of {
         Some(from) => {
             let (before, after) = acts.out.split_at_mut(index);
@@ -451,18 +664,16 @@ fn launch_projection(
         }
         None => (&acts.h, &mut acts.out[index]),
     };
-    let b = &layer.weights[index];
-    let ws = &mut acts.workspace;
-    match path {
-        Path::Dispatch => kernels.gemm.launch(stream, a, b, c, ws, m, n, k)?,
-        Path::Cublas => kernels.cublas.launch(stream, a, b, c, ws, m, n, k)?,
-        Path::OurDefault => {
-            let variant = kernels.gemm.default_variant();
-            gemm::gemm(stream, variant, a, b, c, ws, m, n, k)?
-        }
-        Path::Variant(i) => gemm::gemm(stream, &kernels.gemm.variants()[i], a, b, c, ws, m, n, k)?,
-    }
-    Ok(())
+    let operands = Operands {
+        a,
+        b: &layer.weights[index],
+        c,
+        workspace: &mut acts.workspace,
+        m,
+        n,
+        k,
+    };
+    kernels.product.launch(stream, path, operands)
 }
 
 /// The step's GEMMs of one shape alone, every layer's (each reading its own
@@ -476,8 +687,9 @@ fn time_shape(
     path: Path,
     (n, k): (usize, usize),
 ) -> Result<common::Timed, Box<dyn Error>> {
-    let indices: Vec<usize> = (0..PROJECTIONS.len())
-        .filter(|&i| (PROJECTIONS[i].1, PROJECTIONS[i].2) == (n, k))
+    let projections = kernels.model.projections;
+    let indices: Vec<usize> = (0..projections.len())
+        .filter(|&i| (projections[i].1, projections[i].2) == (n, k))
         .collect();
     let graph = capture(stream, || {
         for layer in layers {
@@ -491,9 +703,9 @@ fn time_shape(
 }
 
 /// The distinct (N, K) of the step's projections, in the order they come.
-fn shapes() -> Vec<(usize, usize)> {
+fn shapes(model: &Model) -> Vec<(usize, usize)> {
     let mut shapes: Vec<(usize, usize)> = Vec::new();
-    for (_, n, k) in PROJECTIONS {
+    for &(_, n, k) in model.projections {
         if !shapes.contains(&(n, k)) {
             shapes.push((n, k));
         }
@@ -514,15 +726,15 @@ fn per_gemm(
 ) -> Result<Vec<serde_json::Value>, Box<dyn Error>> {
     let m = acts.m;
     let mut rows = Vec::new();
-    for (n, k) in shapes() {
+    for (n, k) in shapes(&kernels.model) {
         for path in [Path::Dispatch, Path::Cublas] {
             let timed = time_shape(stream, kernels, layers, acts, path, (n, k))?;
             let in_step_us = timed.median_ms * 1e3;
             let runs = match path {
                 Path::Cublas => "vendor:cuBLAS".to_string(),
-                _ => kernels.gemm.describe(m, n, k).to_string(),
+                _ => kernels.product.describe(m, n, k),
             };
-            let table_us = table.and_then(|t| table_us(t, path, m, n, k));
+            let table_us = table.and_then(|t| table_us(t, &kernels.model, path, m, n, k));
             let ratio = table_us.map(|t| in_step_us / t);
             println!(
                 "{m:>4}  {:>13} {:<9} {in_step_us:>10.2} {:>10} {:>8}  {runs}",
@@ -574,15 +786,16 @@ fn per_variant(
 ) -> Result<Vec<serde_json::Value>, Box<dyn Error>> {
     println!("\nevery baked variant as the step calls it (--variants)");
     let mut rows = Vec::new();
+    let model = &kernels.model;
     for m in ROWS {
-        let mut acts = activations(stream, m)?;
-        for (n, k) in shapes() {
-            for (i, variant) in kernels.gemm.variants().iter().enumerate() {
+        let mut acts = activations(stream, model, m)?;
+        for (n, k) in shapes(model) {
+            for (i, variant) in kernels.product.variant_names().iter().enumerate() {
                 let timed =
                     time_shape(stream, kernels, layers, &mut acts, Path::Variant(i), (n, k));
                 let table_us = table
-                    .and_then(|t| entry(t, n, k))
-                    .and_then(|entry| median_of(entry, variant.name(), m));
+                    .and_then(|t| entry(t, model, n, k))
+                    .and_then(|entry| median_of(entry, variant, m));
                 let shown = match &timed {
                     Ok(t) => format!("{:>10.2}", t.median_ms * 1e3),
                     Err(e) => format!("refused: {e}"),
@@ -591,10 +804,10 @@ fn per_variant(
                     "{m:>4}  {:>13} {shown} {:>10}  {}",
                     format!("{n} x {k}"),
                     table_us.map_or("-".to_string(), |t| format!("{t:.2}")),
-                    variant.name()
+                    variant
                 );
                 rows.push(json!({
-                    "m": m, "n": n, "k": k, "variant": variant.name(),
+                    "m": m, "n": n, "k": k, "variant": variant,
                     "in_step_us": timed.as_ref().ok().map(|t| t.median_ms * 1e3),
                     "in_step_p25_us": timed.as_ref().ok().map(|t| t.p25_ms * 1e3),
                     "in_step_p75_us": timed.as_ref().ok().map(|t| t.p75_ms * 1e3),
@@ -608,16 +821,25 @@ fn per_variant(
 }
 
 /// What the table measured at `m` for what `path` launches at (n, k): the winner's
-/// median for dispatch, the incumbent's for cuBLAS; `None` where m is no timed
-/// size of that shape.
-fn table_us(table: &TuningTable, path: Path, m: usize, n: usize, k: usize) -> Option<f64> {
-    let size = entry(table, n, k)?
-        .sizes
-        .iter()
-        .find(|s| s.key == m as u64)?;
+/// median for dispatch, the vendor's default launch's for cuBLAS (not the
+/// incumbent's where that was one of the vendor's points); `None` where m is no
+/// timed size of that shape.
+fn table_us(
+    table: &TuningTable,
+    model: &Model,
+    path: Path,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Option<f64> {
+    let entry = entry(table, model, n, k)?;
     match path {
-        Path::Dispatch => Some(size.winner_us),
-        Path::Cublas => Some(size.incumbent_us),
+        Path::Dispatch => entry
+            .sizes
+            .iter()
+            .find(|s| s.key == m as u64)
+            .map(|size| size.winner_us),
+        Path::Cublas => entry.default_launch_us(m as u64),
         Path::OurDefault | Path::Variant(_) => None,
     }
 }
@@ -625,20 +847,25 @@ fn table_us(table: &TuningTable, path: Path, m: usize, n: usize, k: usize) -> Op
 /// What the committed table predicts for one layer's GEMMs on `path` at `m`, in
 /// milliseconds: the median of what the path launches at each projection's shape,
 /// where `m` is a timed size of that shape's entry.
-fn predicted_ms(table: &TuningTable, gemm: &Gemm, path: Path, m: usize) -> Option<f64> {
+fn predicted_ms(table: &TuningTable, kernels: &Kernels, path: Path, m: usize) -> Option<f64> {
+    let model = &kernels.model;
     let mut total_us = 0.0;
-    for (_, n, k) in PROJECTIONS {
+    for &(_, n, k) in model.projections {
         total_us += match path {
-            Path::OurDefault => median_of(entry(table, n, k)?, gemm.default_variant().name(), m)?,
-            _ => table_us(table, path, m, n, k)?,
+            Path::OurDefault => median_of(
+                entry(table, model, n, k)?,
+                &kernels.product.default_name(),
+                m,
+            )?,
+            _ => table_us(table, model, path, m, n, k)?,
         };
     }
     Some(total_us / 1e3)
 }
 
-/// The table's entry of the GEMM at (n, k).
-fn entry(table: &TuningTable, n: usize, k: usize) -> Option<&KernelTable> {
-    table.kernels.get(&format!("gemm@n={n},k={k}"))
+/// The table's entry of the model's GEMM at (n, k).
+fn entry<'a>(table: &'a TuningTable, model: &Model, n: usize, k: usize) -> Option<&'a KernelTable> {
+    table.kernels.get(&format!("{}@n={n},k={k}", model.kernel))
 }
 
 /// The median the table holds for variant `name` at key `m`.

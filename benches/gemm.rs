@@ -27,7 +27,7 @@
 mod common;
 mod cublaslt;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -150,7 +150,7 @@ fn rotated_json(rotated: &Rotated, incumbent: &str, challenger: &str) -> serde_j
 }
 
 /// How many of cuBLASLt's ranked algorithms a decode row checks and times.
-const LT_ALGOS: usize = 8;
+const LT_ALGOS: u32 = 8;
 
 /// The vendor at its best at a decode row (issue 48, item 3): cuBLASLt's first
 /// [`LT_ALGOS`] algorithms for the problem, each checked against `expected` (its
@@ -162,26 +162,45 @@ fn vendor_at_its_best(
     stream: &Arc<CudaStream>,
     kernel: &Gemm,
     vendor: &CublasGemm,
-    lt: Option<&mut cublaslt::LtGemm>,
     da: &CudaSlice<bf16>,
     weights: &[CudaSlice<bf16>],
     expected: &[f64],
     (m, n, k): (usize, usize, usize),
 ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    let Some(lt) = lt else {
-        return Ok(serde_json::Value::Null);
-    };
-    let ranked = lt.ranked((m, n, k), LT_ALGOS)?;
     let mut out = stream.alloc_zeros::<bf16>(m * n)?;
     let mut cublas_out = stream.alloc_zeros::<bf16>(m * n)?;
     let mut unused = stream.alloc_zeros::<f32>(1)?;
+    let ranked = match vendor.points(
+        LT_ALGOS,
+        stream,
+        da,
+        &weights[0],
+        &mut out,
+        &mut unused,
+        m,
+        n,
+        k,
+    ) {
+        Ok(ranked) => ranked,
+        Err(error) => {
+            eprintln!("no cuBLASLt algorithms at {m}x{n}x{k}: {error}");
+            return Ok(serde_json::Value::Null);
+        }
+    };
+    // The vendor's workspace argument, which it does not use (allocated once, not
+    // in the timed launches).
+    let spare = RefCell::new(stream.alloc_zeros::<f32>(1)?);
+    let launch = |point: &[u32], b: &CudaSlice<bf16>, out: &mut CudaSlice<bf16>| {
+        let mut spare = spare.borrow_mut();
+        vendor.launch_point(point, stream, da, b, out, &mut spare, m, n, k)
+    };
     let mut algos = Vec::new();
     let mut best: Option<(usize, f64)> = None;
-    for index in 0..ranked.algos.len() {
-        let mut record = cublaslt::describe(&ranked.algos[index]);
+    for (index, point) in ranked.iter().enumerate() {
+        let mut record = cublaslt::describe(point);
         record["rank"] = json!(index);
         autotune_runtime::gate::poison(stream, &mut out)?;
-        lt.launch(stream, &ranked, index, da, &weights[0], &mut out)?;
+        launch(point, &weights[0], &mut out)?;
         let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(&out)?, expected);
         record["rel_error_vs_cublas"] = json!(verdict.error);
         if !verdict.passed() {
@@ -198,10 +217,7 @@ fn vendor_at_its_best(
                     .launch(stream, da, b, &mut cublas_out, &mut unused, m, n, k)
                     .map_err(|e| e.to_string())
             },
-            &mut |b| {
-                lt.launch(stream, &ranked, index, da, b, &mut out)
-                    .map_err(|e| e.to_string())
-            },
+            &mut |b| launch(point, b, &mut out).map_err(|e| e.to_string()),
         )?;
         if let Some(duel) = &duel {
             record["vs_cublas_rotated"] = rotated_json(duel, "cublas", "algo");
@@ -220,10 +236,7 @@ fn vendor_at_its_best(
         stream,
         weights,
         (m * 43 + n * 17 + k) as u64,
-        &mut |b| {
-            lt.launch(stream, &ranked, index, da, b, &mut out)
-                .map_err(|e| e.to_string())
-        },
+        &mut |b| launch(&ranked[index], b, &mut out).map_err(|e| e.to_string()),
         &mut |b| {
             kernel
                 .launch(stream, da, b, &mut c, &mut workspace, m, n, k)
@@ -259,11 +272,6 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
         .map_err(|e| eprintln!("no clean-L2 timing: {e}"))
         .ok();
     let floor = Floor::measure(ctx, &stream, &mut flush)?;
-    // cuBLASLt's ranked algorithms at the decode rows; `None` (and said) where it
-    // cannot be loaded.
-    let mut lt = cublaslt::LtGemm::new(&stream)
-        .map_err(|e| eprintln!("no cuBLASLt: {e}"))
-        .ok();
     let mut rows = Vec::new();
     for (n, k) in SHAPES {
         for m in ROWS {
@@ -374,7 +382,6 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
                     &stream,
                     &kernel,
                     &vendor,
-                    lt.as_mut(),
                     &da,
                     &weights,
                     &expected,

@@ -7,13 +7,13 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use autotune_kernels::gemm::{self, Gemm};
+use autotune_kernels::gemm::{self, Gemm, Layout, Linear};
 use autotune_kernels::rmsnorm::{self, RmsNorm, TUNED_EPS, TUNED_HIDDEN};
 use autotune_kernels::topk::{self, TOP_K, TopkIndexer, TopkIndexerBatched, TopkKeepAll};
 use autotune_kernels::{references, samples};
 use autotune_runtime::Kernel;
 use autotune_runtime::cudarc::cublas::CudaBlas;
-use autotune_runtime::cudarc::driver::CudaContext;
+use autotune_runtime::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use autotune_runtime::dispatch::Range;
 use autotune_runtime::gpu::{self, GpuIdentity};
 use autotune_runtime::half::bf16;
@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         TopkIndexerBatched::baked().describe_plans(TopkIndexerBatched::SPEC.key)
     );
     println!("{}", Gemm::baked().describe_plans(Gemm::SPEC.key));
+    println!("{}", Linear::baked().describe_plans(Linear::SPEC.key));
     // The same for every kernel of the crate: said once.
     if let Some(reason) = RmsNorm::baked().not_compiled {
         println!("Not compiled at build time: {reason}.\n");
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
     match rms_norm(&ctx)
         .and_then(|()| topk_indexer(&ctx))
         .and_then(|()| gemm(&ctx))
+        .and_then(|()| linear(&ctx))
     {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -162,52 +164,146 @@ fn topk_indexer(ctx: &Arc<CudaContext>) -> Checked {
     Ok(())
 }
 
-fn gemm(ctx: &Arc<CudaContext>) -> Checked {
-    let kernel = Gemm::load(ctx)?;
-    println!("\ngemm: {}", kernel.selection());
-    let stream = ctx.default_stream();
-    let blas = CudaBlas::new(stream.clone())?;
-    // Each tuned (N, K), then one that is not (it gets what the nearest plan lends).
-    let mut shapes: Vec<(usize, usize)> = Gemm::SPEC
-        .shapes
+/// What the GEMM's check needs of `Gemm` or `Linear` (B stored k x n or n x k).
+struct Product<'a> {
+    name: &'static str,
+    layout: Layout,
+    /// Each tuned (N, K), then one that is not (it gets what the nearest plan lends).
+    shapes: Vec<(usize, usize)>,
+    shape_rule: &'a dyn Fn(usize, usize) -> String,
+    ranges_at: &'a dyn Fn(usize, usize) -> &'static [Range],
+    describe: &'a dyn Fn(usize, usize, usize) -> String,
+    launch: &'a dyn Fn(&Arc<CudaStream>, &Operands, &mut Output) -> Checked,
+}
+
+/// A product's inputs on the device, and its sizes.
+struct Operands {
+    a: CudaSlice<bf16>,
+    b: CudaSlice<bf16>,
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+/// Its output and workspace.
+struct Output {
+    c: CudaSlice<bf16>,
+    workspace: CudaSlice<f32>,
+}
+
+fn tuned_shapes(shapes: &[&[u64]], other: (usize, usize)) -> Vec<(usize, usize)> {
+    let mut shapes: Vec<(usize, usize)> = shapes
         .iter()
         .map(|s| (s[0] as usize, s[1] as usize))
         .collect();
-    shapes.push((6144, 4096));
-    for (n, k) in shapes {
-        println!("  {}", kernel.shape_rule(n, k));
+    shapes.push(other);
+    shapes
+}
+
+fn gemm(ctx: &Arc<CudaContext>) -> Checked {
+    let kernel = Gemm::load(ctx)?;
+    println!("\ngemm: {}", kernel.selection());
+    check_product(
+        ctx,
+        Product {
+            name: "gemm",
+            layout: Layout::KxN,
+            shapes: tuned_shapes(Gemm::SPEC.shapes, (6144, 4096)),
+            shape_rule: &|n, k| kernel.shape_rule(n, k),
+            ranges_at: &|n, k| kernel.ranges_at(n, k),
+            describe: &|m, n, k| kernel.describe(m, n, k).to_string(),
+            launch: &|stream, x, out| {
+                let Operands { a, b, m, n, k } = x;
+                Ok(kernel.launch(stream, a, b, &mut out.c, &mut out.workspace, *m, *n, *k)?)
+            },
+        },
+    )
+}
+
+fn linear(ctx: &Arc<CudaContext>) -> Checked {
+    let kernel = Linear::load(ctx)?;
+    println!("\nlinear: {}", kernel.selection());
+    check_product(
+        ctx,
+        Product {
+            name: "linear",
+            layout: Layout::NxK,
+            shapes: tuned_shapes(Linear::SPEC.shapes, (14336, 4096)),
+            shape_rule: &|n, k| kernel.shape_rule(n, k),
+            ranges_at: &|n, k| kernel.ranges_at(n, k),
+            describe: &|m, n, k| kernel.describe(m, n, k).to_string(),
+            launch: &|stream, x, out| {
+                let Operands { a, b, m, n, k } = x;
+                Ok(kernel.launch(stream, a, b, &mut out.c, &mut out.workspace, *m, *n, *k)?)
+            },
+        },
+    )
+}
+
+/// Launches `product` through its dispatch at a key in every range of every shape
+/// and checks it: against the CPU for small products, else against cuBLAS's
+/// `a · b` (for `n x k` weights, of a copy transposed on the host, so that the
+/// check does not share the fallback's transposed call).
+fn check_product(ctx: &Arc<CudaContext>, product: Product<'_>) -> Checked {
+    let stream = ctx.default_stream();
+    let blas = CudaBlas::new(stream.clone())?;
+    for &(n, k) in &product.shapes {
+        println!("  {}", (product.shape_rule)(n, k));
         println!(
             "    {:<20} {:>8}  {:<46} check (rel. error)",
             "m", "at", "launched"
         );
-        for range in kernel.ranges_at(n, k) {
+        for range in (product.ranges_at)(n, k) {
             let m = representative(range, 1, 4096);
             let (a, b) = samples::gemm(m, n, k, 1);
-            let (da, db) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
-            let mut c = stream.alloc_zeros::<bf16>(m * n)?;
-            let mut workspace = stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?;
-            autotune_runtime::gate::poison(&stream, &mut c)?;
-            kernel.launch(&stream, &da, &db, &mut c, &mut workspace, m, n, k)?;
-            // The CPU for small products; cuBLAS (an independent implementation)
-            // above, where the CPU would take minutes.
+            // The same values either way: B drawn as k x n, stored as the layout says.
+            let stored = match product.layout {
+                Layout::KxN => b.clone(),
+                Layout::NxK => transposed(&b, k, n),
+            };
+            let x = Operands {
+                a: stream.clone_htod(&a)?,
+                b: stream.clone_htod(&stored)?,
+                m,
+                n,
+                k,
+            };
+            let mut out = Output {
+                c: stream.alloc_zeros::<bf16>(m * n)?,
+                workspace: stream.alloc_zeros::<f32>(gemm::workspace_len(m, n))?,
+            };
+            autotune_runtime::gate::poison(&stream, &mut out.c)?;
+            (product.launch)(&stream, &x, &mut out)?;
             let (expected, against) = if m * n * k <= 1 << 28 {
                 (gemm::reference(&a, &b, m, n, k), "CPU")
             } else {
-                let values = references::gemm_by_cublas(&stream, &blas, &da, &db, (m, n, k))?;
+                let db = stream.clone_htod(&b)?;
+                let values = references::gemm_by_cublas(&stream, &blas, &x.a, &db, (m, n, k))?;
                 (values, "cuBLAS")
             };
-            let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(&c)?, &expected);
+            let verdict = autotune_runtime::gate::compare(&stream.clone_dtoh(&out.c)?, &expected);
             println!(
                 "    {:<20} {m:>8}  {:<46} {:.2e} vs {against} {}",
                 span(range),
-                kernel.describe(m, n, k),
+                (product.describe)(m, n, k),
                 verdict.error,
                 if verdict.passed() { "ok" } else { "WRONG" }
             );
             if !verdict.passed() {
-                return Err(format!("gemm is wrong at {m}x{n}x{k}").into());
+                return Err(format!("{} is wrong at {m}x{n}x{k}", product.name).into());
             }
         }
     }
     Ok(())
+}
+
+/// `rows x cols` row-major, transposed.
+fn transposed(values: &[bf16], rows: usize, cols: usize) -> Vec<bf16> {
+    let mut out = vec![bf16::ZERO; values.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = values[r * cols + c];
+        }
+    }
+    out
 }

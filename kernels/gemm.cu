@@ -1,9 +1,12 @@
-// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out. Four kernels, chosen by
-// the wrapper from ALGO:
+// C = A · B, row-major, bf16 in, f32 accumulate, bf16 out. B is K x N row-major
+// with LAYOUT 0 (`gemm`), or N x K row-major with LAYOUT 1 (`linear`: B holds a
+// model's weights as `nn.Linear` stores them, and C = A · B^T; kernels/linear.cu).
+// Four kernels, chosen by the wrapper from ALGO:
 //   gemm_bf16 (ALGO 0): the tensor cores (mma.sync m16n8k16 with ldmatrix, cp.async
 //     multi-stage shared-memory pipeline);
 //   gemv_bf16 (ALGO 1): decode shapes on the CUDA cores, streaming B once with
-//     16-byte loads (a product with a few rows of A is a pass over B);
+//     16-byte loads (a product with a few rows of A is a pass over B); LAYOUT 0
+//     only;
 //   gemm_bf16_wgmma (ALGO 2): Hopper only (sm_90a): TMA, wgmma, a warp-specialised
 //     persistent pipeline; in gemm_hopper.cu, which says how it works;
 //   gemm_bf16_decode (ALGO 3): decode (M <= 16 per block-row) at the copy rate: B
@@ -55,6 +58,10 @@
 #ifndef ALGO
 #define ALGO 0
 #endif
+#ifndef LAYOUT
+#define LAYOUT 0
+#endif
+static_assert(LAYOUT == 0 || LAYOUT == 1, "LAYOUT 0: B is K x N; LAYOUT 1: B is N x K");
 
 constexpr int kThreads = WARPS * 32;
 
@@ -72,7 +79,10 @@ constexpr int kTN = BN / kWN;  // warp tile columns
 constexpr int kMT = kTM / 16;  // mma tiles per warp, along M
 constexpr int kNT = kTN / 8;   // along N
 constexpr int kAPad = BK + 8;  // bf16 per shared row of A (conflict-free ldmatrix)
-constexpr int kBPad = BN + 8;  // bf16 per shared row of B
+// bf16 per shared row of B: a row of K x N's tile (BN wide) with LAYOUT 0, of N x
+// K's (BK wide, as A's) with LAYOUT 1.
+constexpr int kBPad = LAYOUT == 0 ? BN + 8 : BK + 8;
+constexpr int kBRows = LAYOUT == 0 ? BK : BN;  // shared rows of B per stage
 constexpr int kGroup = 8;      // block-rows per raster group
 
 #if ALGO == 0
@@ -113,7 +123,7 @@ GEMM_ENTRY(gemm_bf16) {
 #if ALGO == 0
     extern __shared__ __align__(16) unsigned char smem[];
     __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);
-    __nv_bfloat16* Bs = As + STAGES * BM * kAPad;
+    __nv_bfloat16* Bs = As + STAGES * BM * kAPad;  // STAGES x kBRows x kBPad
     const int tid = threadIdx.x;
     const int lane = tid % 32;
     const int warp = tid / 32;
@@ -145,7 +155,7 @@ GEMM_ENTRY(gemm_bf16) {
     auto load_tile = [&](int t, int stage) {
         const int k0 = (kt_begin + t) * BK;
         __nv_bfloat16* as = As + stage * BM * kAPad;
-        __nv_bfloat16* bs = Bs + stage * BK * kBPad;
+        __nv_bfloat16* bs = Bs + stage * kBRows * kBPad;
         for (int c = tid; c < BM * (BK / 8); c += kThreads) {
             const int r = c / (BK / 8);
             const int col = (c % (BK / 8)) * 8;
@@ -154,6 +164,7 @@ GEMM_ENTRY(gemm_bf16) {
             const bool valid = gm < M && gk < K;
             cp_async16(as + r * kAPad + col, A + static_cast<size_t>(valid ? gm : 0) * K + (valid ? gk : 0), valid ? 16 : 0);
         }
+#if LAYOUT == 0
         for (int c = tid; c < BK * (BN / 8); c += kThreads) {
             const int r = c / (BN / 8);
             const int col = (c % (BN / 8)) * 8;
@@ -163,6 +174,18 @@ GEMM_ENTRY(gemm_bf16) {
             cp_async16_hint(bs + r * kBPad + col, B + static_cast<size_t>(valid ? gk : 0) * N + (valid ? gn : 0),
                             valid ? 16 : 0, b_policy);
         }
+#else
+        // N x K: BN rows of BK, loaded as A's are.
+        for (int c = tid; c < BN * (BK / 8); c += kThreads) {
+            const int r = c / (BK / 8);
+            const int col = (c % (BK / 8)) * 8;
+            const int gn = n0 + r;
+            const int gk = k0 + col;
+            const bool valid = gn < N && gk < K;
+            cp_async16_hint(bs + r * kBPad + col, B + static_cast<size_t>(valid ? gn : 0) * K + (valid ? gk : 0),
+                            valid ? 16 : 0, b_policy);
+        }
+#endif
     };
 
     float acc[kMT][kNT][4];
@@ -185,7 +208,7 @@ GEMM_ENTRY(gemm_bf16) {
         if (next < tiles) load_tile(next, next % STAGES);
         cp_async_commit();
         const __nv_bfloat16* as = As + (t % STAGES) * BM * kAPad;
-        const __nv_bfloat16* bs = Bs + (t % STAGES) * BK * kBPad;
+        const __nv_bfloat16* bs = Bs + (t % STAGES) * kBRows * kBPad;
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
             unsigned a[kMT][4];
@@ -197,7 +220,14 @@ GEMM_ENTRY(gemm_bf16) {
 #pragma unroll
             for (int j = 0; j < kNT; j += 2) {
                 unsigned r[4];
+#if LAYOUT == 0
                 ldmatrix_x4_trans(r, bs + (kk * 16 + (lane % 16)) * kBPad + warp_n * kTN + j * 8 + (lane / 16) * 8);
+#else
+                // Matrix q = lane / 8 is columns j * 8 + (q / 2) * 8 .. + 7 by K
+                // kk * 16 + (q % 2) * 8 .. + 7: (b[j][0], b[j][1], b[j+1][0], b[j+1][1]).
+                ldmatrix_x4(r, bs + (warp_n * kTN + j * 8 + (lane / 16) * 8 + lane % 8) * kBPad + kk * 16 +
+                                   ((lane / 8) % 2) * 8);
+#endif
                 b[j][0] = r[0];
                 b[j][1] = r[1];
                 b[j + 1][0] = r[2];
@@ -251,7 +281,7 @@ static_assert(kThreads % kGemvCols == 0, "BN / 8 must divide the block");
 #endif
 
 GEMM_ENTRY(gemv_bf16) {
-#if ALGO == 1
+#if ALGO == 1 && LAYOUT == 0
     __shared__ float partial[BM][BN];
     const int tid = threadIdx.x;
     for (int i = tid; i < BM * BN; i += kThreads) (&partial[0][0])[i] = 0.0f;
@@ -358,7 +388,11 @@ GEMM_ENTRY(gemv_bf16) {
 GEMM_ENTRY(gemm_bf16_decode) {
 #if ALGO == 3
     static_assert(BM == decode::kRows && BN == decode::kCols, "the decode kernel's tile is 16 x 64");
+#if LAYOUT == 0
     decode::gemm<WARPS, STAGES>(A, B, C, workspace, M, N, K);
+#else
+    decode::linear<WARPS, STAGES / 2>(A, B, C, workspace, M, N, K);
+#endif
 #endif
 }
 

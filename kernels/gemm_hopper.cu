@@ -24,8 +24,10 @@
 // workspace, no global atomics, no second kernel.
 //
 // A is K-major (its rows are K-contiguous): boxes of 64 (K) x BM (M), one 128-byte
-// row per M row. B is N-major (row-major K x N): boxes of 64 (N) x 64 (K), BN / 64
-// of them per stage, and wgmma reads it transposed. Out-of-bounds parts of a box
+// row per M row. B is N-major with LAYOUT 0 (row-major K x N): boxes of 64 (N) x 64
+// (K), BN / 64 of them per stage, and wgmma reads it transposed. With LAYOUT 1 (row-
+// major N x K, `linear`) B is K-major as A is: boxes of 64 (K) x 64 (N), BN / 64 of
+// them per stage (BN contiguous 128-byte rows), read as they are. Out-of-bounds parts of a box
 // are zero-filled by the TMA, so M, N and K tails need no code; the epilogue checks
 // bounds. K and N must be multiples of 8 (TMA strides are multiples of 16 bytes).
 // With one tile row (decode: M <= BM) each box of B is read once, by one block, and
@@ -69,6 +71,16 @@ extern "C" __global__ void gemm_bf16_wgmma(const __grid_constant__ CUtensorMap, 
 #define GROUP_M 8
 #endif
 
+#ifndef LAYOUT
+#define LAYOUT 0
+#endif
+// wgmma's imm-trans-b: B transposed (N-major) with LAYOUT 0, K-major with LAYOUT 1.
+#if LAYOUT == 0
+#define TRANS_B "1"
+#else
+#define TRANS_B "0"
+#endif
+
 #define KSTEP 64  // K per stage: one 128-byte swizzle row of bf16
 #define CONSUMERS (BM / 64)
 #define THREADS (128 * (CONSUMERS + 1))
@@ -85,8 +97,8 @@ static_assert(SPLIT == 1 || CONSUMERS == 1, "split-K tiles have one consumer war
 #define PARTIAL_STRIDE (BN + 8)  // floats per row of the partial tile: conflict-free float2 stores
 
 // D (64 x 128, f32, in registers) += A (64 x 16, K-major) * B (16 x 128, N-major: the
-// transposed operand, imm-trans-b = 1), both read from shared memory through their
-// descriptors.
+// transposed operand, imm-trans-b = 1; K-major with LAYOUT 1, imm-trans-b = 0), both
+// read from shared memory through their descriptors.
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
     asm volatile(
         "{\n"
@@ -94,7 +106,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
         "setp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 1;\n"
+        "%64, %65, p, 1, 1, 0, " TRANS_B ";\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -117,7 +129,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
         "setp.ne.b32 p, %130, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, p, 1, 1, 0, 1;\n"
+        "%128, %129, p, 1, 1, 0, " TRANS_B ";\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -375,8 +387,13 @@ extern "C" __global__ void
 #pragma unroll
                         for (int j = 0; j < BN / 64; ++j) {
                             unsigned char* box = stage + A_STAGE_BYTES + j * B_BOX_BYTES;
+#if LAYOUT == 0
                             tma_load<decltype(evict_first)::value>(box, &map_b, u.n0 + j * 64, t * KSTEP, &full[s],
                                                                    policy);
+#else
+                            tma_load<decltype(evict_first)::value>(box, &map_b, t * KSTEP, u.n0 + j * 64, &full[s],
+                                                                   policy);
+#endif
                         }
                     }
                 }
@@ -415,7 +432,12 @@ extern "C" __global__ void
                     // bytes apart (the leading offset), 8-row K groups 1024 bytes apart;
                     // a k16 step is 16 rows of 128 bytes.
                     const uint64_t desc_a = descriptor(a_base + kk * 32, 16, 1024);
+#if LAYOUT == 0
                     const uint64_t desc_b = descriptor(b_base + kk * 16 * 128, B_BOX_BYTES, 1024);
+#else
+                    // B K-major as A: BN rows of 128 bytes, a k16 step 32 bytes along them.
+                    const uint64_t desc_b = descriptor(b_base + kk * 32, 16, 1024);
+#endif
 #if BN == 256
                     wgmma_m64n256k16(d, desc_a, desc_b);
 #else

@@ -17,6 +17,14 @@
 //! where no variant of ours beats it by the margin, so dispatch never loses to what
 //! a user would call instead. Another `(N, K)` uses the plan of the nearest tuned
 //! one (`Gemm::shape_rule` says which).
+//!
+//! [`linear`] is the same product with B stored as a model stores its weights,
+//! `N x K` row-major (`nn.Linear`'s `weight`): `C = A · B^T`. It compiles the same
+//! kernels with `LAYOUT 1` (`kernels/linear.cu`: B's tiles loaded along K, the
+//! Hopper kernel reading B K-major), all but the CUDA-core one, and is tuned for
+//! Llama-3.1-8B's projections: fused QKV (6144 x 4096), O (4096 x 4096), fused
+//! gate+up (28672 x 4096) and down (4096 x 14336); cuBLAS (`CublasLinear`, B taken
+//! transposed) is its fallback.
 
 use std::ffi::c_void;
 
@@ -28,6 +36,8 @@ use autotune_runtime::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, Pinne
 use autotune_runtime::prelude::*;
 
 // A child module, so that the build script (which includes this file alone) has it.
+#[path = "gemm_cublaslt.rs"]
+pub mod cublaslt;
 #[path = "gemm_hopper.rs"]
 pub mod hopper;
 use hopper as gemm_hopper;
@@ -56,6 +66,7 @@ pub const ALTERNATE_SHAPE: (usize, usize) = (1096, 1048);
     sizes = [1, 16, 64, 256, 1k, 4k, 8k],
     shapes = [(n = 4096, k = 4096), (n = 14336, k = 4096), (n = 4096, k = 14336), (n = 8192, k = 8192)],
     vendor = CublasGemm,
+    vendor_points = 8,
     case = GemmCase,
     algo = [0, 1, 2, 3],
     bm = [1, 4, 16, 64, 128],
@@ -91,20 +102,130 @@ pub fn gemm(
     k: usize,
 ) -> Result<(), KernelError> {
     let dims = checked_dims(a, b, c, m, n, k)?;
-    let (mi, ni, ki) = dims.launch_args();
-    let p = variant.params();
-    if p.algo == 2 {
-        let point = gemm_hopper::HopperParams {
+    let point = point_of!(variant.params());
+    launch_point(stream, variant, point, a, b, c, workspace, dims)
+}
+
+/// `c[m x n] = a[m x k] · b^T`, all row-major bf16, with `b` the `n x k` weights of
+/// a linear layer as a model stores them (`nn.Linear`: `y = x W^T`). `k` and `n`
+/// must be multiples of 8.
+#[autotune(
+    source = "kernels/linear.cu",
+    entry = ["gemm_bf16", "gemv_bf16", "gemm_bf16_wgmma", "gemm_bf16_decode"],
+    key = m,
+    sizes = [1, 16, 64, 256, 1k, 4k, 8k],
+    shapes = [(n = 6144, k = 4096), (n = 4096, k = 4096), (n = 28672, k = 4096), (n = 4096, k = 14336)],
+    vendor = CublasLinear,
+    vendor_points = 8,
+    case = LinearCase,
+    algo = [0, 2, 3],
+    bm = [16, 64, 128],
+    bn = [64, 128, 256],
+    bk = 32,
+    stages = [3, 4, 5, 6],
+    warps = [4, 8],
+    split = [1, 2, 4, 8, 16],
+    where = "(algo == 0 && bm >= 16 && stages <= 4 && split != 2 && split != 8
+              && ((bm < 64 && bn % (16 * warps) == 0 && (bm / 16) * (bn / warps / 8) <= 32)
+                  || (bm >= 64 && bn % (8 * warps) == 0 && (bm / 32) * (bn * 2 / warps / 8) <= 32))
+              && stages * (bm + bn) * (bk + 8) * 2 <= 200000
+              && (split == 1 || bm <= 64))
+             || (algo == 2 && (bm == 64 || bm == 128) && warps * 16 == bm && bn >= 128
+                 && ((split == 1 && stages * (bm * 64 + 64 * bn) * 2 + 1024 <= 232448)
+                     || (bm == 64 && split <= 4
+                         && stages * (bm * 64 + 64 * bn) * 2 + bm * (bn + 8) * 4 + 1024 <= 232448)))
+             || (algo == 3 && bm == 16 && bn == 64 && bk == 32 && stages % 2 == 0)",
+    default = (algo = 0, bm = 128, bn = 128, bk = 32, stages = 3, warps = 8, split = 1),
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn linear(
+    stream: &CudaStream,
+    variant: &Variant<LinearParams>,
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    workspace: &mut CudaSlice<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<(), KernelError> {
+    let dims = checked_linear_dims(a, b, c, m, n, k)?;
+    let point = point_of!(variant.params());
+    launch_point(stream, variant, point, a, b, c, workspace, dims)
+}
+
+/// The [`Point`] of a params value of [`gemm`] or [`linear`] (two types, one set
+/// of fields), field by field.
+macro_rules! point_of {
+    ($params:expr) => {{
+        let p = $params;
+        Point {
+            algo: p.algo,
             bm: p.bm,
             bn: p.bn,
+            bk: p.bk,
             stages: p.stages,
+            warps: p.warps,
             split: p.split,
-        };
-        let shared = point.shared_bytes();
-        let function = variant.with_dynamic_shared(2, shared)?;
-        let resident = variant.resident_blocks(stream, 2, point.threads(), shared)?;
-        return gemm_hopper::launch(stream, function, &point, resident, a, b, c, dims);
+        }
+    }};
+}
+use point_of;
+
+/// A point of [`gemm`]'s or [`linear`]'s space (the two have the same parameters).
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    algo: u32,
+    bm: u32,
+    bn: u32,
+    bk: u32,
+    stages: u32,
+    warps: u32,
+    split: u32,
+}
+
+/// Launches `p`, an `algo = 2` point, through [`hopper`].
+fn launch_hopper<P: Params>(
+    stream: &CudaStream,
+    variant: &Variant<P>,
+    p: Point,
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    dims: Dims,
+) -> Result<(), KernelError> {
+    let point = gemm_hopper::HopperParams {
+        bm: p.bm,
+        bn: p.bn,
+        stages: p.stages,
+        split: p.split,
+    };
+    let shared = point.shared_bytes();
+    let function = variant.with_dynamic_shared(2, shared)?;
+    let resident = variant.resident_blocks(stream, 2, point.threads(), shared)?;
+    gemm_hopper::launch(stream, function, &point, resident, a, b, c, dims)
+}
+
+/// Launches `p`, a point compiled for `dims.layout()`, with the checked `dims`.
+#[allow(clippy::too_many_arguments)]
+fn launch_point<P: Params>(
+    stream: &CudaStream,
+    variant: &Variant<P>,
+    p: Point,
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    workspace: &mut CudaSlice<f32>,
+    dims: Dims,
+) -> Result<(), KernelError> {
+    let Dims { m, n, k, .. } = dims;
+    let (mi, ni, ki) = dims.launch_args();
+    if p.algo == 2 {
+        return launch_hopper(stream, variant, p, a, b, c, dims);
     }
+    KernelError::check(p.algo != 1 || dims.layout == Layout::KxN, || {
+        "the CUDA-core kernel (algo = 1) reads B as K x N only".to_string()
+    })?;
     KernelError::check(p.algo != 3 || m <= 64, || {
         format!("the decode kernel (algo = 3) reads B once per 16 rows of A: m = {m} > 64")
     })?;
@@ -125,10 +246,11 @@ pub fn gemm(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let shared = if p.algo == 0 {
-        p.stages * (p.bm * (p.bk + 8) + p.bk * (p.bn + 8)) * 2
-    } else {
-        0
+    // The stages of A's tile and B's (bk + 8 bf16 per row of an N x K tile).
+    let shared = match (p.algo, dims.layout) {
+        (0, Layout::KxN) => p.stages * (p.bm * (p.bk + 8) + p.bk * (p.bn + 8)) * 2,
+        (0, Layout::NxK) => p.stages * (p.bm + p.bn) * (p.bk + 8) * 2,
+        _ => 0,
     };
     let function = variant.with_dynamic_shared(p.algo as usize, shared)?;
     let config = if p.algo == 0 {
@@ -160,8 +282,18 @@ pub fn gemm(
     Ok(())
 }
 
-/// The sizes of a GEMM call that passed [`checked_dims`]: what the launch paths
-/// take, so that none checks them again.
+/// How B is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `k x n` row-major ([`gemm`]).
+    KxN,
+    /// `n x k` row-major, a model's weights as `nn.Linear` stores them ([`linear`]).
+    NxK,
+}
+
+/// The sizes of a GEMM call that passed [`checked_dims`] (or
+/// [`checked_linear_dims`]): what the launch paths take, so that none checks them
+/// again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dims {
     pub m: usize,
@@ -169,12 +301,18 @@ pub struct Dims {
     pub k: usize,
     /// The same as launch arguments (they fit an `i32`).
     launch: (i32, i32, i32),
+    layout: Layout,
 }
 
 impl Dims {
     /// `(m, n, k)` as the kernels' `int` arguments.
     pub fn launch_args(&self) -> (i32, i32, i32) {
         self.launch
+    }
+
+    /// How the call's B is stored.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 }
 
@@ -190,14 +328,40 @@ pub fn checked_dims(
     n: usize,
     k: usize,
 ) -> Result<Dims, KernelError> {
+    checked(Layout::KxN, a, b, c, (m, n, k))
+}
+
+/// [`checked_dims`] for [`linear`]: `b` holds `n x k`.
+pub fn checked_linear_dims(
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &CudaSlice<bf16>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<Dims, KernelError> {
+    checked(Layout::NxK, a, b, c, (m, n, k))
+}
+
+fn checked(
+    layout: Layout,
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &CudaSlice<bf16>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<Dims, KernelError> {
     KernelError::check(k.is_multiple_of(8) && n.is_multiple_of(8), || {
         format!("k = {k} and n = {n} must be multiples of 8")
     })?;
     KernelError::check(
         a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
         || {
+            let b_shape = match layout {
+                Layout::KxN => format!("{k}x{n}"),
+                Layout::NxK => format!("{n}x{k}"),
+            };
             format!(
-                "a ({}), b ({}) or c ({}) is smaller than {m}x{k}, {k}x{n}, {m}x{n}",
+                "a ({}), b ({}) or c ({}) is smaller than {m}x{k}, {b_shape}, {m}x{n}",
                 a.len(),
                 b.len(),
                 c.len()
@@ -214,6 +378,7 @@ pub fn checked_dims(
         n,
         k,
         launch: (mi, ni, ki),
+        layout,
     })
 }
 
@@ -225,24 +390,48 @@ pub fn cublas_gemm(
     c: &mut CudaSlice<bf16>,
     (m, n, k): (usize, usize, usize),
 ) -> Result<(), CaseError> {
+    cublas_product(blas, Layout::KxN, a, b, c, (m, n, k))
+}
+
+/// `c = a · b` (`Layout::KxN`) or `a · b^T` (`Layout::NxK`) by cuBLAS.
+fn cublas_product(
+    blas: &CudaBlas,
+    layout: Layout,
+    a: &CudaSlice<bf16>,
+    b: &CudaSlice<bf16>,
+    c: &mut CudaSlice<bf16>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), CaseError> {
     let dims = |v: usize| {
         i32::try_from(v).map_err(|_| CaseError::Other(format!("{v} does not fit cuBLAS")))
     };
+    let (transa, lda) = column_major_b(layout, n, k);
     let config = GemmConfig {
-        transa: cublasOperation_t::CUBLAS_OP_N,
+        transa,
         transb: cublasOperation_t::CUBLAS_OP_N,
         m: dims(n)?,
         n: dims(m)?,
         k: dims(k)?,
         alpha: bf16::ONE,
-        lda: dims(n)?,
+        lda: dims(lda)?,
         ldb: dims(k)?,
         beta: bf16::ZERO,
         ldc: dims(n)?,
     };
-    // SAFETY: b is k x n and a is m x k row-major, i.e. column-major n x k and k x m;
-    // c is n x m column-major = m x n row-major. Sizes are the callers'.
+    // SAFETY: a is m x k row-major, i.e. column-major k x m; b as `column_major_b`
+    // says; c is n x m column-major = m x n row-major. Sizes are the callers'.
     unsafe { blas.gemm(config, b, a, c) }.map_err(|e| CaseError::Other(format!("cuBLAS: {e:?}")))
+}
+
+/// How cuBLAS (column-major) takes B as the operand of `c^T (n x m) = op(B) (n x k)
+/// a^T (k x m)`, and its leading dimension: `k x n` row-major is column-major `n x
+/// k` (no transpose, `ld = n`); `n x k` row-major is column-major `k x n`,
+/// transposed (`ld = k`).
+fn column_major_b<T>(layout: Layout, n: T, k: T) -> (cublasOperation_t, T) {
+    match layout {
+        Layout::KxN => (cublasOperation_t::CUBLAS_OP_N, n),
+        Layout::NxK => (cublasOperation_t::CUBLAS_OP_T, k),
+    }
 }
 
 /// The bytes of workspace cuBLAS gets once, at load (what NVIDIA advises for
@@ -252,7 +441,12 @@ const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
 /// cuBLAS's bf16 GEMM (`cublasGemmEx`, f32 accumulate, its own heuristic's
 /// algorithm): the GEMM's fallback, called by dispatch wherever it measured faster
-/// than every variant of ours, and timed by the sweep exactly so.
+/// than every variant of ours, and timed by the sweep exactly so. Its points of
+/// its own (`vendor_points = 8`) are cuBLASLt's ranked algorithms for the call's
+/// problem ([`cublaslt`]): the sweep times each against `cublasGemmEx`, and where
+/// one wins a range by more than the noise, it is the incumbent there and what
+/// dispatch runs (an algorithm cuBLASLt refuses for a call's sizes falls back to
+/// `cublasGemmEx`).
 ///
 /// One handle per loaded `Gemm`; each call sets the handle's stream to the call's
 /// stream (a host-side setting: no synchronisation). Calls from several threads
@@ -261,14 +455,15 @@ const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
 #[derive(Debug)]
 pub struct CublasGemm {
     blas: CudaBlas,
-    /// Kept alive for the handle, which was given its address.
-    _workspace: CudaSlice<u8>,
+    lt: cublaslt::Lt,
+    /// The handle's (it was given its address) and cuBLASLt's calls'.
+    workspace: CudaSlice<u8>,
 }
 
-fn cublas_error(error: cublas::result::CublasError) -> KernelError {
+fn cublas_error(error: impl std::fmt::Debug) -> KernelError {
     KernelError::Library {
         library: CublasGemm::NAME,
-        message: format!("{:?}", error.0),
+        message: format!("{error:?}"),
     }
 }
 
@@ -324,9 +519,11 @@ impl Vendor for CublasGemm {
             .result()
             .map_err(|e| LaunchError::from_error(cublas_error(e)))?;
         }
+        let lt = cublaslt::Lt::new().map_err(|e| LaunchError::from_error(cublas_error(e)))?;
         Ok(Self {
             blas,
-            _workspace: workspace,
+            lt,
+            workspace,
         })
     }
 }
@@ -347,8 +544,116 @@ impl CublasGemm {
         k: usize,
     ) -> Result<(), KernelError> {
         let _ = workspace;
-        let (mi, ni, ki) = checked_dims(a, b, c, m, n, k)?.launch_args();
-        if m == 0 || n == 0 {
+        self.product(stream, a, b, c, checked_dims(a, b, c, m, n, k)?)
+    }
+
+    /// Up to `count` of cuBLASLt's ranked algorithms for the call's problem, best
+    /// first (the arguments of [`gemm`] without the variant; nothing is launched).
+    #[allow(clippy::too_many_arguments)]
+    pub fn points(
+        &self,
+        count: u32,
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        workspace: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Vec<Vec<u32>>, KernelError> {
+        let _ = (stream, workspace);
+        self.ranked(count, &checked_dims(a, b, c, m, n, k)?)
+    }
+
+    /// `c = a · b` with the cuBLASLt algorithm `point` (as [`CublasGemm::points`]
+    /// gave it), or `cublasGemmEx` where cuBLASLt refuses it for these sizes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_point(
+        &self,
+        point: &[u32],
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        workspace: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(), KernelError> {
+        let _ = workspace;
+        self.product_at(point, stream, a, b, c, checked_dims(a, b, c, m, n, k)?)
+    }
+
+    fn ranked(&self, count: u32, dims: &Dims) -> Result<Vec<Vec<u32>>, KernelError> {
+        if dims.m == 0 || dims.n == 0 {
+            return Ok(Vec::new());
+        }
+        self.lt
+            .ranked(dims, count, CUBLAS_WORKSPACE_BYTES)
+            .map_err(cublas_error)
+    }
+
+    /// `c = a · op(b)` with the cuBLASLt algorithm `point`; `cublasGemmEx` where
+    /// cuBLASLt refuses it for these sizes (nothing was enqueued then).
+    fn product_at(
+        &self,
+        point: &[u32],
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        dims: Dims,
+    ) -> Result<(), KernelError> {
+        let Some(algo) = cublaslt::algo(point) else {
+            return Err(KernelError::Arguments(format!(
+                "a cuBLASLt algorithm is 16 words, not {}",
+                point.len()
+            )));
+        };
+        if dims.m == 0 || dims.n == 0 {
+            return Ok(());
+        }
+        let done = {
+            let (a, _read_a) = a.device_ptr(stream);
+            let (b, _read_b) = b.device_ptr(stream);
+            let (c, _write_c) = c.device_ptr_mut(stream);
+            let (workspace, _scratch) = self.workspace.device_ptr(stream);
+            // SAFETY: `dims` was checked against the buffers; the workspace holds
+            // CUBLAS_WORKSPACE_BYTES, the most the heuristic was allowed; all live
+            // until the stream's work ends (the records above).
+            unsafe {
+                self.lt.matmul(
+                    &algo,
+                    stream,
+                    &dims,
+                    a as *const c_void,
+                    b as *const c_void,
+                    c as *mut c_void,
+                    workspace as *mut c_void,
+                    CUBLAS_WORKSPACE_BYTES,
+                )
+            }
+        };
+        match done {
+            Ok(()) => Ok(()),
+            Err(error) if cublaslt::refused(&error) => self.product(stream, a, b, c, dims),
+            Err(error) => Err(cublas_error(error)),
+        }
+    }
+
+    /// `c = a · b` or `a · b^T`, as `dims.layout()` says.
+    fn product(
+        &self,
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        dims: Dims,
+    ) -> Result<(), KernelError> {
+        let (mi, ni, ki) = dims.launch_args();
+        let (transa, lda) = column_major_b(dims.layout, ni, ki);
+        if dims.m == 0 || dims.n == 0 {
             return Ok(());
         }
         let handle = *self.blas.handle();
@@ -361,12 +666,13 @@ impl CublasGemm {
         let (b, _read_b) = b.device_ptr(stream);
         let (c, _write_c) = c.device_ptr_mut(stream);
         use cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
-        // SAFETY: row-major c (m x n) = a (m x k) b (k x n) is column-major
-        // c^T (n x m) = b^T (n x k) a^T (k x m); sizes checked above.
+        // SAFETY: row-major c (m x n) = a (m x k) op(b) is column-major
+        // c^T (n x m) = op(b)^T (n x k) a^T (k x m), b taken as `column_major_b`
+        // says; sizes checked above.
         unsafe {
             cublas::result::gemm_ex(
                 handle,
-                cublasOperation_t::CUBLAS_OP_N,
+                transa,
                 cublasOperation_t::CUBLAS_OP_N,
                 ni,
                 mi,
@@ -374,7 +680,7 @@ impl CublasGemm {
                 (&alpha) as *const f32 as *const c_void,
                 b as *const c_void,
                 cudaDataType_t::CUDA_R_16BF,
-                ni,
+                lda,
                 a as *const c_void,
                 cudaDataType_t::CUDA_R_16BF,
                 ki,
@@ -390,14 +696,93 @@ impl CublasGemm {
     }
 }
 
+/// cuBLAS's bf16 GEMM with B taken transposed: [`linear`]'s fallback, as
+/// [`CublasGemm`] is [`gemm`]'s (the same handle, workspace and algorithm choice).
+#[derive(Debug)]
+pub struct CublasLinear(CublasGemm);
+
+impl Vendor for CublasLinear {
+    const NAME: &'static str = CublasGemm::NAME;
+
+    fn library() -> Option<String> {
+        CublasGemm::library()
+    }
+
+    fn load(ctx: &Arc<CudaContext>) -> Result<Self, LaunchError> {
+        CublasGemm::load(ctx).map(Self)
+    }
+}
+
+impl CublasLinear {
+    /// `c = a · b^T`, the arguments of [`linear`] without the variant (`workspace`
+    /// is not used: cuBLAS has its own).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &self,
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        workspace: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(), KernelError> {
+        let _ = workspace;
+        let dims = checked_linear_dims(a, b, c, m, n, k)?;
+        self.0.product(stream, a, b, c, dims)
+    }
+
+    /// Up to `count` of cuBLASLt's ranked algorithms for the call's problem (B
+    /// taken transposed), best first, as [`CublasGemm::points`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn points(
+        &self,
+        count: u32,
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        workspace: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Vec<Vec<u32>>, KernelError> {
+        let _ = (stream, workspace);
+        self.0
+            .ranked(count, &checked_linear_dims(a, b, c, m, n, k)?)
+    }
+
+    /// `c = a · b^T` with the cuBLASLt algorithm `point`, as
+    /// [`CublasGemm::launch_point`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_point(
+        &self,
+        point: &[u32],
+        stream: &CudaStream,
+        a: &CudaSlice<bf16>,
+        b: &CudaSlice<bf16>,
+        c: &mut CudaSlice<bf16>,
+        workspace: &mut CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(), KernelError> {
+        let _ = workspace;
+        let dims = checked_linear_dims(a, b, c, m, n, k)?;
+        self.0.product_at(point, stream, a, b, c, dims)
+    }
+}
+
 /// The case the sweep checks and times the GEMM with: A and B drawn once per seed
 /// (kept on the device and put back by a copy before each check), C guarded and
 /// poisoned, the reference computed once per draw (float64 on the CPU for small
 /// products, cuBLAS above) and compared where it is: on the host for the small
 /// products, on the device for the others (the runtime's kernels, checked against
-/// the CPU; on the host where they cannot run).
+/// the CPU; on the host where they cannot run). `NXK`: B is `n x k` ([`linear`]'s
+/// case, [`LinearCase`]), else `k x n` ([`gemm`]'s).
 #[derive(Debug)]
-pub struct GemmCase {
+pub struct GemmCase<const NXK: bool = false> {
     a: Input<bf16>,
     b: Input<bf16>,
     c: Guarded<bf16>,
@@ -414,10 +799,16 @@ pub struct GemmCase {
     expected: Reference,
 }
 
+/// [`linear`]'s case: B holds the `n x k` weights.
+pub type LinearCase = GemmCase<true>;
+
 /// Products up to this many multiply-adds are checked against the CPU.
 const CPU_REFERENCE_MACS: usize = 1 << 28;
 
-impl GemmCase {
+impl<const NXK: bool> GemmCase<NXK> {
+    /// How the case's B is stored.
+    const LAYOUT: Layout = if NXK { Layout::NxK } else { Layout::KxN };
+
     fn at(stream: &Arc<CudaStream>, key: u64, (n, k): (usize, usize)) -> Result<Self, CaseError> {
         let m = usize::try_from(key).map_err(|_| format!("m = {key}"))?;
         let ctx = stream.context();
@@ -453,7 +844,7 @@ impl GemmCase {
         }
         let (m, n, k) = (self.m, self.n, self.k);
         let (a, b, blas, on_gpu) = (&self.a, &self.b, &self.blas, &mut self.reference);
-        reference_phase(|| cublas_gemm(blas, a, b, on_gpu, (m, n, k)))?;
+        reference_phase(|| cublas_product(blas, Self::LAYOUT, a, b, on_gpu, (m, n, k)))?;
         self.reference_seed = seed;
         Ok(())
     }
@@ -465,8 +856,12 @@ impl GemmCase {
         let seed = self.a.seed().unwrap_or_default();
         let expected = if self.on_cpu() {
             let (a, b) = (self.a.host(), self.b.host());
+            let product = match Self::LAYOUT {
+                Layout::KxN => reference,
+                Layout::NxK => reference_linear,
+            };
             self.expected
-                .for_draw(seed, || reference(a, b, m, n, k))
+                .for_draw(seed, || product(a, b, m, n, k))
                 .to_vec()
         } else {
             self.device_reference()?;
@@ -480,7 +875,7 @@ impl GemmCase {
     }
 }
 
-impl Case for GemmCase {
+impl<const NXK: bool> Case for GemmCase<NXK> {
     fn new(stream: &Arc<CudaStream>, key: u64) -> Result<Self, CaseError> {
         Self::at(stream, key, PLAIN_SHAPE)
     }
@@ -590,6 +985,28 @@ pub fn reference(a: &[bf16], b: &[bf16], m: usize, n: usize, k: usize) -> Vec<f6
     .concat()
 }
 
+/// `a · w^T` in float64 on the CPU, `w` being `n x k` row-major ([`linear`]'s B):
+/// each element the dot product of a row of A and a row of W, summed over k in
+/// order; pieces of one row of A by [`REFERENCE_COLUMNS`] rows of W, as
+/// [`reference`]'s.
+pub fn reference_linear(a: &[bf16], w: &[bf16], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let blocks = n.div_ceil(REFERENCE_COLUMNS);
+    parallel::map_indices(m * blocks, |piece| {
+        let (row, block) = (piece / blocks, piece % blocks);
+        let a_row = &a[row * k..(row + 1) * k];
+        (block * REFERENCE_COLUMNS..((block + 1) * REFERENCE_COLUMNS).min(n))
+            .map(|col| {
+                let w_row = &w[col * k..(col + 1) * k];
+                a_row
+                    .iter()
+                    .zip(w_row)
+                    .fold(0.0f64, |sum, (av, wv)| sum + av.to_f64() * wv.to_f64())
+            })
+            .collect::<Vec<_>>()
+    })
+    .concat()
+}
+
 /// Columns of one piece of [`reference`]'s work.
 const REFERENCE_COLUMNS: usize = 512;
 
@@ -616,5 +1033,36 @@ mod tests {
                 assert_eq!(got[row * n + col], want, "({row}, {col})");
             }
         }
+    }
+
+    #[test]
+    fn the_linear_reference_is_the_reference_of_the_transposed_weights() {
+        let (m, n, k) = (3, REFERENCE_COLUMNS + 41, 23);
+        let mut a = vec![bf16::ZERO; m * k];
+        let mut w = vec![bf16::ZERO; n * k];
+        fill_uniform(&mut a, 3, -1.0, 1.0);
+        fill_uniform(&mut w, 4, -1.0, 1.0);
+        let mut b = vec![bf16::ZERO; k * n];
+        for col in 0..n {
+            for kk in 0..k {
+                b[kk * n + col] = w[col * k + kk];
+            }
+        }
+        assert_eq!(
+            reference_linear(&a, &w, m, n, k),
+            reference(&a, &b, m, n, k)
+        );
+    }
+
+    #[test]
+    fn cublas_takes_the_weights_transposed_with_their_row_as_leading_dimension() {
+        assert_eq!(
+            column_major_b(Layout::KxN, 14336, 4096),
+            (cublasOperation_t::CUBLAS_OP_N, 14336)
+        );
+        assert_eq!(
+            column_major_b(Layout::NxK, 14336, 4096),
+            (cublasOperation_t::CUBLAS_OP_T, 4096)
+        );
     }
 }

@@ -18,7 +18,7 @@ use autotune_runtime::cudarc::driver::{
     PushKernelArg,
 };
 use autotune_runtime::half::bf16;
-use autotune_runtime::{Kernel, KernelError, params};
+use autotune_runtime::{Kernel, KernelError, KernelSpec, params};
 
 use super::Gemm;
 
@@ -46,7 +46,12 @@ impl HopperParams {
     /// The `algo = 2` points of the GEMM's space, in its order, each with all of the
     /// GEMM's parameter values (`-D` defines for compiling it alone).
     pub fn all() -> Vec<(Self, Vec<String>)> {
-        let spec = &<Gemm as Kernel>::SPEC;
+        Self::all_of(&<Gemm as Kernel>::SPEC)
+    }
+
+    /// The `algo = 2` points of `spec`, a space with the GEMM's parameters
+    /// ([`super::linear`]'s too), as [`HopperParams::all`].
+    pub fn all_of(spec: &KernelSpec) -> Vec<(Self, Vec<String>)> {
         let index = |name: &str| spec.params.iter().position(|p| *p == name);
         let (Some(algo), Some(bm), Some(bn), Some(stages), Some(split)) = (
             index("algo"),
@@ -162,7 +167,8 @@ pub fn resident_blocks(
     params::resident_blocks(stream, function, params.threads(), params.shared_bytes())
 }
 
-/// `c[m x n] = a[m x k] · b[k x n]` (row-major bf16) with `function`, the
+/// `c[m x n] = a[m x k] · b[k x n]` (row-major bf16), or `a · b^T` with `b` of
+/// `n x k` where `dims` says so ([`super::checked_linear_dims`]), with `function`, the
 /// [`ENTRY`] of a point of [`SOURCE`] compiled with `params` for [`ARCH`], its
 /// shared memory allowed ([`allow_shared`]) and `resident` its
 /// [`resident_blocks`]: no driver query but two device attributes per call.
@@ -221,7 +227,12 @@ pub fn launch(
     let (a_ptr, read_a) = a.device_ptr(stream);
     let (b_ptr, read_b) = b.device_ptr(stream);
     let map_a = tensor_map(a_ptr, m as u64, k as u64, params.bm)?;
-    let map_b = tensor_map(b_ptr, k as u64, n as u64, 64)?;
+    // B's boxes are 64 x 64 either way: along N by K rows (k x n), along K by N
+    // rows (n x k, read K-major as A is).
+    let map_b = match dims.layout() {
+        super::Layout::KxN => tensor_map(b_ptr, k as u64, n as u64, 64)?,
+        super::Layout::NxK => tensor_map(b_ptr, n as u64, k as u64, 64)?,
+    };
     let config = LaunchConfig {
         grid_dim: (grid, 1, 1),
         block_dim: (params.threads(), 1, 1),

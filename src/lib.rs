@@ -9,7 +9,7 @@ pub mod rmsnorm;
 pub mod samples;
 pub mod topk;
 
-pub use gemm::{Gemm, GemmParams, gemm};
+pub use gemm::{Gemm, GemmParams, Linear, LinearParams, gemm, linear};
 pub use rmsnorm::{RmsNorm, RmsNormParams, rms_norm};
 pub use topk::{
     TopkIndexer, TopkIndexerBatched, TopkKeepAll, topk_indexer, topk_indexer_batched, topk_keep_all,

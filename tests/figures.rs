@@ -358,7 +358,19 @@ fn table_median(
 ) -> Option<(f64, Option<u64>)> {
     let entry = table["kernels"].get(format!("gemm@n={n},k={k}"))?;
     if name == "vendor:cuBLAS" {
-        let size = entry["sizes"].as_array()?.iter().find(|s| s["key"] == m)?;
+        // The default launch (`KernelTable::default_launch_us`): the kernel sweep's
+        // incumbent where that is the default, else the vendor sweep's.
+        let at = |sizes: &Value| {
+            sizes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["key"] == m)
+                .cloned()
+        };
+        let size = at(&entry["sizes"])
+            .filter(|s| s["incumbent"] == name)
+            .or_else(|| at(&entry["vendor_sizes"]))?;
         return Some((size["incumbent_us"].as_f64()?, None));
     }
     let variant = entry["variants"]

@@ -21,6 +21,7 @@ use autotune_kernels::gemm;
 use autotune_kernels::gemm_hopper::{self, HopperParams};
 use autotune_kernels::references;
 use autotune_kernels::samples;
+use autotune_runtime::Vendor;
 use autotune_runtime::cudarc::cublas::CudaBlas;
 use autotune_runtime::cudarc::driver::CudaContext;
 use autotune_runtime::cudarc::nvrtc::Ptx;
@@ -127,7 +128,34 @@ fn run_against_cublas(ctx: &std::sync::Arc<CudaContext>, compiled: &[(HopperPara
                 );
             }
         }
-        println!("{m}x{n}x{k}: every point matches cuBLAS");
+        // The vendor's own points (`vendor_points = 8`, B as it is): each of
+        // cuBLASLt's ranked algorithms matches cuBLAS's product too.
+        let vendor = gemm::CublasGemm::load(ctx).unwrap();
+        let mut out = stream.alloc_zeros::<bf16>(m * n).unwrap();
+        let mut workspace = stream.alloc_zeros::<f32>(1).unwrap();
+        let points = vendor
+            .points(8, &stream, &da, &db, &mut out, &mut workspace, m, n, k)
+            .unwrap();
+        assert!(
+            !points.is_empty(),
+            "cuBLASLt ranks no algorithm for {m}x{n}x{k}"
+        );
+        for (rank, point) in points.iter().enumerate() {
+            autotune_runtime::gate::poison(&stream, &mut out).unwrap();
+            vendor
+                .launch_point(point, &stream, &da, &db, &mut out, &mut workspace, m, n, k)
+                .unwrap();
+            let verdict =
+                autotune_runtime::gate::compare(&stream.clone_dtoh(&out).unwrap(), &expected);
+            assert!(
+                verdict.passed(),
+                "cuBLASLt #{rank} at {m}x{n}x{k}: {verdict:?}"
+            );
+        }
+        println!(
+            "{m}x{n}x{k}: every point and {} of cuBLASLt's algorithms match cuBLAS",
+            points.len()
+        );
     }
 }
 

@@ -6,7 +6,7 @@
 
 use autotune_harness::{self as harness, trials};
 
-use autotune_kernels::{Gemm, RmsNorm, TopkIndexer, TopkKeepAll};
+use autotune_kernels::{Gemm, Linear, RmsNorm, TopkIndexer, TopkKeepAll};
 use autotune_runtime::{Kernel, KernelSpec};
 
 fn compile_every_point(spec: &'static KernelSpec) {
@@ -32,6 +32,10 @@ fn gemm_variants_compile_without_spills() {
     compile_every_point(const { &<Gemm as Kernel>::SPEC });
 }
 
+fn linear_variants_compile_without_spills() {
+    compile_every_point(const { &<Linear as Kernel>::SPEC });
+}
+
 fn main() -> std::process::ExitCode {
     harness::run_groups(&[(
         harness::Need::Nvcc,
@@ -39,7 +43,8 @@ fn main() -> std::process::ExitCode {
             rms_norm_variants_compile_without_spills,
             topk_indexer_variants_compile_without_spills,
             topk_keep_all_variants_compile_without_spills,
-            gemm_variants_compile_without_spills
+            gemm_variants_compile_without_spills,
+            linear_variants_compile_without_spills
         ],
     )])
 }

@@ -2,7 +2,7 @@
 //! H200 to retune what it stales, or that a sweep compiles in) still apply to the
 //! tree: one that no longer applies is refreshed when its files change, not found
 //! broken on the GPU machine. A patch whose header says it applies on top of
-//! another (`Applies on top of: bench/h200/linear.patch`) is checked after that one,
+//! another (`Applies on top of: bench/h200/<base>.patch`) is checked after that one,
 //! in a scratch index. Reported ignored where git or the repository's work tree is
 //! absent (a packaged crate).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] functions
@@ -48,7 +48,7 @@ fn patches() -> Vec<PathBuf> {
 }
 
 /// What a patch's header says it applies on top of (`Applies on top of:
-/// bench/h200/linear.patch`): none for a patch of the tree as it is.
+/// bench/h200/<base>.patch`): none for a patch of the tree as it is.
 fn base_of(patch: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(patch).unwrap();
     let header = text.split("\ndiff --git ").next().unwrap_or_default();

@@ -493,6 +493,24 @@ impl KernelTable {
         self.fallback.as_deref().unwrap_or(&self.default)
     }
 
+    /// The median of the vendor's default launch at timed key `key` (what a call
+    /// of the vendor alone, at none of its points, takes): the incumbent of
+    /// `sizes` where that is the default, else (one of the vendor's points was the
+    /// incumbent there) the incumbent of the vendor's own sweep (`vendor_sizes`).
+    /// `None` where neither timed it at `key` (a kernel without a vendor, a key
+    /// not timed).
+    pub fn default_launch_us(&self, key: u64) -> Option<f64> {
+        let at_key = |sizes: &[SizeRecord]| sizes.iter().find(|size| size.key == key).cloned();
+        let vendor = self
+            .variants
+            .iter()
+            .find(|v| v.role == Role::Vendor && v.values.is_empty())?;
+        at_key(&self.sizes)
+            .filter(|size| size.incumbent == vendor.name)
+            .or_else(|| at_key(&self.vendor_sizes))
+            .map(|size| size.incumbent_us)
+    }
+
     /// A variant's name as a reader knows it: the fallback's points under its
     /// wrapper's name (`fallback:default` is `softmax_library`, `fallback:block=64`
     /// is `softmax_library (block=64)`), the vendor's under the library's.
@@ -1229,6 +1247,52 @@ pub(crate) mod tests {
             rejected.validate(),
             Err(InvalidTable::UnknownVendorPoint { index: 1, .. })
         ));
+    }
+
+    /// The decode step's cuBLAS-only rows are the vendor's default launch: where
+    /// one of its points was the incumbent of a key, the default's median is the
+    /// vendor sweep's incumbent there, not the kernel sweep's (session 37's step
+    /// set 14336 x 4096's cuBLAS at m = 1 beside its best point's 39.2 us, 1.12x
+    /// off, where the default launch measured 43.8 us).
+    #[test]
+    fn the_default_launch_is_the_vendor_sweep_s_incumbent_where_a_point_won() {
+        let mut kernel = crate::testing::sample_table().kernels["k"].clone();
+        let size = |key, incumbent: &str, incumbent_us| SizeRecord {
+            key,
+            winner: incumbent.into(),
+            winner_us: incumbent_us,
+            incumbent: incumbent.into(),
+            incumbent_us,
+            margin: 0.0,
+            noise: 0.01,
+            runner_up: None,
+            refinement: false,
+            duel: None,
+            confirmation: None,
+        };
+        assert_eq!(kernel.default_launch_us(1), None, "no vendor");
+        let timed = kernel.variants[0].clone();
+        kernel.variants.push(VariantRecord {
+            name: "vendor:cuBLAS".into(),
+            values: Vec::new(),
+            role: Role::Vendor,
+            ..timed
+        });
+        kernel.sizes = vec![
+            size(1, "vendor:cuBLAS@00000000", 39.2),
+            size(76, "vendor:cuBLAS", 41.7),
+        ];
+        kernel.vendor_sizes = vec![
+            size(1, "vendor:cuBLAS", 43.8),
+            size(76, "vendor:cuBLAS", 44.0),
+        ];
+        assert_eq!(kernel.default_launch_us(1), Some(43.8));
+        assert_eq!(
+            kernel.default_launch_us(76),
+            Some(41.7),
+            "the timing the winner was held against"
+        );
+        assert_eq!(kernel.default_launch_us(2), None, "not timed");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 # Sourced by the scripts of bench/h200 that build here what the GPU machine runs.
 
 # The root package's GPU test files.
-GPU_TESTS=(gpu device_kernels cold_inputs hopper_gemm rmsnorm_reference topk_batched
+GPU_TESTS=(gpu device_kernels cold_inputs hopper_gemm linear rmsnorm_reference topk_batched
   topk_fused topk_reference sweep_faults baked)
 
 # `name path` of each executable in cargo's JSON messages on stdin

@@ -13,7 +13,8 @@
 # Trip 2, the judge (binaries in .gpu-bin/judge: `prepare judge`, after tables-A
 # and the patch are in this tree): the decode step on the new table, the GEMM
 # bench, FlashInfer's anchors (the fused one included) and the top-k bench, every
-# GPU test required to run.
+# GPU test required to run. The step runs twice: Llama-3-8B on `gemm`, then
+# Llama-3.1-8B on `linear` (decode-linear).
 #
 #   here: bash bench/h200/judge-prebuilt.sh prepare sweeps|judge
 #   GPU:  carry [.gpu-bin/TRIP] (judge: and target/flashinfer/headers.tar.xz)
@@ -126,6 +127,7 @@ judge() {
   bash bench/flashinfer/build.sh > "$R/anchor.txt" 2>&1 &
   local anchor=$!
   step decode "$W/bin/decode_step" --variants --out "$R/decode.json"
+  step decode-linear "$W/bin/decode_step" --model llama-3.1-8b --variants --out "$R/decode-linear.json"
   # JUDGE=decode: the step alone (a budget too short for the benches).
   if [ "${JUDGE:-all}" = decode ]; then
     kill "$anchor" 2> /dev/null
