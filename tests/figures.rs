@@ -30,8 +30,10 @@ const DOCS: [&str; 5] = [
 type Renderer = fn(&Value) -> String;
 
 /// The files of record and how each one's block is rendered.
-const RECORDS: [(&str, Renderer); 6] = [
-    ("kernels/tuning/nvidia-h200.json", owners),
+const RECORDS: [(&str, Renderer); 8] = [
+    ("kernels/tuning/nvidia-h100-80gb-hbm3.json", owners),
+    ("bench/results/h100-session37/decode.json", step_on_its_table),
+    ("bench/results/h100-session37/decode-linear.json", step_on_its_table),
     ("bench/results/h200-gemm.json", gemm),
     ("bench/results/h200-gemm-hopper.json", gemm_hopper),
     ("bench/results/h200-rmsnorm.json", rmsnorm),
@@ -96,17 +98,54 @@ fn span(values: impl IntoIterator<Item = f64>, decimals: usize, unit: &str) -> S
     }
 }
 
+/// `first..=last` (`first..` to the end) of a range of a table.
+fn keys(range: &Value) -> String {
+    let first = range["first"].as_u64().unwrap();
+    match range["last"].as_u64().unwrap() {
+        u64::MAX => format!("{first}.."),
+        last => format!("{first}..={last}"),
+    }
+}
+
+/// Where the vendor runs one of its own points (`vendor_plan`) inside the ranges
+/// that dispatch the fallback: `| entry | m | point |` rows.
+fn vendor_points(entry: &str, kernel: &Value) -> Vec<String> {
+    let span = |r: &Value| (r["first"].as_u64().unwrap(), r["last"].as_u64().unwrap());
+    let mut rows = Vec::new();
+    for fallback in rows_of(kernel, "ranges")
+        .iter()
+        .filter(|r| s(r, "variant") == "fallback")
+    {
+        let (low, high) = span(fallback);
+        for point in rows_of(kernel, "vendor_plan")
+            .iter()
+            .filter(|r| s(r, "variant").contains('@'))
+        {
+            let (first, last) = span(point);
+            let (first, last) = (first.max(low), last.min(high));
+            if first <= last {
+                let clipped = serde_json::json!({ "first": first, "last": last });
+                let name = s(point, "variant").trim_start_matches("vendor:");
+                rows.push(format!("| `{entry}` | {} | `{name}` |", keys(&clipped)));
+            }
+        }
+    }
+    rows
+}
+
 /// Where the shipped table gives the GEMMs' ranges (`gemm@...`, `linear@...`, each
 /// with cuBLAS as its fallback) to our kernels; every other key dispatches the
-/// fallback.
+/// fallback, at one of the vendor's own points where its plan has one.
 fn owners(table: &Value) -> String {
     let mut ours = Vec::new();
     let mut vendor_only = Vec::new();
     let mut fallbacks = Vec::new();
+    let mut points = Vec::new();
     for (entry, kernel) in table["kernels"].as_object().into_iter().flatten() {
         if !(entry.starts_with("gemm@") || entry.starts_with("linear@")) {
             continue;
         }
+        points.extend(vendor_points(entry, kernel));
         let fallback = s(kernel, "fallback");
         if !fallbacks.contains(&fallback) {
             fallbacks.push(fallback);
@@ -119,13 +158,9 @@ fn owners(table: &Value) -> String {
             vendor_only.push(format!("`{entry}`"));
         }
         for range in owned {
-            let first = range["first"].as_u64().unwrap();
-            let keys = match range["last"].as_u64().unwrap() {
-                u64::MAX => format!("{first}.."),
-                last => format!("{first}..={last}"),
-            };
             ours.push(format!(
-                "| `{entry}` | {keys} | `{}` |",
+                "| `{entry}` | {} | `{}` |",
+                keys(range),
                 s(range, "variant")
             ));
         }
@@ -145,6 +180,17 @@ fn owners(table: &Value) -> String {
     }
     if !vendor_only.is_empty() {
         let _ = writeln!(out, "\nNo range of ours at {}.", vendor_only.join(", "));
+    }
+    if !points.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nWhere {} runs, one of its own points (its default launch elsewhere):\n\n\
+             | entry | m | point |\n| --- | --- | --- |",
+            fallbacks.join(" or ")
+        );
+        for row in points {
+            let _ = writeln!(out, "{row}");
+        }
     }
     out
 }
@@ -352,11 +398,11 @@ fn topk(record: &Value) -> String {
 /// (n, k) and `m`: its median and repeat count (none for the incumbent's).
 fn table_median(
     table: &Value,
-    (n, k): (u64, u64),
+    (kernel, n, k): (&str, u64, u64),
     name: &str,
     m: u64,
 ) -> Option<(f64, Option<u64>)> {
-    let entry = table["kernels"].get(format!("gemm@n={n},k={k}"))?;
+    let entry = table["kernels"].get(format!("{kernel}@n={n},k={k}"))?;
     if name == "vendor:cuBLAS" {
         // The default launch (`KernelTable::default_launch_us`): the kernel sweep's
         // incumbent where that is the default, else the vendor sweep's.
@@ -408,7 +454,9 @@ fn step_agreement(step: &Value, table: &Value) -> (usize, usize, (f64, f64), f64
             continue;
         };
         let (m, shape) = dims(row);
-        match table_median(table, shape, name, m) {
+        // Files of record from before `linear` have no `kernel`: the GEMM's.
+        let kernel = step["kernel"].as_str().unwrap_or("gemm");
+        match table_median(table, (kernel, shape.0, shape.1), name, m) {
             Some((_, Some(1))) | None => {}
             Some((median, _)) => pairs.push((us, median)),
         }
@@ -470,6 +518,60 @@ fn decode_step(record: &Value) -> String {
             "| {what} | {rows} | {within} | {low:.3}-{high:.3} | {offset:.2} µs |"
         );
     }
+    out
+}
+
+/// A decode step judged against the table it was built with (named in its `plan`):
+/// dispatch against cuBLAS only, the table's prediction of dispatch's GEMM time,
+/// and each GEMM beside the table's median.
+fn step_on_its_table(record: &Value) -> String {
+    let plan = s(record, "plan");
+    let path = plan
+        .split('(')
+        .find_map(|part| part.split(')').next().filter(|p| p.ends_with(".json")))
+        .unwrap();
+    let table: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join(path)).unwrap()).unwrap();
+    let mut out = format!(
+        "{} (`{}`, {} layers) on {}, built with `{path}`. Dispatch's step against cuBLAS \
+         only, the two replayed alternately (ratio cuBLAS / dispatch, 95% interval): {}.\n\n",
+        s(record, "model"),
+        s(record, "kernel"),
+        record["layers"],
+        s(&table["gpu"], "name"),
+        rows_of(record, "dispatch_vs_cublas")
+            .iter()
+            .map(|d| format!(
+                "m = {} {:.3}x [{:.3}, {:.3}] ({})",
+                d["m"],
+                f(d, "ratio"),
+                f(d, "low"),
+                f(d, "high"),
+                s(d, "verdict")
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let predicted: Vec<String> = rows(record)
+        .iter()
+        .filter(|r| r["path"] == "dispatch" && r["predicted_gemms_ms"].is_f64())
+        .map(|r| {
+            format!(
+                "m = {} {:.3} ms predicted, {:.3} measured",
+                r["m"],
+                f(r, "predicted_gemms_ms"),
+                f(r, "gemms_ms")
+            )
+        })
+        .collect();
+    let (count, within, (low, high), _) = step_agreement(record, &table);
+    let _ = writeln!(
+        out,
+        "Dispatch's GEMMs, the table's medians summed against the step: {}. Each GEMM as the \
+         step calls it beside the table's median of the same kernel at the same m: within 5% \
+         at {within} of {count} rows (step / table {low:.3}-{high:.3}).",
+        predicted.join("; ")
+    );
     out
 }
 
