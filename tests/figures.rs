@@ -32,8 +32,14 @@ type Renderer = fn(&Value) -> String;
 /// The files of record and how each one's block is rendered.
 const RECORDS: [(&str, Renderer); 8] = [
     ("kernels/tuning/nvidia-h100-80gb-hbm3.json", owners),
-    ("bench/results/h100-session37/decode.json", step_on_its_table),
-    ("bench/results/h100-session37/decode-linear.json", step_on_its_table),
+    (
+        "bench/results/h100-session37/decode.json",
+        step_on_its_table,
+    ),
+    (
+        "bench/results/h100-session37/decode-linear.json",
+        step_on_its_table,
+    ),
     ("bench/results/h200-gemm.json", gemm),
     ("bench/results/h200-gemm-hopper.json", gemm_hopper),
     ("bench/results/h200-rmsnorm.json", rmsnorm),

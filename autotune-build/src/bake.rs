@@ -13,7 +13,7 @@ use autotune_table::table::{self, FALLBACK, KernelTable, TuningTable, Unreadable
 
 use autotune_runtime::dispatch::{Choice, Range};
 
-use crate::codegen::{Generated, ImageData, OriginData, PlanData};
+use crate::codegen::{Generated, ImageData, OriginData, PlanData, PointData};
 use crate::error::{BuildError, KernelFault};
 use crate::fingerprint::{KernelInputs, relative};
 use crate::nvcc::{CompileJob, Nvcc, NvccError, Target, arch_number};
@@ -175,22 +175,16 @@ impl Found {
             return;
         }
         let mut tuned_any = false;
+        // The stale shapes, by why they are stale: one line per reason.
+        let mut stale: Vec<(String, Vec<String>)> = Vec::new();
         for (name, shape, entry) in shapes {
-            // `gemm@n=4096,k=4096 ...` where a kernel has shapes, the table's path alone
-            // otherwise.
-            let at = if shape.is_empty() {
-                String::new()
-            } else {
-                format!(" at {shape}")
-            };
             let differences = input.inputs.differences(&entry.fingerprint);
             if !differences.is_empty() {
-                let reason = format!(
-                    "is stale for {}{at} ({})",
-                    table.gpu.name,
-                    differences.join("; ")
-                );
-                self.skip(&shown, reason);
+                let why = differences.join("; ");
+                match stale.iter_mut().find(|(reason, _)| *reason == why) {
+                    Some((_, shapes)) => shapes.push(shape.to_string()),
+                    None => stale.push((why, vec![shape.to_string()])),
+                }
                 continue;
             }
             let Some(ranges) = plan_ranges(spec, entry, &mut self.images) else {
@@ -199,6 +193,15 @@ impl Found {
             };
             self.add_plan(spec, &shown, table, entry, &shape, ranges);
             tuned_any = true;
+        }
+        for (why, shapes) in stale {
+            // `at n=4096,k=4096 | n=14336,k=4096` where a kernel has shapes, nothing
+            // otherwise.
+            let at = match shapes.join(" | ") {
+                shapes if shapes.is_empty() => shapes,
+                shapes => format!(" at {shapes}"),
+            };
+            self.skip(&shown, format!("is stale for {}{at} ({why})", table.gpu.name));
         }
         if tuned_any {
             self.archs.push(arch);
@@ -392,18 +395,21 @@ fn plan_ranges(
     Some(ranges)
 }
 
-/// The vendor's point per range of `entry`'s vendor plan, by its values (`None`
-/// for its default launch, which has none); empty without a vendor plan.
-fn vendor_points(entry: &KernelTable) -> Vec<KeyRange<Option<Vec<u32>>>> {
+/// The vendor's point per range of `entry`'s vendor plan, by its name and values
+/// (`None` for its default launch, which has none); empty without a vendor plan.
+fn vendor_points(entry: &KernelTable) -> Vec<KeyRange<Option<PointData>>> {
     entry
         .vendor_plan
         .iter()
         .map(|range| {
-            let values = entry
+            let point = entry
                 .variant(&range.choice)
-                .map(|v| v.values.clone())
-                .filter(|values| !values.is_empty());
-            KeyRange::new(range.first, range.last, values)
+                .filter(|v| !v.values.is_empty())
+                .map(|v| PointData {
+                    name: entry.known_as(&v.name),
+                    words: v.values.clone(),
+                });
+            KeyRange::new(range.first, range.last, point)
         })
         .collect()
 }

@@ -42,7 +42,16 @@ pub struct PlanData {
     pub above: String,
     /// The vendor's point the fallback runs per range of the key (`None`: its
     /// default launch); empty where the vendor has no points of its own.
-    pub vendor_points: Vec<KeyRange<Option<Vec<u32>>>>,
+    pub vendor_points: Vec<KeyRange<Option<PointData>>>,
+}
+
+/// One of the vendor's points, as dispatch gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointData {
+    /// What the listing calls it (`cuBLAS@1f0c3a9e`).
+    pub name: String,
+    /// Its words, which only the vendor's `launch_point` reads.
+    pub words: Vec<u32>,
 }
 
 /// Everything generated for one kernel.
@@ -130,11 +139,11 @@ fn select_fn(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
 /// key, as a `match`.
 fn vendor_point_fn(
     name: &proc_macro2::Ident,
-    ranges: &[KeyRange<Option<Vec<u32>>>],
+    ranges: &[KeyRange<Option<PointData>>],
 ) -> TokenStream {
-    let point = |point: &Option<Vec<u32>>| match point {
-        Some(words) => {
-            let words = words.iter().map(|w| number(u64::from(*w)));
+    let point = |point: &Option<PointData>| match point {
+        Some(point) => {
+            let words = point.words.iter().map(|w| number(u64::from(*w)));
             quote!(::core::option::Option::Some(&[#(#words),*]))
         }
         None => quote!(::core::option::Option::None),
@@ -149,6 +158,27 @@ fn vendor_point_fn(
             }
         }
     }
+}
+
+/// The ranges where the vendor runs a point, by its name (`Plan::vendor_ranges`).
+fn point_ranges_static(
+    name: &proc_macro2::Ident,
+    ranges: &[KeyRange<Option<PointData>>],
+) -> TokenStream {
+    let items: Vec<TokenStream> = ranges
+        .iter()
+        .filter_map(|range| {
+            let point = range.choice.as_ref()?;
+            let (first, last, name) = (
+                number(range.first),
+                number(range.last),
+                shown::line(&point.name),
+            );
+            Some(quote!(::autotune_runtime::dispatch::PointRange::new(#first, #last, #name)))
+        })
+        .collect();
+    let count = proc_macro2::Literal::usize_unsuffixed(items.len());
+    quote!(static #name: [::autotune_runtime::dispatch::PointRange; #count] = [#(#items),*];)
 }
 
 fn ranges_static(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
@@ -275,8 +305,10 @@ impl Generated {
                 .any(|r| r.choice.is_some())
                 .then(|| {
                     let name = format_ident!("vendor_point_{}", index);
+                    let named = format_ident!("VENDOR_RANGES_{}", index);
                     plan_items.push(vendor_point_fn(&name, &plan.vendor_points));
-                    quote!(.with_vendor_points(#name))
+                    plan_items.push(point_ranges_static(&named, &plan.vendor_points));
+                    quote!(.with_vendor_points(#name, &#named))
                 });
             let lending =
                 (borrowed != ranges).then(|| quote!(.lending(&#borrowed, #select_borrowed)));
@@ -402,6 +434,10 @@ mod tests {
     /// the point per range, `None` where its default launch runs.
     #[test]
     fn renders_the_vendor_s_point_per_range() {
+        let point = |name: &str, words| PointData {
+            name: name.into(),
+            words,
+        };
         let mut generated = Generated {
             kernel: "gemm".into(),
             shape_args: vec!["n".into()],
@@ -419,8 +455,8 @@ mod tests {
                 above: String::new(),
                 vendor_points: vec![
                     KeyRange::new(0, 15, None),
-                    KeyRange::new(16, 16, Some(vec![7, 0, 123_456])),
-                    KeyRange::new(17, u64::MAX, Some(vec![9, 1])),
+                    KeyRange::new(16, 16, Some(point("cuBLAS@00000001", vec![7, 0, 123_456]))),
+                    KeyRange::new(17, u64::MAX, Some(point("cuBLAS@00000002", vec![9, 1]))),
                 ],
             }],
             default: 0,
@@ -436,7 +472,9 @@ mod tests {
                 "0..=15 => ::core::option::Option::None,",
                 "16 => ::core::option::Option::Some(&[7, 0, 123_456]),",
                 "_ => ::core::option::Option::Some(&[9, 1]),",
-                ".with_vendor_points(vendor_point_0)",
+                ".with_vendor_points(vendor_point_0, &VENDOR_RANGES_0)",
+                "PointRange::new(16, 16, \"cuBLAS@00000001\")",
+                "PointRange::new(17, u64::MAX, \"cuBLAS@00000002\")",
             ],
         );
         // The default launch everywhere: nothing to bake.

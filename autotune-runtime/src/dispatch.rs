@@ -74,7 +74,15 @@ pub struct Plan {
     /// runs (every key of a plan without vendor points, and every shape that only
     /// borrows this plan: a vendor's point is chosen for one problem).
     pub vendor_point: fn(u64) -> Option<&'static [u32]>,
+    /// The ranges of the key where `vendor_point` gives a point, by the point's
+    /// name (`cuBLAS@1f0c3a9e`, its table variant without `vendor:`), ascending:
+    /// what [`Baked::describe`] and [`Loaded::describe_in`] print.
+    pub vendor_ranges: &'static [PointRange],
 }
+
+/// A range of the key where the vendor runs one of its own points, by the point's
+/// name.
+pub type PointRange = autotune_spec::KeyRange<&'static str>;
 
 /// [`Plan::vendor_point`] of a plan without vendor points.
 fn no_vendor_point(_key: u64) -> Option<&'static [u32]> {
@@ -164,6 +172,7 @@ impl Plan {
             select_borrowed: select,
             above: "",
             vendor_point: no_vendor_point,
+            vendor_ranges: &[],
         }
     }
 
@@ -195,11 +204,48 @@ impl Plan {
     }
 
     #[doc(hidden)]
-    pub const fn with_vendor_points(self, vendor_point: fn(u64) -> Option<&'static [u32]>) -> Self {
+    pub const fn with_vendor_points(
+        self,
+        vendor_point: fn(u64) -> Option<&'static [u32]>,
+        vendor_ranges: &'static [PointRange],
+    ) -> Self {
         Self {
             vendor_point,
+            vendor_ranges,
             ..self
         }
+    }
+
+    /// The name of the vendor's point this plan's fallback runs at `key`, if any.
+    fn point_name(&self, key: u64) -> Option<&'static str> {
+        self.vendor_ranges
+            .iter()
+            .find(|range| range.contains(key))
+            .map(|range| range.choice)
+    }
+
+    /// `range` (its choice the fallback) cut where the vendor's points change:
+    /// each piece's first and last key, and its point's name (`None`: the default
+    /// launch).
+    fn fallback_pieces(&self, range: &Range) -> Vec<(u64, u64, Option<&'static str>)> {
+        let mut pieces = Vec::new();
+        let mut next = range.first;
+        for point in self.vendor_ranges {
+            let (first, last) = (point.first.max(range.first), point.last.min(range.last));
+            if first > last {
+                continue;
+            }
+            if next < first {
+                pieces.push((next, first - 1, None));
+            }
+            pieces.push((first, last, Some(point.choice)));
+            next = last.saturating_add(1);
+            if last == range.last {
+                return pieces;
+            }
+        }
+        pieces.push((next, range.last, None));
+        pieces
     }
 }
 
@@ -553,15 +599,26 @@ impl<P: Params> Loaded<P> {
         }
     }
 
-    /// The name of what `key` dispatches to (`block=128,stages=2`, `fallback`, or
-    /// the vendor library's name).
+    /// The name of what `key` dispatches to (`block=128,stages=2`, `fallback`, the
+    /// vendor library's name, or the vendor's point: `cuBLAS@1f0c3a9e`).
     pub fn describe(&self, key: u64) -> &str {
-        self.name_of(self.choose(key))
+        let plan = self.plans[0];
+        self.name_at(plan, plan.shape, (plan.select)(key), key)
     }
 
     /// [`Loaded::describe`] at `shape`.
     pub fn describe_in(&self, shape: &[u64], key: u64) -> &str {
-        self.name_of(self.choose_in(shape, key))
+        let (plan, _) = self.plan_of(shape);
+        self.name_at(plan, shape, self.choose_in(shape, key), key)
+    }
+
+    /// What `choice` at `key` is called, a vendor's point named where `plan` is
+    /// `shape`'s own (a borrowed plan runs the default launch).
+    fn name_at(&self, plan: &Plan, shape: &[u64], choice: Choice, key: u64) -> &str {
+        let point = (choice == Choice::Fallback && plan.shape == shape)
+            .then(|| plan.point_name(key))
+            .flatten();
+        point.unwrap_or_else(|| self.name_of(choice))
     }
 
     fn name_of(&self, choice: Choice) -> &str {
@@ -614,12 +671,19 @@ impl Baked {
                 ));
             }
             for range in plan.ranges {
-                let span = if range.last == u64::MAX {
-                    format!("{key} >= {}", range.first)
-                } else {
-                    format!("{key} in {}..={}", range.first, range.last)
+                let pieces = match range.choice {
+                    Choice::Fallback => plan.fallback_pieces(range),
+                    Choice::Variant(_) => vec![(range.first, range.last, None)],
                 };
-                out.push_str(&format!("    {span:<32} {}\n", name(range.choice)));
+                for (first, last, point) in pieces {
+                    let span = if last == u64::MAX {
+                        format!("{key} >= {first}")
+                    } else {
+                        format!("{key} in {first}..={last}")
+                    };
+                    let shown = point.map_or_else(|| name(range.choice), str::to_string);
+                    out.push_str(&format!("    {span:<32} {shown}\n"));
+                }
             }
             if !plan.above.is_empty() {
                 out.push_str(&format!("    ({})\n", plan.above));
@@ -697,6 +761,7 @@ mod tests {
             select_borrowed: fallback,
             above: "",
             vendor_point: no_vendor_point,
+            vendor_ranges: &[],
         },
         Plan {
             origin: Some(H200),
@@ -707,6 +772,7 @@ mod tests {
             select_borrowed: variant_0,
             above: "",
             vendor_point: a_point_from_16,
+            vendor_ranges: &[PointRange::new(16, u64::MAX, "cuBLAS@00000007")],
         },
     ];
 
@@ -721,6 +787,7 @@ mod tests {
             select_borrowed: select,
             above: "",
             vendor_point: no_vendor_point,
+            vendor_ranges: &[],
         }
     }
 
@@ -808,6 +875,57 @@ mod tests {
         assert!(text.contains("at n=14336,k=4096"), "{text}");
         // One header for the GPU, not one per shape.
         assert_eq!(text.matches("on NVIDIA H200").count(), 1, "{text}");
+    }
+
+    /// Where the fallback runs one of the vendor's points, the listing names the
+    /// point per range (it said `cuBLAS` for all of them, hiding what dispatch
+    /// runs), and so does `describe_in` at the plan's own shape.
+    #[test]
+    fn the_listing_names_the_vendor_s_point_per_range() {
+        static RANGES: [Range; 2] = [
+            Range::new(0, 63, Choice::Variant(0)),
+            Range::new(64, u64::MAX, Choice::Fallback),
+        ];
+        static PLAN: [Plan; 1] = [Plan::defaults(&RANGES, small_ours_else_fallback)
+            .from_table(H200)
+            .with_vendor_points(
+                a_point_from_16,
+                &[
+                    PointRange::new(16, 99, "cuBLAS@aaaaaaaa"),
+                    PointRange::new(200, 299, "cuBLAS@bbbbbbbb"),
+                ],
+            )];
+        assert_eq!(
+            PLAN[0].fallback_pieces(&RANGES[1]),
+            [
+                (64, 99, Some("cuBLAS@aaaaaaaa")),
+                (100, 199, None),
+                (200, 299, Some("cuBLAS@bbbbbbbb")),
+                (300, u64::MAX, None),
+            ]
+        );
+        let baked = Baked {
+            kernel: "gemm",
+            images: &[],
+            plans: &PLAN,
+            shape_args: &[],
+            fallback: "cuBLAS",
+            defaults: everywhere(fallback),
+            note: "test",
+            not_compiled: None,
+        };
+        let text = baked.describe_plans("m");
+        for line in [
+            "m in 0..=63",
+            "m in 64..=99                     cuBLAS@aaaaaaaa",
+            "m in 100..=199                   cuBLAS\n",
+            "m in 200..=299                   cuBLAS@bbbbbbbb",
+            "m >= 300                         cuBLAS\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in\n{text}");
+        }
+        assert_eq!(PLAN[0].point_name(64), Some("cuBLAS@aaaaaaaa"));
+        assert_eq!(PLAN[0].point_name(150), None);
     }
 
     #[test]
