@@ -201,7 +201,10 @@ impl Found {
                 shapes if shapes.is_empty() => shapes,
                 shapes => format!(" at {shapes}"),
             };
-            self.skip(&shown, format!("is stale for {}{at} ({why})", table.gpu.name));
+            self.skip(
+                &shown,
+                format!("is stale for {}{at} ({why})", table.gpu.name),
+            );
         }
         if tuned_any {
             self.archs.push(arch);

@@ -32,6 +32,8 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         Ok(entries)
     };
     let (ours, theirs) = (load(&reference)?, load(&other)?);
+    // Over every entry compared: keys whose picks agree, keys, entries.
+    let mut total = (0, 0, 0);
     for (entry, reference_entry) in &ours {
         let Some((_, other_entry)) = theirs.iter().find(|(e, _)| e == entry) else {
             let said = format!("{entry}: only in {reference}");
@@ -41,6 +43,9 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         let comparison = compare(reference_entry, other_entry)?;
         let rendered = render(entry, &reference, &other, &comparison);
         print!("{}", autotune_table::shown::lines(&rendered));
+        total.0 += comparison.agreeing();
+        total.1 += comparison.keys.len();
+        total.2 += 1;
     }
     for (entry, _) in theirs
         .iter()
@@ -48,6 +53,12 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     {
         let said = format!("{entry}: only in {other}");
         println!("{}\n", autotune_table::shown::line(&said));
+    }
+    // The last line sums the entries of a kernel with shapes (each one's own line
+    // is above it).
+    if total.2 > 1 {
+        let (same, keys, entries) = total;
+        println!("{name}: picks agree at {same} of {keys} keys over its {entries} entries");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -88,6 +99,16 @@ pub struct Comparison {
     /// `(sweep seconds, GPUs, points timed)` of the reference and the other.
     pub reference_sweep: (f64, u32, usize),
     pub other_sweep: (f64, u32, usize),
+}
+
+impl Comparison {
+    /// The keys where both tables pick the same.
+    pub fn agreeing(&self) -> usize {
+        self.keys
+            .iter()
+            .filter(|k| k.other_pick == k.reference_pick)
+            .count()
+    }
 }
 
 pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Comparison, CliError> {
@@ -176,11 +197,7 @@ pub fn render(name: &str, reference: &str, other: &str, c: &Comparison) -> Strin
             k.key, k.reference_pick, other
         );
     }
-    let same = c
-        .keys
-        .iter()
-        .filter(|k| k.other_pick == k.reference_pick)
-        .count();
+    let same = c.agreeing();
     let worst = c.keys.iter().filter_map(|k| k.cost).fold(1.0f64, f64::max);
     let untimed = c.keys.iter().filter(|k| k.cost.is_none()).count();
     let _ = writeln!(
@@ -190,7 +207,7 @@ pub fn render(name: &str, reference: &str, other: &str, c: &Comparison) -> Strin
         (worst - 1.0) * 100.0,
         if untimed > 0 {
             format!(
-                " ({untimed} untimed there: refinement keys, where only two neighbours' winners were timed)"
+                " ({untimed} untimed there: the reference's sweep never timed the other's pick at that key)"
             )
         } else {
             String::new()
