@@ -602,20 +602,19 @@ impl<P: Params> Loaded<P> {
     /// The name of what `key` dispatches to (`block=128,stages=2`, `fallback`, the
     /// vendor library's name, or the vendor's point: `cuBLAS@1f0c3a9e`).
     pub fn describe(&self, key: u64) -> &str {
-        let plan = self.plans[0];
-        self.name_at(plan, plan.shape, (plan.select)(key), key)
+        self.name_at(self.plans[0], true, self.choose(key), key)
     }
 
     /// [`Loaded::describe`] at `shape`.
     pub fn describe_in(&self, shape: &[u64], key: u64) -> &str {
-        let (plan, _) = self.plan_of(shape);
-        self.name_at(plan, shape, self.choose_in(shape, key), key)
+        let (plan, own) = self.plan_of(shape);
+        self.name_at(plan, own, self.choose_in(shape, key), key)
     }
 
     /// What `choice` at `key` is called, a vendor's point named where `plan` is
-    /// `shape`'s own (a borrowed plan runs the default launch).
-    fn name_at(&self, plan: &Plan, shape: &[u64], choice: Choice, key: u64) -> &str {
-        let point = (choice == Choice::Fallback && plan.shape == shape)
+    /// the call's own (`own`; a borrowed plan runs the default launch).
+    fn name_at(&self, plan: &Plan, own: bool, choice: Choice, key: u64) -> &str {
+        let point = (choice == Choice::Fallback && own)
             .then(|| plan.point_name(key))
             .flatten();
         point.unwrap_or_else(|| self.name_of(choice))
