@@ -571,12 +571,24 @@ fn step_on_its_table(record: &Value) -> String {
         })
         .collect();
     let (count, within, (low, high), _) = step_agreement(record, &table);
+    // What dispatch ran at each shape (ours or a vendor's point) beside the median
+    // of the table's pick there, as the step computed it.
+    let picks: Vec<f64> = rows_of(record, "per_gemm")
+        .iter()
+        .filter(|r| r["path"] == "dispatch")
+        .filter_map(|r| r["in_step_over_table"].as_f64())
+        .collect();
+    let picks_within = picks.iter().filter(|r| (*r - 1.0).abs() <= 0.05).count();
     let _ = writeln!(
         out,
         "Dispatch's GEMMs, the table's medians summed against the step: {}. Each GEMM as the \
          step calls it beside the table's median of the same kernel at the same m: within 5% \
-         at {within} of {count} rows (step / table {low:.3}-{high:.3}).",
-        predicted.join("; ")
+         at {within} of {count} rows (step / table {low:.3}-{high:.3}); what dispatch ran \
+         beside the median of the table's pick: within 5% at {picks_within} of {} rows (step \
+         / table {}).",
+        predicted.join("; "),
+        picks.len(),
+        span(picks.iter().copied(), 3, "")
     );
     out
 }
