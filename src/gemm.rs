@@ -987,8 +987,7 @@ pub fn reference(a: &[bf16], b: &[bf16], m: usize, n: usize, k: usize) -> Vec<f6
 
 /// `a · w^T` in float64 on the CPU, `w` being `n x k` row-major ([`linear`]'s B):
 /// each element the dot product of a row of A and a row of W, summed over k in
-/// order; pieces of one row of A by [`REFERENCE_COLUMNS`] rows of W, as
-/// [`reference`]'s.
+/// order; pieces of one row of A by a block of rows of W, as [`reference()`]'s.
 pub fn reference_linear(a: &[bf16], w: &[bf16], m: usize, n: usize, k: usize) -> Vec<f64> {
     let blocks = n.div_ceil(REFERENCE_COLUMNS);
     parallel::map_indices(m * blocks, |piece| {
