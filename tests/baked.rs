@@ -283,9 +283,6 @@ fn baked_variants_are_compiled_points_of_their_space() {
 /// GEMM's HGMMA path wherever a plan picks it (read with `nvdisasm`). Needs nvcc,
 /// cuobjdump and nvdisasm (reported ignored without them).
 fn baked_images_carry_every_default_architecture() {
-    let cuobjdump = harness::tools_dir(&["cuobjdump", "nvdisasm"])
-        .map(|dir| dir.join("cuobjdump"))
-        .expect("the harness runs this test only where cuobjdump is found");
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("baked-archs");
     std::fs::create_dir_all(&dir).unwrap();
     for baked in shipped() {
@@ -296,19 +293,7 @@ fn baked_images_carry_every_default_architecture() {
                 image.name.replace([',', '='], "_")
             ));
             std::fs::write(&file, image.binary).unwrap();
-            let listed = |flag: &str| {
-                let out = std::process::Command::new(&cuobjdump)
-                    .arg(flag)
-                    .arg(&file)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            };
+            let listed = |flag: &str| harness::cuobjdump(flag, &file);
             let elves = listed("--list-elf");
             // The portable architectures, and the H200 table's own with its
             // arch-specific features (what the driver runs there).

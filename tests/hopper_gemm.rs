@@ -14,8 +14,6 @@ use autotune_harness::{self as harness, trials};
 #[path = "fixtures/hopper.rs"]
 mod hopper;
 
-use std::path::PathBuf;
-
 use autotune_build::testing::Compiled;
 use autotune_kernels::gemm;
 use autotune_kernels::gemm_hopper::{self, HopperParams};
@@ -34,14 +32,8 @@ fn compiled() -> Vec<(HopperParams, Compiled)> {
         .unwrap_or_else(|why| panic!("{why}"))
 }
 
-/// `cuobjdump` (with `nvdisasm` beside it for `-sass`) on PATH or in the toolkit.
-fn cuobjdump() -> Option<PathBuf> {
-    harness::tools_dir(&["cuobjdump", "nvdisasm"]).map(|dir| dir.join("cuobjdump"))
-}
-
 fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
     let compiled = compiled();
-    let cuobjdump = cuobjdump().expect("the harness runs this test only where cuobjdump is found");
     for (point, c) in &compiled {
         let resources = c.resources.expect("ptxas -v says what it used");
         assert!(!resources.spills(), "{}: {resources:?}", point.name());
@@ -51,29 +43,7 @@ fn every_point_compiles_for_sm90a_without_spills_into_hgmma_and_tma() {
             resources.registers,
             c.seconds
         );
-        let out = std::process::Command::new(&cuobjdump)
-            .arg("-sass")
-            .arg(&c.binary)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let sass = String::from_utf8_lossy(&out.stdout);
-        let wgmma = format!("HGMMA.64x{}x16.F32.BF16", point.bn);
-        assert!(
-            sass.contains(&wgmma),
-            "{}: no {wgmma} in the SASS",
-            point.name()
-        );
-        assert!(
-            sass.contains("UTMALDG"),
-            "{}: no TMA load in the SASS",
-            point.name()
-        );
-        assert!(!sass.contains("HMMA"), "{}: an HMMA path", point.name());
+        let sass = hopper::hopper_sass(point, c);
         assert!(
             !sass.contains("LDL") && !sass.contains("STL"),
             "{}: local memory",

@@ -36,33 +36,14 @@ const SHAPES: [(usize, usize, usize); 6] = [
     (300, 520, 264),
 ];
 
-fn cuobjdump() -> Option<PathBuf> {
-    harness::tools_dir(&["cuobjdump", "nvdisasm"]).map(|dir| dir.join("cuobjdump"))
-}
-
 fn hopper_points_compile_for_sm90a_into_hgmma_and_tma_without_spills() {
     let compiled = hopper::compile_all_linear(Path::new(env!("CARGO_TARGET_TMPDIR")))
         .unwrap_or_else(|why| panic!("{why}"));
     assert!(!compiled.is_empty(), "linear's space has Hopper points");
-    let cuobjdump = cuobjdump().expect("the harness runs this test only where cuobjdump is found");
     for (point, c) in &compiled {
         let resources = c.resources.expect("ptxas -v says what it used");
         assert!(!resources.spills(), "{}: {resources:?}", point.name());
-        let out = std::process::Command::new(&cuobjdump)
-            .arg("-sass")
-            .arg(&c.binary)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let sass = String::from_utf8_lossy(&out.stdout);
-        let wgmma = format!("HGMMA.64x{}x16.F32.BF16", point.bn);
-        assert!(sass.contains(&wgmma), "{}: no {wgmma}", point.name());
-        assert!(sass.contains("UTMALDG"), "{}: no TMA load", point.name());
-        assert!(!sass.contains("HMMA"), "{}: an HMMA path", point.name());
+        hopper::hopper_sass(point, c);
     }
 }
 
