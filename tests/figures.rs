@@ -104,10 +104,17 @@ fn span(values: impl IntoIterator<Item = f64>, decimals: usize, unit: &str) -> S
     }
 }
 
-/// `first..=last` (`first..` to the end) of a range of a table.
-fn keys(range: &Value) -> String {
-    let first = range["first"].as_u64().unwrap();
-    match range["last"].as_u64().unwrap() {
+/// The first and last key of a range of a table.
+fn bounds(range: &Value) -> (u64, u64) {
+    (
+        range["first"].as_u64().unwrap(),
+        range["last"].as_u64().unwrap(),
+    )
+}
+
+/// `first..=last` (`first..` to the end).
+fn keys((first, last): (u64, u64)) -> String {
+    match last {
         u64::MAX => format!("{first}.."),
         last => format!("{first}..={last}"),
     }
@@ -116,23 +123,24 @@ fn keys(range: &Value) -> String {
 /// Where the vendor runs one of its own points (`vendor_plan`) inside the ranges
 /// that dispatch the fallback: `| entry | m | point |` rows.
 fn vendor_points(entry: &str, kernel: &Value) -> Vec<String> {
-    let span = |r: &Value| (r["first"].as_u64().unwrap(), r["last"].as_u64().unwrap());
     let mut rows = Vec::new();
     for fallback in rows_of(kernel, "ranges")
         .iter()
         .filter(|r| s(r, "variant") == "fallback")
     {
-        let (low, high) = span(fallback);
+        let (low, high) = bounds(fallback);
         for point in rows_of(kernel, "vendor_plan")
             .iter()
             .filter(|r| s(r, "variant").contains('@'))
         {
-            let (first, last) = span(point);
+            let (first, last) = bounds(point);
             let (first, last) = (first.max(low), last.min(high));
             if first <= last {
-                let clipped = serde_json::json!({ "first": first, "last": last });
                 let name = s(point, "variant").trim_start_matches("vendor:");
-                rows.push(format!("| `{entry}` | {} | `{name}` |", keys(&clipped)));
+                rows.push(format!(
+                    "| `{entry}` | {} | `{name}` |",
+                    keys((first, last))
+                ));
             }
         }
     }
@@ -166,7 +174,7 @@ fn owners(table: &Value) -> String {
         for range in owned {
             ours.push(format!(
                 "| `{entry}` | {} | `{}` |",
-                keys(range),
+                keys(bounds(range)),
                 s(range, "variant")
             ));
         }
@@ -479,6 +487,25 @@ fn step_agreement(step: &Value, table: &Value) -> (usize, usize, (f64, f64), f64
     (pairs.len(), within, (low, high), offsets[offsets.len() / 2])
 }
 
+/// A decode step's dispatch against cuBLAS only, replayed alternately, per m:
+/// `m = 1 1.055x [1.055, 1.055] (dispatch faster); ...`.
+fn step_vs_cublas(record: &Value) -> String {
+    rows_of(record, "dispatch_vs_cublas")
+        .iter()
+        .map(|d| {
+            format!(
+                "m = {} {:.3}x [{:.3}, {:.3}] ({})",
+                d["m"],
+                f(d, "ratio"),
+                f(d, "low"),
+                f(d, "high"),
+                s(d, "verdict")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn decode_step(record: &Value) -> String {
     let folder = root().join(Path::new(DECODE_STEP).parent().unwrap());
     let tables: Vec<(&str, Value)> = STEP_TABLES
@@ -495,18 +522,7 @@ fn decode_step(record: &Value) -> String {
          flush). Dispatch's step against cuBLAS only, the two replayed alternately (ratio cuBLAS / \
          dispatch, 95% interval): {}.\n",
         s(&tables[0].1["gpu"], "name"),
-        rows_of(record, "dispatch_vs_cublas")
-            .iter()
-            .map(|d| format!(
-                "m = {} {:.3}x [{:.3}, {:.3}] ({})",
-                d["m"],
-                f(d, "ratio"),
-                f(d, "low"),
-                f(d, "high"),
-                s(d, "verdict")
-            ))
-            .collect::<Vec<_>>()
-            .join("; ")
+        step_vs_cublas(record)
     );
     let _ = writeln!(
         out,
@@ -545,18 +561,7 @@ fn step_on_its_table(record: &Value) -> String {
         s(record, "kernel"),
         record["layers"],
         s(&table["gpu"], "name"),
-        rows_of(record, "dispatch_vs_cublas")
-            .iter()
-            .map(|d| format!(
-                "m = {} {:.3}x [{:.3}, {:.3}] ({})",
-                d["m"],
-                f(d, "ratio"),
-                f(d, "low"),
-                f(d, "high"),
-                s(d, "verdict")
-            ))
-            .collect::<Vec<_>>()
-            .join("; ")
+        step_vs_cublas(record)
     );
     let predicted: Vec<String> = rows(record)
         .iter()
