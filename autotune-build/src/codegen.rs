@@ -115,24 +115,9 @@ fn arm(first: u64, last: u64, value: TokenStream) -> TokenStream {
 }
 
 fn select_fn(name: &proc_macro2::Ident, ranges: &[Range]) -> TokenStream {
-    if let [only] = ranges {
-        let only = choice(only.choice);
-        return quote! {
-            fn #name(_key: u64) -> ::autotune_runtime::Choice {
-                #only
-            }
-        };
-    }
-    let arms = ranges
-        .iter()
-        .map(|range| arm(range.first, range.last, choice(range.choice)));
-    quote! {
-        fn #name(key: u64) -> ::autotune_runtime::Choice {
-            match key {
-                #(#arms)*
-            }
-        }
-    }
+    key_match_fn(name, quote!(::autotune_runtime::Choice), ranges, |c| {
+        choice(*c)
+    })
 }
 
 /// `fn name(key) -> Option<&'static [u32]>`: the vendor's point per range of the
@@ -141,18 +126,37 @@ fn vendor_point_fn(
     name: &proc_macro2::Ident,
     ranges: &[KeyRange<Option<PointData>>],
 ) -> TokenStream {
-    let point = |point: &Option<PointData>| match point {
+    let returns = quote!(::core::option::Option<&'static [u32]>);
+    key_match_fn(name, returns, ranges, |point| match point {
         Some(point) => {
             let words = point.words.iter().map(|w| number(u64::from(*w)));
             quote!(::core::option::Option::Some(&[#(#words),*]))
         }
         None => quote!(::core::option::Option::None),
-    };
+    })
+}
+
+/// `fn name(key: u64) -> returns`: a `match` on the key with an arm per range
+/// (`value` of its choice), or the one value where there is one range.
+fn key_match_fn<C>(
+    name: &proc_macro2::Ident,
+    returns: TokenStream,
+    ranges: &[KeyRange<C>],
+    value: impl Fn(&C) -> TokenStream,
+) -> TokenStream {
+    if let [only] = ranges {
+        let only = value(&only.choice);
+        return quote! {
+            fn #name(_key: u64) -> #returns {
+                #only
+            }
+        };
+    }
     let arms = ranges
         .iter()
-        .map(|range| arm(range.first, range.last, point(&range.choice)));
+        .map(|range| arm(range.first, range.last, value(&range.choice)));
     quote! {
-        fn #name(key: u64) -> ::core::option::Option<&'static [u32]> {
+        fn #name(key: u64) -> #returns {
             match key {
                 #(#arms)*
             }
