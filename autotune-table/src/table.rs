@@ -1257,18 +1257,14 @@ pub(crate) mod tests {
     #[test]
     fn the_default_launch_is_the_vendor_sweep_s_incumbent_where_a_point_won() {
         let mut kernel = crate::testing::sample_table().kernels["k"].clone();
+        let sample = kernel.sizes[0].clone();
         let size = |key, incumbent: &str, incumbent_us| SizeRecord {
             key,
             winner: incumbent.into(),
             winner_us: incumbent_us,
             incumbent: incumbent.into(),
             incumbent_us,
-            margin: 0.0,
-            noise: 0.01,
-            runner_up: None,
-            refinement: false,
-            duel: None,
-            confirmation: None,
+            ..sample.clone()
         };
         assert_eq!(kernel.default_launch_us(1), None, "no vendor");
         let timed = kernel.variants[0].clone();
