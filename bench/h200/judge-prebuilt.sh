@@ -50,7 +50,8 @@
 # TESTS="linear ..." (prepare sweeps): those GPU test files too, run on the GPU
 # after sweep A, before sweep B and the GEMM bench.
 # REQUIRE_H200=1 (start): nothing runs on another GPU. STEP=0 (start): no decode
-# step first (a budget for the sweeps alone).
+# step first (a budget for the sweeps alone); STEP=any: the step first on any GPU
+# (a second run of a committed table's step, for its run-to-run spread).
 # Where sweep A forces a kernel the committed table has, its new picks are
 # compared with the committed ones (compare-committed-KERNEL).
 set -uo pipefail
@@ -93,8 +94,10 @@ sweep() {
 sweeps() {
   local h200=0
   grep -q H200 "$R/gpu.txt" && h200=1
-  if [ "$h200" = 1 ] && [ "${STEP:-1}" = 1 ]; then
+  if { [ "$h200" = 1 ] && [ "${STEP:-1}" = 1 ]; } || [ "${STEP:-1}" = any ]; then
     step decode-committed "$W/bin/decode_step" --variants --out "$R/decode-committed.json"
+    step decode-linear-committed "$W/bin/decode_step" --model llama-3.1-8b --variants \
+      --out "$R/decode-linear-committed.json"
   fi
   cp -r kernels/tuning "$W/tables-A"
   if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi

@@ -1,14 +1,19 @@
 //! Two tunings of one kernel side by side: a reference (a full grid, say on one GPU)
-//! and another (on two GPUs, or a budgeted search). At every key both decided, do the
-//! picks agree, and what does the other's pick cost in the reference's own timings?
-//! Plus the sweep times, so that a faster sweep is shown with what it bought.
+//! and another (on two GPUs, a budgeted search, or a second sweep on the same GPU).
+//! At every key both decided, do the picks agree, and what does the other's pick
+//! cost in the reference's own timings? Where they differ, did a duel at that key
+//! say the rounds could not tell (a tie, where two sweeps may differ), or do the two
+//! sweeps disagree outside the noise? The vendor's points (its ranked algorithms
+//! against its default) are compared the same way. Plus the sweep times, so that a
+//! faster sweep is shown with what it bought.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use autotune_table::table::{self, KernelTable};
+use autotune_table::duel::DuelVerdict;
+use autotune_table::table::{self, KernelTable, SizeRecord};
 
 use crate::args::CompareArgs;
 use crate::error::CliError;
@@ -32,8 +37,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         Ok(entries)
     };
     let (ours, theirs) = (load(&reference)?, load(&other)?);
-    // Over every entry compared: keys whose picks agree, keys, entries.
-    let mut total = (0, 0, 0);
+    let mut total = Total::default();
     for (entry, reference_entry) in &ours {
         let Some((_, other_entry)) = theirs.iter().find(|(e, _)| e == entry) else {
             let said = format!("{entry}: only in {reference}");
@@ -43,9 +47,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         let comparison = compare(reference_entry, other_entry)?;
         let rendered = render(entry, &reference, &other, &comparison);
         print!("{}", autotune_table::shown::lines(&rendered));
-        total.0 += comparison.agreeing();
-        total.1 += comparison.keys.len();
-        total.2 += 1;
+        total.add(&comparison);
     }
     for (entry, _) in theirs
         .iter()
@@ -56,11 +58,83 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     }
     // The last line sums the entries of a kernel with shapes (each one's own line
     // is above it).
-    if total.2 > 1 {
-        let (same, keys, entries) = total;
-        println!("{name}: picks agree at {same} of {keys} keys over its {entries} entries");
+    if total.entries > 1 {
+        let Total {
+            entries,
+            sweep,
+            vendor,
+        } = total;
+        let mut line = format!(
+            "{name}: picks agree at {} of {} keys over its {entries} entries{}",
+            sweep.same,
+            sweep.keys(),
+            differing(sweep.tie, sweep.apart)
+        );
+        if vendor.keys() > 0 {
+            line += &format!(
+                "; the vendor's points at {} of {}{}",
+                vendor.same,
+                vendor.keys(),
+                differing(vendor.tie, vendor.apart)
+            );
+        }
+        println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Over every entry compared: the sweep's keys and the vendor's points' apart.
+#[derive(Debug, Default)]
+struct Total {
+    entries: usize,
+    sweep: Counts,
+    vendor: Counts,
+}
+
+impl Total {
+    fn add(&mut self, c: &Comparison) {
+        self.entries += 1;
+        self.sweep.add(&c.keys);
+        self.vendor.add(&c.vendor_keys);
+    }
+}
+
+/// Keys by how their picks stand.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    same: usize,
+    tie: usize,
+    apart: usize,
+}
+
+impl Counts {
+    fn of(keys: &[KeyComparison]) -> Self {
+        let mut counts = Self::default();
+        counts.add(keys);
+        counts
+    }
+
+    fn add(&mut self, keys: &[KeyComparison]) {
+        for k in keys {
+            match k.standing {
+                Standing::Same => self.same += 1,
+                Standing::Tie => self.tie += 1,
+                Standing::Apart => self.apart += 1,
+            }
+        }
+    }
+
+    fn keys(&self) -> usize {
+        self.same + self.tie + self.apart
+    }
+}
+
+/// `; 2 differ on a tie, 1 outside the noise`, or nothing where all agree.
+fn differing(tie: usize, apart: usize) -> String {
+    if tie + apart == 0 {
+        return String::new();
+    }
+    format!("; {tie} differ on a tie, {apart} outside the noise")
 }
 
 /// The entries `name` means: the entry of that name (`gemm@n=4096,k=4096`, `rms_norm`),
@@ -83,6 +157,21 @@ fn entries_named(
         .collect()
 }
 
+/// How the two picks at one key stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Both tables pick the same.
+    Same,
+    /// They differ, and a duel at this key (either table's, the sweep's or the
+    /// vendor's points', or its confirmation) could not tell its two apart: its
+    /// interval holds `1 + margin` ([`DuelVerdict::Tie`]). Two sweeps may differ
+    /// here.
+    Tie,
+    /// They differ, and no duel at this key said tie: each table decided outside
+    /// its noise, and they decided differently.
+    Apart,
+}
+
 /// One key both tunings decided.
 #[derive(Debug, PartialEq)]
 pub struct KeyComparison {
@@ -91,24 +180,67 @@ pub struct KeyComparison {
     pub other_pick: String,
     /// The other's pick as the reference timed it, over the reference's pick.
     pub cost: Option<f64>,
+    pub standing: Standing,
 }
 
 #[derive(Debug, PartialEq)]
 pub struct Comparison {
+    /// The picks of the sweep (ours against the incumbent), per key.
     pub keys: Vec<KeyComparison>,
+    /// The picks among the vendor's points, per key (empty where neither table
+    /// swept them).
+    pub vendor_keys: Vec<KeyComparison>,
     /// `(sweep seconds, GPUs, points timed)` of the reference and the other.
     pub reference_sweep: (f64, u32, usize),
     pub other_sweep: (f64, u32, usize),
 }
 
-impl Comparison {
-    /// The keys where both tables pick the same.
-    pub fn agreeing(&self) -> usize {
-        self.keys
-            .iter()
-            .filter(|k| k.other_pick == k.reference_pick)
-            .count()
+/// Whether a duel at `key` in `table` said tie at its margin: the sweep's or the
+/// vendor's points' duel, or either one's confirmation. Where the vendor's points
+/// tied, the sweep's incumbent at that key may differ between two tables too.
+fn tied_at(table: &KernelTable, key: u64) -> bool {
+    table
+        .sizes
+        .iter()
+        .chain(&table.vendor_sizes)
+        .filter(|record| record.key == key)
+        .flat_map(|record| [record.duel, record.confirmation])
+        .flatten()
+        .any(|duel| duel.verdict(table.min_margin) == DuelVerdict::Tie)
+}
+
+/// Each key both tables decided in `records` (the sweep's or the vendor's points'):
+/// the picks, how they stand, and the other's pick's cost where `timed` has both.
+fn pair_keys(
+    reference: &KernelTable,
+    other: &KernelTable,
+    records: fn(&KernelTable) -> &[SizeRecord],
+    timed: impl Fn(&SizeRecord, &str) -> Option<f64>,
+) -> Vec<KeyComparison> {
+    let mut keys = Vec::new();
+    for theirs in records(other) {
+        let Some(ours) = records(reference).iter().find(|s| s.key == theirs.key) else {
+            continue;
+        };
+        let cost = timed(ours, &theirs.winner)
+            .zip(timed(ours, &ours.winner))
+            .map(|(theirs, ours)| theirs / ours);
+        let standing = if theirs.winner == ours.winner {
+            Standing::Same
+        } else if tied_at(reference, ours.key) || tied_at(other, ours.key) {
+            Standing::Tie
+        } else {
+            Standing::Apart
+        };
+        keys.push(KeyComparison {
+            key: theirs.key,
+            reference_pick: ours.winner.clone(),
+            other_pick: theirs.winner.clone(),
+            cost,
+            standing,
+        });
     }
+    keys
 }
 
 pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Comparison, CliError> {
@@ -129,28 +261,35 @@ pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Compariso
                 .map(move |m| ((v.name.as_str(), m.key), m.median_us))
         })
         .collect();
-    let mut keys = Vec::new();
-    for theirs in &other.sizes {
-        let Some(ours) = reference.sizes.iter().find(|s| s.key == theirs.key) else {
-            continue;
-        };
-        let cost = timed
-            .get(&(theirs.winner.as_str(), theirs.key))
-            .zip(timed.get(&(ours.winner.as_str(), ours.key)))
-            .map(|(theirs, ours)| theirs / ours);
-        keys.push(KeyComparison {
-            key: theirs.key,
-            reference_pick: ours.winner.clone(),
-            other_pick: theirs.winner.clone(),
-            cost,
-        });
-    }
+    let keys = pair_keys(
+        reference,
+        other,
+        |table| &table.sizes,
+        |record, pick| timed.get(&(pick, record.key)).copied(),
+    );
+    // The vendor's points are timed in their own records only: the winner's and
+    // the incumbent's medians.
+    let vendor_keys = pair_keys(
+        reference,
+        other,
+        |table| &table.vendor_sizes,
+        |record, pick| {
+            if pick == record.winner {
+                Some(record.winner_us)
+            } else if pick == record.incumbent {
+                Some(record.incumbent_us)
+            } else {
+                None
+            }
+        },
+    );
     let sweep = |k: &KernelTable| {
         let points: usize = k.variants.iter().map(|v| v.measurements.len()).sum();
         (k.seconds.sweep, k.seconds.gpus, points)
     };
     Ok(Comparison {
         keys,
+        vendor_keys,
         reference_sweep: sweep(reference),
         other_sweep: sweep(other),
     })
@@ -177,33 +316,31 @@ pub fn render(name: &str, reference: &str, other: &str, c: &Comparison) -> Strin
             c.reference_sweep.0 / c.other_sweep.0
         );
     }
-    let _ = writeln!(
-        out,
-        "  {:>10}  {:<56} {:<56} {:>8}",
-        "key", "reference pick", "other pick", "cost"
-    );
-    for k in &c.keys {
-        let cost = k.cost.map_or("untimed".to_string(), |c| {
-            format!("{:+.2}%", (c - 1.0) * 100.0)
-        });
-        let other = if k.other_pick == k.reference_pick {
-            "(same)"
-        } else {
-            k.other_pick.as_str()
-        };
+    rows(&mut out, &c.keys);
+    if !c.vendor_keys.is_empty() {
         let _ = writeln!(
             out,
-            "  {:>10}  {:<56} {:<56} {cost:>8}",
-            k.key, k.reference_pick, other
+            "the vendor's points (its ranked algorithms against its default launch):"
+        );
+        rows(&mut out, &c.vendor_keys);
+        let vendor = Counts::of(&c.vendor_keys);
+        let _ = writeln!(
+            out,
+            "the vendor's points agree at {} of {} keys{}",
+            vendor.same,
+            vendor.keys(),
+            differing(vendor.tie, vendor.apart)
         );
     }
-    let same = c.agreeing();
+    let sweep = Counts::of(&c.keys);
     let worst = c.keys.iter().filter_map(|k| k.cost).fold(1.0f64, f64::max);
     let untimed = c.keys.iter().filter(|k| k.cost.is_none()).count();
     let _ = writeln!(
         out,
-        "picks agree at {same} of {} keys; the other's picks cost at most {:+.2}% in the reference's timings{}",
-        c.keys.len(),
+        "picks agree at {} of {} keys{}; the other's picks cost at most {:+.2}% in the reference's timings{}",
+        sweep.same,
+        sweep.keys(),
+        differing(sweep.tie, sweep.apart),
         (worst - 1.0) * 100.0,
         if untimed > 0 {
             format!(
@@ -214,6 +351,30 @@ pub fn render(name: &str, reference: &str, other: &str, c: &Comparison) -> Strin
         }
     );
     out
+}
+
+/// A row per key: the picks, the cost and, where they differ, how they stand.
+fn rows(out: &mut String, keys: &[KeyComparison]) {
+    let _ = writeln!(
+        out,
+        "  {:>10}  {:<56} {:<56} {:>8}  standing",
+        "key", "reference pick", "other pick", "cost"
+    );
+    for k in keys {
+        let cost = k.cost.map_or("untimed".to_string(), |c| {
+            format!("{:+.2}%", (c - 1.0) * 100.0)
+        });
+        let (other, standing) = match k.standing {
+            Standing::Same => ("(same)", ""),
+            Standing::Tie => (k.other_pick.as_str(), "tie"),
+            Standing::Apart => (k.other_pick.as_str(), "outside the noise"),
+        };
+        let row = format!(
+            "  {:>10}  {:<56} {:<56} {cost:>8}  {standing}",
+            k.key, k.reference_pick, other
+        );
+        let _ = writeln!(out, "{}", row.trim_end());
+    }
 }
 
 #[cfg(test)]
@@ -277,5 +438,89 @@ mod tests {
         );
         other.key = "elsewhere".into();
         assert!(compare(&reference, &other).is_err());
+    }
+
+    /// A duel with the interval `[low, high]` around `ratio`.
+    fn duel(low: f64, ratio: f64, high: f64) -> autotune_table::duel::Duel {
+        autotune_table::duel::Duel {
+            rounds: 60,
+            ratio,
+            low,
+            high,
+            spread: 0.001,
+            incumbent_us: 10.0 * ratio,
+            challenger_us: 10.0,
+        }
+    }
+
+    /// Issue 48: two sweeps may differ only where a duel says tie. A changed pick
+    /// is a tie where either table's duel at that key (or its confirmation, or the
+    /// vendor's points' duel there) holds `1 + margin`, and outside the noise
+    /// where none does; the vendor's points are compared the same way.
+    #[test]
+    fn a_changed_pick_is_a_tie_only_where_a_duel_at_its_key_says_so() {
+        let mut reference = committed("rms_norm");
+        for record in &mut reference.sizes {
+            (record.duel, record.confirmation) = (None, None);
+        }
+        reference.vendor_sizes.clear();
+        reference.min_margin = 0.01;
+        let key = reference.sizes[0].key;
+        let elsewhere = reference
+            .variants
+            .iter()
+            .map(|v| v.name.clone())
+            .find(|name| *name != reference.sizes[0].winner)
+            .unwrap_or_else(|| panic!("a second variant"));
+        let mut other = reference.clone();
+        other.sizes[0].winner = elsewhere;
+        let standing = |reference: &KernelTable, other: &KernelTable| {
+            let c = compare(reference, other).unwrap_or_else(|e| panic!("{e}"));
+            c.keys.iter().find(|k| k.key == key).map(|k| k.standing)
+        };
+        assert_eq!(standing(&reference, &other), Some(Standing::Apart));
+        // The challenger's rounds cleared the margin in the other sweep: still apart.
+        other.sizes[0].duel = Some(duel(1.02, 1.03, 1.04));
+        assert_eq!(standing(&reference, &other), Some(Standing::Apart));
+        // Its confirmation held 1.01: a tie.
+        other.sizes[0].confirmation = Some(duel(1.005, 1.012, 1.02));
+        assert_eq!(standing(&reference, &other), Some(Standing::Tie));
+        other.sizes[0].confirmation = None;
+        // The reference's vendor's points tied at that key: the sweep's incumbent
+        // there may differ, so a tie too.
+        let mut point = reference.sizes[0].clone();
+        point.duel = Some(duel(0.995, 1.008, 1.02));
+        reference.vendor_sizes.push(point.clone());
+        assert_eq!(standing(&reference, &other), Some(Standing::Tie));
+        assert_eq!(standing(&reference, &reference), Some(Standing::Same));
+
+        // The vendor's points: a point beat the default launch beyond the noise in
+        // one sweep, and another point did in the other.
+        let mut with_point = reference.clone();
+        let record = &mut with_point.vendor_sizes[0];
+        (record.winner, record.winner_us) = ("vendor:cuBLAS@0000cafe".into(), 10.0);
+        (record.incumbent, record.incumbent_us) = ("vendor:cuBLAS".into(), 11.0);
+        record.duel = Some(duel(1.05, 1.06, 1.07));
+        let mut changed = with_point.clone();
+        changed.vendor_sizes[0].winner = "vendor:cuBLAS@0000beef".into();
+        let c = compare(&with_point, &changed).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.vendor_keys.len(), 1);
+        assert_eq!(c.vendor_keys[0].standing, Standing::Apart);
+        assert_eq!(c.vendor_keys[0].cost, None, "the reference never timed it");
+        let text = render("rms_norm", "a", "b", &c);
+        assert!(
+            text.contains(
+                "the vendor's points agree at 0 of 1 keys; 0 differ on a tie, 1 outside the noise"
+            ),
+            "{text}"
+        );
+        // The other kept the default launch: priced at the reference's incumbent.
+        changed.vendor_sizes[0].winner = "vendor:cuBLAS".into();
+        let c = compare(&with_point, &changed).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            c.vendor_keys[0]
+                .cost
+                .is_some_and(|c| (c - 1.1).abs() < 1e-9)
+        );
     }
 }
