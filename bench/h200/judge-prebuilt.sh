@@ -39,7 +39,9 @@
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
 # SEED_TABLE=FILE: a table put among sweep A's tables first (a GPU with no
 # committed table, whose other kernels' entries are fresh in FILE).
-# SWEEP_A: what sweep A forces (all); SWEEP_B: what sweep B forces again and
+# SHARDS=N (start): sweep A as N shards on this one machine, one after the other,
+# joined by `cargo autotune merge` (a budget that one sweep's end might not fit:
+# the shards done come back). SWEEP_A: what sweep A forces (all); SWEEP_B: what sweep B forces again and
 # compares (gemm; kernels comma-separated); SWEEP_B=0 leaves sweep B out (a GPU
 # whose two sweeps were compared already, where the budget is for the judge).
 # On an H200, trip 1 first runs the decode step built here from the tree as it is
@@ -73,11 +75,13 @@ step() {
 }
 
 # The kernels' build script as cargo runs it for `cargo build --release --features
-# autotune`, tuning into tables folder $1 (forcing $2), its logs in $W/out-$3.
+# autotune`, tuning into tables folder $1 (forcing $2), its logs in $W/out-$3; $4,
+# where given, the shard (`1/2`) it tunes.
 sweep() {
-  local tables=$1 force=$2 label=$3
+  local tables=$1 force=$2 label=$3 shard=${4:-}
   mkdir -p "$W/out-$label"
   (
+    if [ -n "$shard" ]; then export AUTOTUNE_SHARD=$shard; fi
     export CARGO_MANIFEST_DIR=$PWD CARGO_PKG_NAME=autotune-kernels CARGO_PKG_VERSION=0.1.0 \
       CARGO_CRATE_NAME=build_script_build OUT_DIR=$W/out-$label PROFILE=release OPT_LEVEL=3 \
       DEBUG=false TARGET=x86_64-unknown-linux-gnu HOST=x86_64-unknown-linux-gnu NUM_JOBS=16 \
@@ -101,9 +105,24 @@ sweeps() {
   fi
   cp -r kernels/tuning "$W/tables-A"
   if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi
-  step sweep-A sweep "$W/tables-A" "${SWEEP_A:-all}" A
-  local again=${SWEEP_B:-gemm} table kernel
-  table=$(basename "$(ls -t "$W"/tables-A/nvidia-*.json | head -n 1)")
+  local again=${SWEEP_B:-gemm} table kernel shards=${SHARDS:-1} i
+  if [ "$shards" -gt 1 ]; then
+    # Sweep A in shards, one after the other: each shard's table is written when it
+    # ends (and brought back by the next poll), so a machine taken back part-way
+    # keeps the shards done. Then joined as a fleet's are.
+    for i in $(seq 1 "$shards"); do
+      step "sweep-A$i" sweep "$W/tables-A" "${SWEEP_A:-all}" "A$i" "$i/$shards"
+    done
+    table=$(basename "$(ls "$W"/tables-A/shards/*.shard-1-of-"$shards".json)")
+    table=${table%.shard-1-of-"$shards".json}.json
+    local whole=()
+    [ -f "$W/tables-A/$table" ] && whole=("$W/tables-A/$table")
+    step merge-A "$W/bin/cargo-autotune" autotune merge "$W/tables-A/$table" "${whole[@]}" \
+      "$W"/tables-A/shards/*-of-"$shards".json
+  else
+    step sweep-A sweep "$W/tables-A" "${SWEEP_A:-all}" A
+    table=$(basename "$(ls -t "$W"/tables-A/nvidia-*.json | head -n 1)")
+  fi
   if [ -f "kernels/tuning/$table" ] && [ "${SWEEP_A:-all}" != all ]; then
     for kernel in ${SWEEP_A//,/ }; do
       grep -q "\"$kernel[@\"]" "kernels/tuning/$table" || continue
