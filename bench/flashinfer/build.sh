@@ -10,6 +10,8 @@
 # The headers are FlashInfer's include/ and the CCCL it bundles, from the
 # flashinfer-python wheel on PyPI (the GPU machine has no network: make the archive
 # where there is one and carry it). Arch: sm_90a unless ANCHOR_ARCH says otherwise.
+# ANCHOR_NVCC_FLAGS: more flags for nvcc (on a machine without the CUDA toolkit's
+# cuBLAS, `-I` and `-L` of the nvidia-cublas wheel's include/ and lib/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -53,5 +55,5 @@ ARCH=${ANCHOR_ARCH:-sm_90a}
   -gencode "arch=compute_${ARCH#sm_},code=$ARCH" \
   -I "$HEADERS/cccl/cub" -I "$HEADERS/cccl/libcudacxx/include" -I "$HEADERS/cccl/thrust" \
   -I "$HEADERS/include" \
-  bench/flashinfer/anchor.cu -lcublas -o "$DIR/libflashinfer_anchor.so"
+  ${ANCHOR_NVCC_FLAGS:-} bench/flashinfer/anchor.cu -lcublas -o "$DIR/libflashinfer_anchor.so"
 echo "built $DIR/libflashinfer_anchor.so (FlashInfer $VERSION, $ARCH)"

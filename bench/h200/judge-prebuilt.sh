@@ -34,6 +34,8 @@
 # SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in
 # (none: no part).
 # JUDGE=decode: the judge's decode step alone (prepare: only its binary).
+# JUDGE=topk: the decode step and the top-k bench with its anchors (prepare: their
+# binaries, and FlashInfer's anchor library where target/flashinfer has it built).
 # WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 last, after
 # the sweeps (it needs only the GEMM's table, committed already).
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
@@ -145,9 +147,16 @@ sweeps() {
 }
 
 judge() {
-  # FlashInfer's anchors compile (CPU) while the step runs.
-  bash bench/flashinfer/build.sh > "$R/anchor.txt" 2>&1 &
-  local anchor=$!
+  # FlashInfer's anchors compile (CPU) while the step runs, unless built here and
+  # carried (prepare, JUDGE=topk).
+  local anchor
+  if [ -f "$W/bin/libflashinfer_anchor.so" ]; then
+    export FLASHINFER_ANCHOR=$W/bin/libflashinfer_anchor.so
+    echo "anchor carried" > "$R/anchor.txt" &
+  else
+    bash bench/flashinfer/build.sh > "$R/anchor.txt" 2>&1 &
+  fi
+  anchor=$!
   step decode "$W/bin/decode_step" --variants --out "$R/decode.json"
   step decode-linear "$W/bin/decode_step" --model llama-3.1-8b --variants --out "$R/decode-linear.json"
   # JUDGE=decode: the step alone (a budget too short for the benches).
@@ -158,6 +167,8 @@ judge() {
   wait "$anchor"
   echo "anchor exit $?" >> "$R/steps.txt"
   step topk "$W/bin/topk" --out "$R/topk.json"
+  # JUDGE=topk: the steps and the top-k bench (its anchors) alone.
+  if [ "${JUDGE:-all}" = topk ]; then return; fi
   step gemm "$W/bin/gemm" --out "$R/gemm.json"
   if [ -d "$W/bin/tests" ]; then
     step gpu-tests bash -c "GPU_BIN=$W/bin OUT=$R/tests bash bench/h200/gpu-tests.sh"
@@ -225,15 +236,25 @@ case "${1:-}:${2:-}" in
     rm -rf "$bin" && mkdir -p "$bin"
     pwd > "$bin/root"
     # JUDGE=decode: the decode step alone (held on the sweeps' machine while it builds).
+    # JUDGE=topk: the decode step and the top-k bench, with FlashInfer's anchor
+    # library where it is built here (bench/flashinfer/build.sh, ANCHOR_NVCC_FLAGS).
     benches=(--bench decode_step)
-    if [ "${JUDGE:-all}" != decode ]; then
-      gpu_test_binaries "$bin/tests"
-      benches+=(--bench gemm --bench topk)
-    fi
+    case "${JUDGE:-all}" in
+      decode) ;;
+      topk) benches+=(--bench topk) ;;
+      *)
+        gpu_test_binaries "$bin/tests"
+        benches+=(--bench gemm --bench topk)
+        ;;
+    esac
     cargo bench --no-run "${benches[@]}" --message-format=json 2> /dev/null \
       | cargo_executables | while read -r name path; do cp "$path" "$bin/$name"; done
     strip "$bin"/decode_step
-    [ -f "$bin/gemm" ] && strip "$bin/gemm" "$bin/topk"
+    [ -f "$bin/topk" ] && strip "$bin/topk"
+    [ -f "$bin/gemm" ] && strip "$bin/gemm"
+    if [ "${JUDGE:-all}" = topk ] && [ -f target/flashinfer/libflashinfer_anchor.so ]; then
+      cp target/flashinfer/libflashinfer_anchor.so "$bin/"
+    fi
     du -sh "$bin"
     ;;
   start:sweeps | start:judge)
