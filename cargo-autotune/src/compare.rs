@@ -83,7 +83,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Over every entry compared: the sweep's keys and the vendor's points' apart.
+/// Over every entry compared: the sweep's keys, and the vendor's points' on their own.
 #[derive(Debug, Default)]
 struct Total {
     entries: usize,
