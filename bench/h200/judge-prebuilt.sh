@@ -34,8 +34,9 @@
 # SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in
 # (none: no part).
 # JUDGE=decode: the judge's decode step alone (prepare: only its binary).
-# JUDGE=topk: the decode step and the top-k bench with its anchors (prepare: their
-# binaries, and FlashInfer's anchor library where target/flashinfer has it built).
+# JUDGE=topk: the top-k bench with its anchors and the decode step (prepare: their
+# binaries, and FlashInfer's anchor library where target/flashinfer has it built;
+# carried, the bench runs first).
 # WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 last, after
 # the sweeps (it needs only the GEMM's table, committed already).
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
@@ -43,7 +44,8 @@
 # committed table, whose other kernels' entries are fresh in FILE).
 # SHARDS=N (start): sweep A as N shards on this one machine, one after the other,
 # joined by `cargo autotune merge` (a budget that one sweep's end might not fit:
-# the shards done come back). SWEEP_A: what sweep A forces (all); SWEEP_B: what sweep B forces again and
+# the shards done come back).
+# SWEEP_A: what sweep A forces (all); SWEEP_B: what sweep B forces again and
 # compares (gemm; kernels comma-separated); SWEEP_B=0 leaves sweep B out (a GPU
 # whose two sweeps were compared already, where the budget is for the judge).
 # On an H200, trip 1 first runs the decode step built here from the tree as it is
