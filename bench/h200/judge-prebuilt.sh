@@ -99,13 +99,20 @@ sweep() {
   return $code
 }
 
+# The decode step of both models (Llama-3-8B on `gemm`, Llama-3.1-8B on `linear`),
+# every baked variant too: steps decode$1 and decode-linear$1.
+decode_steps() {
+  local suffix=${1:-}
+  step "decode$suffix" "$W/bin/decode_step" --variants --out "$R/decode$suffix.json"
+  step "decode-linear$suffix" "$W/bin/decode_step" --model llama-3.1-8b --variants \
+    --out "$R/decode-linear$suffix.json"
+}
+
 sweeps() {
   local h200=0
   grep -q H200 "$R/gpu.txt" && h200=1
   if { [ "$h200" = 1 ] && [ "${STEP:-1}" = 1 ]; } || [ "${STEP:-1}" = any ]; then
-    step decode-committed "$W/bin/decode_step" --variants --out "$R/decode-committed.json"
-    step decode-linear-committed "$W/bin/decode_step" --model llama-3.1-8b --variants \
-      --out "$R/decode-linear-committed.json"
+    decode_steps -committed
   fi
   cp -r kernels/tuning "$W/tables-A"
   if [ -n "${SEED_TABLE:-}" ]; then cp "$SEED_TABLE" "$W/tables-A/"; fi
@@ -153,15 +160,13 @@ judge() {
   # here), then the steps (a budget that may end part-way).
   if [ "${JUDGE:-all}" = topk ] && [ -f "$W/bin/libflashinfer_anchor.so" ]; then
     FLASHINFER_ANCHOR=$W/bin/libflashinfer_anchor.so step topk "$W/bin/topk" --out "$R/topk.json"
-    step decode "$W/bin/decode_step" --variants --out "$R/decode.json"
-    step decode-linear "$W/bin/decode_step" --model llama-3.1-8b --variants --out "$R/decode-linear.json"
+    decode_steps
     return
   fi
   # FlashInfer's anchors compile (CPU) while the step runs.
   bash bench/flashinfer/build.sh > "$R/anchor.txt" 2>&1 &
   local anchor=$!
-  step decode "$W/bin/decode_step" --variants --out "$R/decode.json"
-  step decode-linear "$W/bin/decode_step" --model llama-3.1-8b --variants --out "$R/decode-linear.json"
+  decode_steps
   # JUDGE=decode: the step alone (a budget too short for the benches).
   if [ "${JUDGE:-all}" = decode ]; then
     kill "$anchor" 2> /dev/null

@@ -250,25 +250,20 @@ pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Compariso
             reference.key, other.key
         )));
     }
-    // The reference's medians by (variant, key).
-    let timed: BTreeMap<(&str, u64), f64> = reference
-        .variants
-        .iter()
-        .filter(|v| v.rejected.is_none())
-        .flat_map(|v| {
-            v.measurements
-                .iter()
-                .map(move |m| ((v.name.as_str(), m.key), m.median_us))
-        })
-        .collect();
+    // The reference's median of a variant that passed its checks.
     let keys = pair_keys(
         reference,
         other,
         |table| &table.sizes,
-        |record, pick| timed.get(&(pick, record.key)).copied(),
+        |record, pick| {
+            reference
+                .variant(pick)
+                .filter(|v| v.rejected.is_none())
+                .and_then(|v| v.median_at(record.key))
+        },
     );
-    // The vendor's points are timed in their own records only: the winner's and
-    // the incumbent's medians.
+    // The vendor's sweep keeps its medians in its records (the winner's and the
+    // incumbent's), not as the variants' measurements.
     let vendor_keys = pair_keys(
         reference,
         other,
