@@ -55,6 +55,9 @@
 # must judge the table as committed, built before the change).
 # TESTS="linear ..." (prepare sweeps): those GPU test files too, run on the GPU
 # after sweep A, before sweep B and the GEMM bench.
+# THEN=sweeps|judge (start): that trip too, after this one, from the same BIN (one
+# folder holding both trips' binaries: a machine of either kind runs its plan in
+# one start).
 # REQUIRE_H200=1 (start): nothing runs on another GPU. STEP=0 (start): no decode
 # step first (a budget for the sweeps alone); STEP=any: the step first on any GPU
 # (a second run of a committed table's step, for its run-to-run spread).
@@ -301,9 +304,13 @@ case "${1:-}:${2:-}" in
       exit 0
     fi
     # The sweeps run in the patched copy (CARGO_MANIFEST_DIR); the judge's binaries
-    # where they were built.
-    if [ "$2" = sweeps ]; then cd "$W/tree" || exit 1; else cd "$(cat "$W/bin/root")" || exit 1; fi
-    "$2"
+    # where they were built. THEN: the other trip after this one, on the same binaries.
+    for trip in "$2" ${THEN:-}; do
+      (
+        if [ "$trip" = sweeps ]; then cd "$W/tree" || exit 1; else cd "$(cat "$W/bin/root")" || exit 1; fi
+        "$trip"
+      )
+    done
     echo "done $(date +%T)" >> "$R/steps.txt"
     touch "$W/done"
     ;;
