@@ -122,6 +122,7 @@ const SPEC: KernelSpec = KernelSpec::new(
         &[11],
         &[12],
         &[13],
+        &[14],
     ],
     &[0],
 );
@@ -186,6 +187,7 @@ fn main() -> std::process::ExitCode {
             planted_variants_are_rejected_with_their_reasons,
             a_variant_that_skips_the_tail_is_out_off_the_grid,
             a_launch_that_cannot_be_captured_is_out_when_graphs_are_timed,
+            a_duel_times_the_keys_own_draw,
             a_killed_sweep_resumes_from_its_journal,
         ],
     )])
@@ -381,6 +383,60 @@ fn planted_variants_are_rejected_with_their_reasons() {
         "a wrong variant is never timed"
     );
     println!("planted variants: ok");
+}
+
+/// Session 39: a duel timed the case as its worker held it, and a worker new to
+/// the key (every confirmation's is fresh) held zeros, never drawn, with one
+/// check seed. Mode 14 is fast on drawn values and slower than mode 13 on zeros:
+/// its medians win every key, and the duels (and their confirmations) must say so
+/// too, each side's time in them near its median.
+fn a_duel_times_the_keys_own_draw() {
+    let (variants, work) = (variants(), &work());
+    let chosen: Vec<JobVariant> = [13, 14].iter().map(|&m| variants[m].clone()).collect();
+    let mut plan = plan(&SPEC, &chosen, work, "own-draw");
+    plan.check_seeds = 1;
+    let mut log = Vec::new();
+    let result = run_sweep(&plan, &Progress::silent("test"), &mut log).expect("the sweep finishes");
+    println!("{}", String::from_utf8_lossy(&log));
+    let median = |variant: usize, key: u64| {
+        result.measurements[variant]
+            .iter()
+            .find(|m| m.key == key)
+            .map(|m| m.median_us)
+    };
+    let duels: Vec<_> = result
+        .decisions
+        .iter()
+        .flat_map(|d| {
+            [d.duel, d.confirmation]
+                .into_iter()
+                .flatten()
+                .map(|duel| (d.key, duel))
+        })
+        .collect();
+    assert!(!duels.is_empty(), "mode 14 is dueled at some key");
+    for (key, duel) in &duels {
+        let sides = [(0, duel.incumbent_us), (1, duel.challenger_us)];
+        for (variant, in_duel) in sides {
+            let median = median(variant, *key).expect("both sides were timed at the key");
+            let off = in_duel / median;
+            assert!(
+                (0.5..2.0).contains(&off),
+                "at n={key}, mode {} took {in_duel:.1} us in the duel and {median:.1} us in its median",
+                [13, 14][variant]
+            );
+        }
+    }
+    assert!(
+        result.decisions.iter().all(|d| d.winner == 1),
+        "mode 14 takes every key: {:?}",
+        result
+            .decisions
+            .iter()
+            .map(|d| (d.key, d.winner, d.duel.map(|x| x.ratio)))
+            .collect::<Vec<_>>()
+    );
+    println!("a duel times the key's own draw: {} duels, ok", duels.len());
 }
 
 /// Issue 52: mode 12 skips the last `n % 1024` elements, and every key the sweep

@@ -626,12 +626,7 @@ fn run_task<K: Kernel>(
             check: verdict.describe_check(),
         });
     } else {
-        if job.check_seeds > 1 {
-            // A previous task's later draws replaced the build's own values.
-            clock.during(Part::Inputs, || {
-                case.randomize(stream, own_seed).map_err(preparing)
-            })?;
-        }
+        clock.during(Part::Inputs, || own_draw::<K>(case, stream, own_seed))?;
         clock.during(Part::Time, || first_launch::<K>(case, stream, variant))?;
     }
     let (samples, condition) =
@@ -738,6 +733,23 @@ fn timed_in_condition<K: Kernel>(
     Ok((timed?, condition))
 }
 
+/// Puts the key's own draw (`seed`) into `case` before a launch timed unchecked (a
+/// duel's, the incumbent's second timing): what the medians of the checked tasks
+/// were timed on. The case may hold anything else: zeros where it is new to this
+/// worker (a fresh worker's, as every confirmation is, or one made for this key
+/// after another), a later draw of `AUTOTUNE_CHECK_SEEDS`, or what a variant
+/// timed before wrote into its inputs. A kernel whose time depends on its data
+/// (a top-k's selection over equal scores; a GEMM's power draw at compute-bound
+/// sizes) would be timed on other work than the one it is chosen for. After the
+/// first draw at a key, a device-to-device copy ([`autotune_gate::Input`]).
+fn own_draw<K: Kernel>(
+    case: &mut K::Case,
+    stream: &Arc<CudaStream>,
+    seed: u64,
+) -> Result<(), Failure> {
+    case.randomize(stream, seed).map_err(preparing)
+}
+
 /// A challenger (`sides[1]`) timed against the incumbent (`sides[0]`) in the
 /// job's interleaved rounds, on the key's own inputs, each side launched once
 /// untimed first (a first launch may load its module), as graph replays where the
@@ -751,11 +763,7 @@ fn duel_task<K: Kernel>(
     flush: &mut L2Flush,
     sides: [&Runnable<K::Params, K::Case>; 2],
 ) -> Result<Event, Failure> {
-    if job.check_seeds > 1 {
-        // A previous task's later draws replaced the build's own values.
-        case.randomize(stream, draw_seed(job.seed, task.key, 0))
-            .map_err(preparing)?;
-    }
+    own_draw::<K>(case, stream, draw_seed(job.seed, task.key, 0))?;
     for side in sides {
         first_launch::<K>(case, stream, side)?;
     }
