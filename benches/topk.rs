@@ -558,19 +558,30 @@ fn run(ctx: &Arc<CudaContext>, out: Option<&str>) -> Result<(), Box<dyn std::err
          top-k, the rest between max_len / 4 and max_len; CUDA graph replays, ms):"
     );
     println!(
-        "{:>6} {:>8} {:>10} {:>10} {:>10} {:>12} {:>10} {:>10}  dispatched",
-        "batch", "max_len", "ours", "pipeline", "CUB top-k", "pipeline/us", "floor", "ours/floor"
+        "{:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9} {:>10} {:>10}  dispatched",
+        "batch",
+        "max_len",
+        "ours",
+        "pipeline",
+        "fused",
+        "CUB top-k",
+        "pipeline/us",
+        "fused/us",
+        "floor",
+        "ours/floor"
     );
     for row in &batched {
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:>6} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x {:>10.4} {:>9.2}x  {}",
+            "{:>6} {:>8} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>11.2}x {:>8.2}x {:>10.4} {:>9.2}x  {}",
             row["batch"].as_u64().unwrap_or(0),
             row["max_len"].as_u64().unwrap_or(0),
             f("ours_graph_ms"),
             f("flashinfer_pipeline_graph_ms"),
+            f("flashinfer_fused_pipeline_graph_ms"),
             f("flashinfer_select_graph_ms"),
             f("ratio_pipeline_graphs"),
+            f("ratio_fused_pipeline_graphs"),
             f("floor_ms"),
             f("ours_graph_vs_floor"),
             row["kernel"].as_str().unwrap_or(""),
