@@ -103,6 +103,11 @@ pub struct Facts {
 /// The most a sweep's journal may hold (a line a task, a few hundred bytes each).
 const MAX_JOURNAL_BYTES: u64 = 256 << 20;
 
+/// The challengers that meet the incumbent in duels at one key, fastest median
+/// first, each only where the one before handed the key back
+/// ([`Record::decisions`]).
+pub const CHALLENGERS_PER_KEY: usize = 3;
+
 /// The incumbent at `key` among `incumbents` (variant 0 where none is declared).
 pub fn incumbent_at(incumbents: &[KeyRange<usize>], key: u64) -> usize {
     incumbents
@@ -611,18 +616,45 @@ impl<'a> Record<'a> {
     pub fn decisions(&self) -> Vec<Decision> {
         let keys: BTreeSet<u64> = self.measured.keys().map(|id| id.key).collect();
         keys.into_iter()
-            .filter_map(|key| {
-                let timings = self.timings_at(key);
-                let candidate = |v: usize| self.facts.candidate.get(v).copied().unwrap_or(false);
-                let decision = ranges::decide_with_candidates(
-                    &timings,
-                    self.incumbent_at(key),
-                    self.facts.min_margin,
-                    &candidate,
-                )?;
-                Some(self.with_duel(decision))
-            })
+            .filter_map(|key| self.decision_at(key))
             .collect()
+    }
+
+    /// The decision at `key`: the fastest challenger by median meets the incumbent
+    /// in a duel; where the duel hands the key back, the next fastest that the
+    /// medians still put past the margin meets it too, up to
+    /// [`CHALLENGERS_PER_KEY`] of them. Medians a few percent apart are noise at
+    /// some sizes: on an H100, two sweeps ranked two of cuBLASLt's points at
+    /// 6144 x 4096, m = 8192 in either order, 2.5% apart; the one ranked first in
+    /// one sweep tied its duel (1.002x) and the other, never dueled there, won its
+    /// duel in the other sweep (1.032x). Where every challenger hands the key back,
+    /// the record is the first one's duel.
+    fn decision_at(&self, key: u64) -> Option<Decision> {
+        let mut timings = self.timings_at(key);
+        let candidate = |v: usize| self.facts.candidate.get(v).copied().unwrap_or(false);
+        let mut handed_back = None;
+        for _ in 0..CHALLENGERS_PER_KEY {
+            let Some(decision) = ranges::decide_with_candidates(
+                &timings,
+                self.incumbent_at(key),
+                self.facts.min_margin,
+                &candidate,
+            ) else {
+                return handed_back;
+            };
+            let challenger = decision.winner;
+            if challenger == decision.incumbent {
+                return Some(handed_back.unwrap_or(decision));
+            }
+            let dueled = self.with_duel(decision);
+            if dueled.winner == challenger {
+                // Won its duel, or not dueled yet.
+                return Some(dueled);
+            }
+            handed_back.get_or_insert(dueled);
+            timings.timed.retain(|t| t.variant != challenger);
+        }
+        handed_back
     }
 
     /// `decision` as its duels have it, where the challenger met the incumbent: the

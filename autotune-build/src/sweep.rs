@@ -321,14 +321,16 @@ impl<'a> Sweep<'a> {
     /// (a new CUDA context, the modules loaded again: what one process's state made
     /// of the two does not carry over). A key handed back may move a boundary, so
     /// the boundaries are refined again and the new keys' challengers met too, for
-    /// as many rounds as refinement has; the last round's duels are not refined
-    /// after.
+    /// as many rounds as refinement has. A key handed back may have a next
+    /// challenger ([`crate::record::CHALLENGERS_PER_KEY`]): the rounds go on, without
+    /// refining, until no challenger holds a key undueled or unconfirmed.
     fn confirm(&self, lanes: &mut [Lane]) -> Result<(), BuildError> {
         let plan = self.plan;
         if plan.timing.duel_rounds == 0 {
             return Ok(());
         }
-        for round in 0..=plan.refine_rounds {
+        let rounds = plan.refine_rounds + crate::record::CHALLENGERS_PER_KEY as u32;
+        for round in 0..=rounds {
             let duels = self.record().undueled();
             if !duels.is_empty() {
                 self.duel(lanes, &duels, false)?;

@@ -486,6 +486,7 @@ fn main() {
     a_variant_that_skips_the_tail_is_out_though_right_at_every_size(&work.join("tail"));
     a_gain_inside_the_noise_stays_with_the_incumbent(&work.join("noise"));
     a_win_one_process_does_not_repeat_stays_with_the_incumbent(&work.join("moody"));
+    a_challenger_ranked_second_by_median_meets_the_incumbent_too(&work.join("second"));
     a_sweep_during_which_the_gpu_throttled_says_so(&work.join("hot"));
     shards_on_two_machines_decide_what_one_machine_decides(&work.join("shards"));
     println!("sweep_protocol: all passed");
@@ -568,6 +569,39 @@ fn a_gain_inside_the_noise_stays_with_the_incumbent(work: &Path) {
         "{log}"
     );
     assert!(!log.contains("interleaved"), "{log}");
+}
+
+/// Two challengers: `lucky=1.10` is the fastest by median and the incumbent's
+/// equal in interleaved rounds; `jittery=1.06` is second by median and wins its
+/// rounds. Where the first hands a key back, the second meets the incumbent too
+/// and takes it: a key is not lost to whichever of two close medians came first
+/// (on an H100, two sweeps ranked two of cuBLASLt's points at one key in either
+/// order, and only the sweep that dueled the faster one gave it the key). Before,
+/// one duel per key: the incumbent kept every key.
+fn a_challenger_ranked_second_by_median_meets_the_incumbent_too(work: &Path) {
+    let mut three = variants(1);
+    for (v, name) in ["lucky=1.10", "jittery=1.06"].into_iter().enumerate() {
+        three.push(JobVariant {
+            name: name.to_string(),
+            values: vec![v as u32 + 1],
+            ..three[0].clone()
+        });
+    }
+    let (result, log) = run_logged(&plan(work, &three));
+    assert!(!result.decisions.is_empty(), "{log}");
+    for d in &result.decisions {
+        assert_eq!(
+            d.winner, 2,
+            "the second by median takes {}: {d:?}\n{log}",
+            d.key
+        );
+        assert!(d.duel.is_some_and(|duel| duel.low > 1.01), "{d:?}");
+        assert!(d.confirmation.is_some_and(|duel| duel.low > 1.01), "{d:?}");
+    }
+    assert!(
+        log.contains("lucky=1.10 against v=0: ") && log.contains("jittery=1.06 against v=0: "),
+        "{log}"
+    );
 }
 
 /// `moody=1.05` wins its duel at every key in the first worker process and ties

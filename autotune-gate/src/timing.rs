@@ -93,7 +93,8 @@ impl TimingConfig {
         ) + &if self.duel_rounds > 0 {
             format!(
                 "; a challenger takes a key only where {} interleaved rounds against the incumbent \
-                 (shuffled order) put the 95% interval of their ratio above the margin",
+                 (shuffled order) put the 95% interval of their ratio above the margin \
+                 (where one hands the key back, the next fastest by median, up to three)",
                 self.duel_rounds
             )
         } else {
