@@ -463,10 +463,20 @@ impl<'a> Record<'a> {
             _ => None,
         };
         if let Some(duel) = &duel {
-            let verdict = match duel.verdict(self.facts.min_margin) {
-                DuelVerdict::Challenger => "the challenger's",
-                DuelVerdict::Tie => "a tie: the incumbent keeps it",
-                DuelVerdict::Incumbent => "the incumbent's",
+            let timings = self.timings_at(id.key);
+            let median = |v: usize| timings.timed.iter().find(|t| t.variant == v);
+            let off = match (median(against), median(id.variant)) {
+                (Some(a), Some(b)) => duel.off_medians(a.median, b.median),
+                _ => None,
+            };
+            let verdict = match (off, duel.verdict(self.facts.min_margin)) {
+                (Some((a, b)), _) => format!(
+                    "its sides ran {a:.2}x and {b:.2}x their medians: it timed other work than \
+                     they did, and the incumbent keeps the key"
+                ),
+                (None, DuelVerdict::Challenger) => "the challenger's".into(),
+                (None, DuelVerdict::Tie) => "a tie: the incumbent keeps it".into(),
+                (None, DuelVerdict::Incumbent) => "the incumbent's".into(),
             };
             let again = if id.repeat {
                 " again, in a fresh worker"
@@ -672,8 +682,13 @@ impl<'a> Record<'a> {
             return decision;
         };
         let confirmation = self.confirmations.get(&id).copied();
+        // A duel far from its sides' medians timed other work: it decides nothing.
         let says_challenger = |duel: Option<Duel>| {
-            duel.is_some_and(|d| d.verdict(self.facts.min_margin) == DuelVerdict::Challenger)
+            duel.is_some_and(|d| {
+                d.verdict(self.facts.min_margin) == DuelVerdict::Challenger
+                    && d.off_medians(decision.incumbent_us, decision.winner_us)
+                        .is_none()
+            })
         };
         let kept = says_challenger(duel) && confirmation.is_none_or(says_challenger);
         let confirmation = confirmation.flatten();
@@ -971,6 +986,38 @@ mod tests {
         assert_eq!(before, (0, Some(1), Some(30)), "a tie: the incumbent's");
         assert_eq!(decide(true), before, "the same after a resume");
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// A duel whose rounds give the challenger 1.10x, each side three times its
+    /// median (10 and 9 us by median, 30 and 27.3 in the rounds: what a duel on
+    /// inputs never drawn looked like), decides nothing: the incumbent keeps the
+    /// key, and the log says why. The same rounds at the medians' times take it.
+    #[test]
+    fn a_duel_that_timed_other_work_than_the_medians_decides_nothing() {
+        let duel = TaskId {
+            against: Some(0),
+            ..id(100, 1, false, 0)
+        };
+        let rounds = |scale: f64| Outcome::Dueled {
+            incumbent_us: vec![10.0 * scale; 30],
+            challenger_us: vec![10.0 * scale / 1.10; 30],
+        };
+        for (scale, winner) in [(3.0, 0), (1.0, 1)] {
+            let path = journal(&format!("off-medians-{scale}"));
+            let mut log = Vec::new();
+            let mut record = Record::new(facts(path.clone()), vec![None; 3], &mut log);
+            challenger_faster_at_100(&mut record);
+            record.apply(duel, rounds(scale), true, None).unwrap();
+            assert_eq!(
+                record.decisions()[0].winner,
+                winner,
+                "at {scale}x the medians"
+            );
+            drop(record);
+            let log = String::from_utf8(log).unwrap();
+            assert_eq!(log.contains("timed other work"), winner == 0, "{log}");
+            let _ = std::fs::remove_file(&path);
+        }
     }
 
     /// A challenger that won its duel keeps the key until the same duel in a fresh

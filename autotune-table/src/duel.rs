@@ -40,10 +40,23 @@
 //! 46.66 us in one sweep and 42.98 us in another an hour later, a change larger
 //! than either sweep's interval (`bench/results/h100-session29/README.md`).
 
+//!
+//! A duel is evidence only for the work its sides' medians were measured on: where
+//! either side's time over the rounds lies more than [`MEDIAN_AGREEMENT`] times
+//! from that variant's median at the key, either way ([`Duel::off_medians`]), the
+//! duel timed something else (on an H100, duels on inputs never drawn took the
+//! top-k 1.2 to 23 times their medians), and it hands the key back.
+
 use serde::{Deserialize, Serialize};
 
 /// The confidence of the interval a challenger's lower end must clear.
 pub const CONFIDENCE: f64 = 0.95;
+
+/// How far, as a factor either way, a duel's side may run from the same variant's
+/// median at the key and still count: the two are timed the same way (the same
+/// inputs, condition and graphs), so they differ by what drifts over a sweep (a
+/// few percent), not by a quarter.
+pub const MEDIAN_AGREEMENT: f64 = 1.25;
 
 /// The interleaved rounds of one challenger against the incumbent at one key.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -121,6 +134,19 @@ impl Duel {
         }
     }
 
+    /// The duel's sides over the medians of the same two variants at its key
+    /// (`incumbent_us`, `challenger_us`), where either lies beyond
+    /// [`MEDIAN_AGREEMENT`] either way: then the rounds timed other work than the
+    /// medians did, and they decide nothing. `None` where both agree.
+    pub fn off_medians(&self, incumbent_us: f64, challenger_us: f64) -> Option<(f64, f64)> {
+        let sides = (
+            self.incumbent_us / incumbent_us,
+            self.challenger_us / challenger_us,
+        );
+        let agrees = |r: f64| (1.0 / MEDIAN_AGREEMENT..=MEDIAN_AGREEMENT).contains(&r);
+        (!agrees(sides.0) || !agrees(sides.1)).then_some(sides)
+    }
+
     /// `1.043x [1.031, 1.055] over 60 rounds`, for reports.
     pub fn describe(&self) -> String {
         format!(
@@ -170,6 +196,21 @@ pub fn interval(sorted: &[f64], confidence: f64) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The H100 table's `topk_indexer_batched@batch=1` at 131072: 34.1 and 29.9 us
+    /// by median, 544.1 and 273.7 us in the duel (inputs never drawn); a GEMM's
+    /// decode-size duel within 1% of its medians counts.
+    #[test]
+    fn a_duel_far_from_its_medians_timed_other_work() {
+        let duel = Duel::from_rounds(&[544.1; 8], &[273.7; 8]).unwrap();
+        let (a, b) = duel.off_medians(34.1, 29.9).expect("16x and 9x off");
+        assert!(a > 15.0 && b > 9.0, "{a} {b}");
+        let near = Duel::from_rounds(&[43.2; 8], &[42.0; 8]).unwrap();
+        assert_eq!(near.off_medians(43.5, 42.1), None);
+        // Either way, either side.
+        assert!(near.off_medians(43.5, 60.0).is_some());
+        assert!(near.off_medians(30.0, 42.1).is_some());
+    }
 
     #[test]
     fn the_interval_is_the_binomial_order_statistics() {
