@@ -50,14 +50,22 @@ fn shipped() -> Vec<(String, String, table::TuningTable)> {
     tables
 }
 
+/// `AUTOTUNE_BLESS_REPORTS=1` writes them again (after a change of the report's
+/// format; review the diff).
 #[test]
 fn the_committed_reports_are_the_committed_tables_s() {
+    let bless = std::env::var_os("AUTOTUNE_BLESS_REPORTS").is_some_and(|v| v == "1");
     for (path, stem, table) in shipped() {
         let report = format!("kernels/tuning/{stem}-report.txt");
+        let rendered = autotune_table::report::render(&path, &table, None);
+        if bless {
+            std::fs::write(root().join(&report), &rendered).unwrap();
+        }
         let committed = std::fs::read_to_string(root().join(&report)).unwrap();
         assert!(
-            autotune_table::report::render(&path, &table, None) == committed,
-            "{report} is stale: `cargo autotune report` (the part of {path})"
+            rendered == committed,
+            "{report} is stale: `cargo autotune report` (the part of {path}), or \
+             AUTOTUNE_BLESS_REPORTS=1 after a change of the report's format"
         );
     }
 }

@@ -246,26 +246,50 @@ fn size_lines(k: &KernelTable, size: &SizeRecord) -> String {
         size.margin * 100.0,
         over_runner_up
     );
+    // The challenger's median: the winner's where it took the key, else the
+    // runner-up's (the one the duel handed the key back from).
+    let challenger_us = if size.winner == size.incumbent {
+        size.runner_up
+            .as_deref()
+            .and_then(|r| k.variant(r))
+            .and_then(|v| v.median_at(size.key))
+    } else {
+        Some(size.winner_us)
+    };
+    let medians = challenger_us.map(|c| (size.incumbent_us, c));
     if let Some(duel) = &size.duel {
-        let _ = writeln!(out, "  {:<24} {}", "", duel_line(duel, k.min_margin));
+        let _ = writeln!(
+            out,
+            "  {:<24} {}",
+            "",
+            duel_line(duel, k.min_margin, medians)
+        );
     }
     if let Some(duel) = &size.confirmation {
-        let line = duel_line(duel, k.min_margin);
+        let line = duel_line(duel, k.min_margin, medians);
         let _ = writeln!(out, "  {:<24} again in a fresh worker: {line}", "");
     }
     out
 }
 
 /// `challenger vs incumbent 1.043x [1.031, 1.055] over 60 interleaved rounds: the
-/// challenger's`: a duel at a key, with what it decided against `min_margin`.
-fn duel_line(duel: &Duel, min_margin: f64) -> String {
+/// challenger's`: a duel at a key, with what it decided against `min_margin`, and
+/// where its sides ran far from their `medians` (incumbent, challenger) at the key
+/// ([`Duel::off_medians`]), by how much: such a duel timed other work (a table made
+/// before the sweep put each key's own draw into the duel's case).
+fn duel_line(duel: &Duel, min_margin: f64, medians: Option<(f64, f64)>) -> String {
     let verdict = match duel.verdict(min_margin) {
         DuelVerdict::Challenger => "the challenger's",
         DuelVerdict::Tie => "a tie, kept by the incumbent",
         DuelVerdict::Incumbent => "the incumbent's",
     };
+    let off = medians
+        .and_then(|(a, b)| duel.off_medians(a, b))
+        .map_or_else(String::new, |(a, b)| {
+            format!("; its sides ran {a:.2}x and {b:.2}x their medians: other work than they timed")
+        });
     format!(
-        "challenger vs incumbent {} (95% interval, spread ±{:.1}%): {verdict}",
+        "challenger vs incumbent {} (95% interval, spread ±{:.1}%): {verdict}{off}",
         duel.describe(),
         duel.spread * 100.0
     )
