@@ -36,7 +36,7 @@
 # JUDGE=decode: the judge's decode step alone (prepare: only its binary).
 # JUDGE=topk: the top-k bench with its anchors and the decode step (prepare: their
 # binaries, and FlashInfer's anchor library where target/flashinfer has it built;
-# carried, the bench runs first).
+# carried, the bench runs first; STEP=0: the bench alone).
 # WITH_GEMM_BENCH=1 (prepare sweeps): the GEMM bench too, run on an H200 last, after
 # the sweeps (it needs only the GEMM's table, committed already).
 # BIN=DIR: the trip's binaries from (prepare: into) .gpu-bin/DIR, not .gpu-bin/TRIP.
@@ -163,7 +163,8 @@ judge() {
   # here), then the steps (a budget that may end part-way).
   if [ "${JUDGE:-all}" = topk ] && [ -f "$W/bin/libflashinfer_anchor.so" ]; then
     FLASHINFER_ANCHOR=$W/bin/libflashinfer_anchor.so step topk "$W/bin/topk" --out "$R/topk.json"
-    decode_steps
+    # STEP=0: the bench alone (a table whose GEMM entries the step judged already).
+    [ "${STEP:-1}" = 0 ] || decode_steps
     return
   fi
   # FlashInfer's anchors compile (CPU) while the step runs.
