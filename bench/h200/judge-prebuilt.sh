@@ -33,6 +33,9 @@
 # step runs them) reaches the sweeps. POLL_S: a call's seconds of waiting (540).
 # SWEEP_PATCH="FILE ..." (prepare): only the patch's parts for src/FILE.rs compiled in
 # (none: no part).
+# AUTOTUNE_TABLES_DIR=DIR (prepare judge): the judge bakes the tables in DIR (a
+# copy of kernels/tuning with a table fresh from the GPU), the tree untouched: a
+# rebuild here in seconds while the machine runs the next call, then the judge.
 # JUDGE=decode: the judge's decode step alone (prepare: only its binary).
 # JUDGE=topk: the top-k bench with its anchors and the decode step (prepare: their
 # binaries, and FlashInfer's anchor library where target/flashinfer has it built;
@@ -58,6 +61,8 @@
 # THEN=sweeps|judge (start): that trip too, after this one, from the same BIN (one
 # folder holding both trips' binaries: a machine of either kind runs its plan in
 # one start).
+# FIRST_TESTS="sweep_faults ..." (start): those GPU tests, carried in BIN/tests
+# (TESTS= at prepare), run first, before the trip.
 # REQUIRE_H200=1 (start): nothing runs on another GPU. STEP=0 (start): no decode
 # step first (a budget for the sweeps alone); STEP=any: the step first on any GPU
 # (a second run of a committed table's step, for its run-to-run spread).
@@ -304,6 +309,13 @@ case "${1:-}:${2:-}" in
       touch "$W/done"
       exit 0
     fi
+    # FIRST_TESTS: those carried GPU tests before the trip (a budget that may end
+    # part-way), each then left out of the trip's own run of the tests.
+    for test in ${FIRST_TESTS:-}; do
+      step "test-$test" env AUTOTUNE_REQUIRE_GPU=1 AUTOTUNE_REQUIRE_NVCC=1 PATH="$PATH" \
+        timeout "${TEST_S:-300}" "$W/bin/tests/$test"
+      rm -f "$W/bin/tests/$test"
+    done
     # The sweeps run in the patched copy (CARGO_MANIFEST_DIR); the judge's binaries
     # where they were built. THEN: the other trip after this one, on the same binaries.
     for trip in "$2" ${THEN:-}; do
