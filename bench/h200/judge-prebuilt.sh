@@ -311,9 +311,13 @@ case "${1:-}:${2:-}" in
     fi
     # FIRST_TESTS: those carried GPU tests before the trip (a budget that may end
     # part-way), each then left out of the trip's own run of the tests.
+    # (sweep_faults has its own harness; the others run one test at a time, as
+    # gpu-tests.sh runs them.)
     for test in ${FIRST_TESTS:-}; do
-      step "test-$test" env AUTOTUNE_REQUIRE_GPU=1 AUTOTUNE_REQUIRE_NVCC=1 PATH="$PATH" \
-        timeout "${TEST_S:-300}" "$W/bin/tests/$test"
+      args=(--test-threads=1)
+      [ "$test" = sweep_faults ] && args=()
+      step "test-$test" env AUTOTUNE_REQUIRE_GPU=1 AUTOTUNE_REQUIRE_NVCC=1 \
+        timeout "${TEST_S:-300}" "$W/bin/tests/$test" "${args[@]}"
       rm -f "$W/bin/tests/$test"
     done
     # The sweeps run in the patched copy (CARGO_MANIFEST_DIR); the judge's binaries
