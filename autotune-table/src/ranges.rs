@@ -48,9 +48,12 @@ pub struct Decision {
     pub noise: f64,
     pub runner_up: Option<usize>,
     pub refinement: bool,
-    /// The interleaved rounds of the fastest challenger against the incumbent,
-    /// where it was timed so (see [`crate::duel`]): the key is the challenger's only
-    /// where they said so.
+    /// The interleaved rounds of a challenger against the incumbent, where it was
+    /// timed so (see [`crate::duel`]): the key is the challenger's only where they
+    /// said so. The fastest challenger by median meets the incumbent first; where
+    /// it hands the key back, the next fastest does (the build's
+    /// `CHALLENGERS_PER_KEY`). This is the duel of the one that took the key, or,
+    /// where none did, the first one's.
     pub duel: Option<Duel>,
     /// The same duel in a fresh worker process, where the first gave the key to the
     /// challenger: the key stays the challenger's only where this says so too.

@@ -413,9 +413,11 @@ pub struct SizeRecord {
     pub runner_up: Option<String>,
     /// Timed to place a boundary between two sizes with different winners.
     pub refinement: bool,
-    /// The fastest challenger's interleaved rounds against the incumbent, where
-    /// it would have taken the key (the ratio's confidence interval, the rounds and
-    /// the spread; see [`crate::duel`]). Absent in tables made before 0.2 and at
+    /// A challenger's interleaved rounds against the incumbent, where it would
+    /// have taken the key (the ratio's confidence interval, the rounds and the
+    /// spread; see [`crate::duel`]): the one that took the key, or, where every
+    /// challenger dueled handed it back, the fastest by median
+    /// ([`crate::ranges::Decision::duel`]). Absent in tables made before 0.2 and at
     /// keys the incumbent kept on the medians alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duel: Option<crate::duel::Duel>,
