@@ -32,7 +32,7 @@ type Renderer = fn(&Value) -> String;
 /// The files of record and how each one's block is rendered.
 const RECORDS: [(&str, Renderer); 9] = [
     ("kernels/tuning/nvidia-h100-80gb-hbm3.json", owners),
-    ("bench/results/h100-session39/topk.json", topk_fused),
+    ("bench/results/h100-session41/topk.json", topk_fused),
     (
         "bench/results/h100-session37/decode.json",
         step_on_its_table,

@@ -2,8 +2,10 @@
 //! and another (on two GPUs, a budgeted search, or a second sweep on the same GPU).
 //! At every key both decided, do the picks agree, and what does the other's pick
 //! cost in the reference's own timings? Where they differ, did a duel at that key
-//! say the rounds could not tell (a tie, where two sweeps may differ), or do the two
-//! sweeps disagree outside the noise? The vendor's points (its ranked algorithms
+//! say the rounds could not tell (a tie, where two sweeps may differ), are the two
+//! picks challengers the sweeps ranked by medians whose quartiles overlap (within
+//! the spread: no duel sets one challenger against another), or do the two sweeps
+//! disagree outside the noise? The vendor's points (its ranked algorithms
 //! against its default) are compared the same way. Plus the sweep times, so that a
 //! faster sweep is shown with what it bought.
 
@@ -68,14 +70,14 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
             "{name}: picks agree at {} of {} keys over its {entries} entries{}",
             sweep.same,
             sweep.keys(),
-            differing(sweep.tie, sweep.apart)
+            differing(&sweep)
         );
         if vendor.keys() > 0 {
             line += &format!(
                 "; the vendor's points at {} of {}{}",
                 vendor.same,
                 vendor.keys(),
-                differing(vendor.tie, vendor.apart)
+                differing(&vendor)
             );
         }
         println!("{line}");
@@ -104,6 +106,7 @@ impl Total {
 struct Counts {
     same: usize,
     tie: usize,
+    spread: usize,
     apart: usize,
 }
 
@@ -119,22 +122,32 @@ impl Counts {
             match k.standing {
                 Standing::Same => self.same += 1,
                 Standing::Tie => self.tie += 1,
+                Standing::Spread => self.spread += 1,
                 Standing::Apart => self.apart += 1,
             }
         }
     }
 
     fn keys(&self) -> usize {
-        self.same + self.tie + self.apart
+        self.same + self.tie + self.spread + self.apart
     }
 }
 
-/// `; 2 differ on a tie, 1 outside the noise`, or nothing where all agree.
-fn differing(tie: usize, apart: usize) -> String {
-    if tie + apart == 0 {
+/// `; 2 differ on a tie, 1 outside the noise`, or nothing where all agree; with
+/// `3 between two of ours within their quartiles` where some do.
+fn differing(counts: &Counts) -> String {
+    let Counts {
+        tie, spread, apart, ..
+    } = *counts;
+    if tie + spread + apart == 0 {
         return String::new();
     }
-    format!("; {tie} differ on a tie, {apart} outside the noise")
+    let spread = if spread > 0 {
+        format!(", {spread} between two of ours within their quartiles")
+    } else {
+        String::new()
+    };
+    format!("; {tie} differ on a tie{spread}, {apart} outside the noise")
 }
 
 /// The entries `name` means: the entry of that name (`gemm@n=4096,k=4096`, `rms_norm`),
@@ -167,8 +180,14 @@ pub enum Standing {
     /// interval holds `1 + margin` ([`DuelVerdict::Tie`]). Two sweeps may differ
     /// here.
     Tie,
-    /// They differ, and no duel at this key said tie: each table decided outside
-    /// its noise, and they decided differently.
+    /// They differ between two challengers, each of which took the key from the
+    /// incumbent in its own table, and whose interquartile ranges at this key
+    /// overlap. A sweep ranks its challengers by median and duels none against
+    /// another, so neither sweep told these two apart: they differ within the
+    /// spread of their timings.
+    Spread,
+    /// They differ, and neither a duel nor the quartiles said tie: each table
+    /// decided outside its noise, and they decided differently.
     Apart,
 }
 
@@ -209,6 +228,36 @@ fn tied_at(table: &KernelTable, key: u64) -> bool {
         .any(|duel| duel.verdict(table.min_margin) == DuelVerdict::Tie)
 }
 
+/// Whether the two picks at one key (`ours` in the reference, `theirs` in the
+/// other) are two challengers that each took the key from its table's incumbent,
+/// and whose interquartile ranges there overlap: each pick's quartiles as the
+/// reference timed it, else as the other did. The sweep ranks challengers by
+/// median alone, so two such picks are a tie of that ranking.
+fn challengers_overlap(
+    reference: &KernelTable,
+    other: &KernelTable,
+    ours: &SizeRecord,
+    theirs: &SizeRecord,
+) -> bool {
+    let challenger = |record: &SizeRecord| record.winner != record.incumbent;
+    if !challenger(ours) || !challenger(theirs) {
+        return false;
+    }
+    let quartiles = |pick: &str| {
+        [reference, other].into_iter().find_map(|table| {
+            let variant = table.variant(pick).filter(|v| v.rejected.is_none())?;
+            let at = variant.measurements.iter().find(|m| m.key == ours.key)?;
+            Some((at.p25_us, at.p75_us))
+        })
+    };
+    match (quartiles(&ours.winner), quartiles(&theirs.winner)) {
+        (Some((low, high)), Some((other_low, other_high))) => {
+            low <= other_high && other_low <= high
+        }
+        _ => false,
+    }
+}
+
 /// Each key both tables decided in `records` (the sweep's or the vendor's points'):
 /// the picks, how they stand, and the other's pick's cost where `timed` has both.
 fn pair_keys(
@@ -216,6 +265,7 @@ fn pair_keys(
     other: &KernelTable,
     records: fn(&KernelTable) -> &[SizeRecord],
     timed: impl Fn(&SizeRecord, &str) -> Option<f64>,
+    within_spread: impl Fn(&SizeRecord, &SizeRecord) -> bool,
 ) -> Vec<KeyComparison> {
     let mut keys = Vec::new();
     for theirs in records(other) {
@@ -229,6 +279,8 @@ fn pair_keys(
             Standing::Same
         } else if tied_at(reference, ours.key) || tied_at(other, ours.key) {
             Standing::Tie
+        } else if within_spread(ours, theirs) {
+            Standing::Spread
         } else {
             Standing::Apart
         };
@@ -261,6 +313,7 @@ pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Compariso
                 .filter(|v| v.rejected.is_none())
                 .and_then(|v| v.median_at(record.key))
         },
+        |ours, theirs| challengers_overlap(reference, other, ours, theirs),
     );
     // The vendor's sweep keeps its medians in its records (the winner's and the
     // incumbent's), not as the variants' measurements.
@@ -277,6 +330,8 @@ pub fn compare(reference: &KernelTable, other: &KernelTable) -> Result<Compariso
                 None
             }
         },
+        // The vendor's records keep medians only: no quartiles to read.
+        |_, _| false,
     );
     let sweep = |k: &KernelTable| {
         let points: usize = k.variants.iter().map(|v| v.measurements.len()).sum();
@@ -324,7 +379,7 @@ pub fn render(name: &str, reference: &str, other: &str, c: &Comparison) -> Strin
             "the vendor's points agree at {} of {} keys{}",
             vendor.same,
             vendor.keys(),
-            differing(vendor.tie, vendor.apart)
+            differing(&vendor)
         );
     }
     let sweep = Counts::of(&c.keys);
@@ -335,7 +390,7 @@ pub fn render(name: &str, reference: &str, other: &str, c: &Comparison) -> Strin
         "picks agree at {} of {} keys{}; the other's picks cost at most {:+.2}% in the reference's timings{}",
         sweep.same,
         sweep.keys(),
-        differing(sweep.tie, sweep.apart),
+        differing(&sweep),
         (worst - 1.0) * 100.0,
         if untimed > 0 {
             format!(
@@ -362,6 +417,7 @@ fn rows(out: &mut String, keys: &[KeyComparison]) {
         let (other, standing) = match k.standing {
             Standing::Same => ("(same)", ""),
             Standing::Tie => (k.other_pick.as_str(), "tie"),
+            Standing::Spread => (k.other_pick.as_str(), "within the quartiles"),
             Standing::Apart => (k.other_pick.as_str(), "outside the noise"),
         };
         let row = format!(
@@ -517,5 +573,78 @@ mod tests {
                 .cost
                 .is_some_and(|c| (c - 1.1).abs() < 1e-9)
         );
+    }
+
+    /// A measurement at `key` with the quartiles `[p25, p75]` around `median`.
+    fn timed(key: u64, p25: f64, median: f64, p75: f64) -> autotune_table::table::Measurement {
+        autotune_table::table::Measurement {
+            key,
+            median_us: median,
+            p25_us: p25,
+            p75_us: p75,
+            min_us: p25,
+            repeats: 100,
+            error: 0.0,
+            bytes: 0,
+            flops: 0,
+            device: 0,
+            checked_once: false,
+            buffers: 0,
+        }
+    }
+
+    /// Session 41, two top-k sweeps on one H100: 13 of 47 keys "outside the noise"
+    /// whose picks were two of our points 0.1-0.9% apart by median, each of which
+    /// had beaten the incumbent in its duel. The sweep ranks its challengers by
+    /// median and duels none against another, so where the two picks' quartiles
+    /// overlap the two sweeps could not tell them apart: within the spread, not
+    /// apart. Disjoint quartiles stay apart, and a pick that is the incumbent stays
+    /// the duel's to judge.
+    #[test]
+    fn two_challengers_whose_quartiles_overlap_differ_within_the_spread() {
+        let mut reference = committed("rms_norm");
+        for record in &mut reference.sizes {
+            (record.duel, record.confirmation) = (None, None);
+        }
+        reference.vendor_sizes.clear();
+        let key = reference.sizes[0].key;
+        reference.sizes[0].incumbent = "incumbent".into();
+        let names: Vec<String> = reference.variants.iter().map(|v| v.name.clone()).collect();
+        let (first, second) = (names[0].clone(), names[1].clone());
+        let set = |table: &mut KernelTable, name: &str, (p25, median, p75): (f64, f64, f64)| {
+            let Some(variant) = table.variants.iter_mut().find(|v| v.name == name) else {
+                panic!("`{name}` is a variant");
+            };
+            variant.measurements.retain(|m| m.key != key);
+            variant.measurements.push(timed(key, p25, median, p75));
+        };
+        set(&mut reference, &first, (9.9, 10.0, 10.1));
+        set(&mut reference, &second, (9.95, 10.05, 10.15));
+        reference.sizes[0].winner = first.clone();
+        let mut other = reference.clone();
+        other.sizes[0].winner = second.clone();
+        let standing = |reference: &KernelTable, other: &KernelTable| {
+            let c = compare(reference, other).unwrap_or_else(|e| panic!("{e}"));
+            c.keys.iter().find(|k| k.key == key).map(|k| k.standing)
+        };
+        assert_eq!(standing(&reference, &other), Some(Standing::Spread));
+        let c = compare(&reference, &other).unwrap_or_else(|e| panic!("{e}"));
+        let text = render("rms_norm", "a", "b", &c);
+        assert!(text.contains("within their quartiles"), "{text}");
+        // Timed only in the other sweep, the other's pick is read there.
+        let mut untimed = reference.clone();
+        for variant in untimed.variants.iter_mut().filter(|v| v.name == second) {
+            variant.measurements.retain(|m| m.key != key);
+        }
+        assert_eq!(standing(&untimed, &other), Some(Standing::Spread));
+        // Quartiles apart: the medians told them apart, and the sweeps disagree.
+        set(&mut reference, &second, (10.2, 10.3, 10.4));
+        set(&mut other, &second, (10.2, 10.3, 10.4));
+        assert_eq!(standing(&reference, &other), Some(Standing::Apart));
+        // One sweep kept the incumbent: its duel decides (none here: apart).
+        set(&mut reference, &second, (9.95, 10.05, 10.15));
+        set(&mut other, &second, (9.95, 10.05, 10.15));
+        other.sizes[0].winner = "incumbent".into();
+        assert_eq!(standing(&reference, &other), Some(Standing::Apart));
     }
 }
