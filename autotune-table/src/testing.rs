@@ -64,6 +64,25 @@ pub fn table<'a>(kernels: impl IntoIterator<Item = (&'a str, KernelTable)>) -> T
     }
 }
 
+/// A measurement at `key` with the quartiles `[p25, p75]` around `median` (its
+/// minimum the lower quartile, 50 repeats, nothing else recorded).
+pub fn measurement(key: u64, p25: f64, median: f64, p75: f64) -> Measurement {
+    Measurement {
+        key,
+        median_us: median,
+        p25_us: p25,
+        p75_us: p75,
+        min_us: p25,
+        repeats: 50,
+        error: 0.0,
+        bytes: 0,
+        flops: 0,
+        device: 0,
+        checked_once: false,
+        buffers: 0,
+    }
+}
+
 /// A small table of one kernel `k` (two variants, one timed size, its ranges),
 /// for tests of what reads tables.
 pub fn sample_table() -> TuningTable {

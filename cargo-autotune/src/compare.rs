@@ -575,24 +575,6 @@ mod tests {
         );
     }
 
-    /// A measurement at `key` with the quartiles `[p25, p75]` around `median`.
-    fn timed(key: u64, p25: f64, median: f64, p75: f64) -> autotune_table::table::Measurement {
-        autotune_table::table::Measurement {
-            key,
-            median_us: median,
-            p25_us: p25,
-            p75_us: p75,
-            min_us: p25,
-            repeats: 100,
-            error: 0.0,
-            bytes: 0,
-            flops: 0,
-            device: 0,
-            checked_once: false,
-            buffers: 0,
-        }
-    }
-
     /// Session 41, two top-k sweeps on one H100: 13 of 47 keys "outside the noise"
     /// whose picks were two of our points 0.1-0.9% apart by median, each of which
     /// had beaten the incumbent in its duel. The sweep ranks its challengers by
@@ -616,7 +598,9 @@ mod tests {
                 panic!("`{name}` is a variant");
             };
             variant.measurements.retain(|m| m.key != key);
-            variant.measurements.push(timed(key, p25, median, p75));
+            variant
+                .measurements
+                .push(autotune_table::testing::measurement(key, p25, median, p75));
         };
         set(&mut reference, &first, (9.9, 10.0, 10.1));
         set(&mut reference, &second, (9.95, 10.05, 10.15));

@@ -266,7 +266,7 @@ impl Judgement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autotune_table::table::{KeyRange, Measurement, Rejection, Role, SizeRecord, Stage};
+    use autotune_table::table::{KeyRange, Rejection, Role, SizeRecord, Stage};
 
     fn variant(name: &str, times: &[(u64, f64)], rejected: Option<&str>) -> VariantRecord {
         VariantRecord {
@@ -281,19 +281,8 @@ mod tests {
             }),
             measurements: times
                 .iter()
-                .map(|&(key, median_us)| Measurement {
-                    key,
-                    median_us,
-                    p25_us: median_us,
-                    p75_us: median_us,
-                    min_us: median_us,
-                    repeats: 10,
-                    error: 0.0,
-                    bytes: 0,
-                    flops: 0,
-                    device: 0,
-                    checked_once: false,
-                    buffers: 0,
+                .map(|&(key, median_us)| {
+                    autotune_table::testing::measurement(key, median_us, median_us, median_us)
                 })
                 .collect(),
         }
