@@ -575,7 +575,7 @@ mod tests {
         );
     }
 
-    /// Session 41, two top-k sweeps on one H100: 13 of 47 keys "outside the noise"
+    /// Session 41, two top-k sweeps on one H100: 15 of 70 keys "outside the noise"
     /// whose picks were two of our points 0.1-0.9% apart by median, each of which
     /// had beaten the incumbent in its duel. The sweep ranks its challengers by
     /// median and duels none against another, so where the two picks' quartiles
