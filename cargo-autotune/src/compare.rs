@@ -504,17 +504,30 @@ mod tests {
         }
     }
 
+    /// The library tests' `rms_norm` with no duel at any key and no vendor's
+    /// points: how two picks stand is then the tests' to set.
+    fn without_duels() -> KernelTable {
+        let mut table = committed("rms_norm");
+        for record in &mut table.sizes {
+            (record.duel, record.confirmation) = (None, None);
+        }
+        table.vendor_sizes.clear();
+        table
+    }
+
+    /// How the sweep's picks at `key` stand between the two tables.
+    fn standing_at(reference: &KernelTable, other: &KernelTable, key: u64) -> Option<Standing> {
+        let c = compare(reference, other).unwrap_or_else(|e| panic!("{e}"));
+        c.keys.iter().find(|k| k.key == key).map(|k| k.standing)
+    }
+
     /// Issue 48: two sweeps may differ only where a duel says tie. A changed pick
     /// is a tie where either table's duel at that key (or its confirmation, or the
     /// vendor's points' duel there) holds `1 + margin`, and outside the noise
     /// where none does; the vendor's points are compared the same way.
     #[test]
     fn a_changed_pick_is_a_tie_only_where_a_duel_at_its_key_says_so() {
-        let mut reference = committed("rms_norm");
-        for record in &mut reference.sizes {
-            (record.duel, record.confirmation) = (None, None);
-        }
-        reference.vendor_sizes.clear();
+        let mut reference = without_duels();
         reference.min_margin = 0.01;
         let key = reference.sizes[0].key;
         let elsewhere = reference
@@ -525,10 +538,8 @@ mod tests {
             .unwrap_or_else(|| panic!("a second variant"));
         let mut other = reference.clone();
         other.sizes[0].winner = elsewhere;
-        let standing = |reference: &KernelTable, other: &KernelTable| {
-            let c = compare(reference, other).unwrap_or_else(|e| panic!("{e}"));
-            c.keys.iter().find(|k| k.key == key).map(|k| k.standing)
-        };
+        let standing =
+            |reference: &KernelTable, other: &KernelTable| standing_at(reference, other, key);
         assert_eq!(standing(&reference, &other), Some(Standing::Apart));
         // The challenger's rounds cleared the margin in the other sweep: still apart.
         other.sizes[0].duel = Some(duel(1.02, 1.03, 1.04));
@@ -584,11 +595,7 @@ mod tests {
     /// the duel's to judge.
     #[test]
     fn two_challengers_whose_quartiles_overlap_differ_within_the_spread() {
-        let mut reference = committed("rms_norm");
-        for record in &mut reference.sizes {
-            (record.duel, record.confirmation) = (None, None);
-        }
-        reference.vendor_sizes.clear();
+        let mut reference = without_duels();
         let key = reference.sizes[0].key;
         reference.sizes[0].incumbent = "incumbent".into();
         let names: Vec<String> = reference.variants.iter().map(|v| v.name.clone()).collect();
@@ -607,10 +614,8 @@ mod tests {
         reference.sizes[0].winner = first.clone();
         let mut other = reference.clone();
         other.sizes[0].winner = second.clone();
-        let standing = |reference: &KernelTable, other: &KernelTable| {
-            let c = compare(reference, other).unwrap_or_else(|e| panic!("{e}"));
-            c.keys.iter().find(|k| k.key == key).map(|k| k.standing)
-        };
+        let standing =
+            |reference: &KernelTable, other: &KernelTable| standing_at(reference, other, key);
         assert_eq!(standing(&reference, &other), Some(Standing::Spread));
         let c = compare(&reference, &other).unwrap_or_else(|e| panic!("{e}"));
         let text = render("rms_norm", "a", "b", &c);
