@@ -4,6 +4,12 @@
 GPU_TESTS=(gpu device_kernels cold_inputs hopper_gemm linear rmsnorm_reference topk_batched
   topk_fused topk_reference sweep_faults baked)
 
+# The libtest arguments of the carried GPU test binary named $1: one test at a
+# time, except sweep_faults, which has its own harness (none).
+gpu_test_args() {
+  [ "$1" = sweep_faults ] || echo --test-threads=1
+}
+
 # `name path` of each executable in cargo's JSON messages on stdin
 # (`cargo build --message-format=json ... | cargo_executables`).
 cargo_executables() {

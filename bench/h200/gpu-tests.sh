@@ -12,6 +12,7 @@
 #   GPU:  bash bench/h200/gpu-tests.sh    results in $OUT/NAME.txt, a table last
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+. bench/h200/common.sh
 out=${OUT:-/tmp/out}
 # Where the binaries are (GPU_BIN: another folder of the same layout).
 bin=${GPU_BIN:-.gpu-bin}
@@ -23,11 +24,8 @@ summary=()
 for test in "$bin"/tests/*; do
   name=$(basename "$test")
   start=$SECONDS
-  if [ "$name" = sweep_faults ]; then
-    timeout "${TEST_S:-300}" "$test" > "$out/$name.txt" 2>&1
-  else
-    timeout "${TEST_S:-300}" "$test" --test-threads=1 > "$out/$name.txt" 2>&1
-  fi
+  # shellcheck disable=SC2046 # no argument, or one
+  timeout "${TEST_S:-300}" "$test" $(gpu_test_args "$name") > "$out/$name.txt" 2>&1
   code=$?
   result=$(grep -E "^test result|all passed" "$out/$name.txt" | tail -n 1)
   summary+=("$(printf '%-18s exit %-3s %4ss  %s' "$name" "$code" "$((SECONDS - start))" "$result")")

@@ -310,14 +310,12 @@ case "${1:-}:${2:-}" in
       exit 0
     fi
     # FIRST_TESTS: those carried GPU tests before the trip (a budget that may end
-    # part-way), each then left out of the trip's own run of the tests.
-    # (sweep_faults has its own harness; the others run one test at a time, as
-    # gpu-tests.sh runs them.)
+    # part-way), each then left out of the trip's own run of the tests; run as
+    # gpu-tests.sh runs them.
     for test in ${FIRST_TESTS:-}; do
-      args=(--test-threads=1)
-      [ "$test" = sweep_faults ] && args=()
+      # shellcheck disable=SC2046 # no argument, or one
       step "test-$test" env AUTOTUNE_REQUIRE_GPU=1 AUTOTUNE_REQUIRE_NVCC=1 \
-        timeout "${TEST_S:-300}" "$W/bin/tests/$test" "${args[@]}"
+        timeout "${TEST_S:-300}" "$W/bin/tests/$test" $(gpu_test_args "$test")
       rm -f "$W/bin/tests/$test"
     done
     # The sweeps run in the patched copy (CARGO_MANIFEST_DIR); the judge's binaries
